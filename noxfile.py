@@ -1,0 +1,85 @@
+"""servegate's nox sessions: thin wrappers that pick an environment and call the package.
+
+Pipeline: config (suites/, models/) -> plan -> serve -> measure -> judge -> report.
+CPU sessions share one pinned sglang environment (see src/servegate/envbuild.py); GPU sessions
+run over the runner image's preinstalled sglang (a venv with system site packages).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nox
+
+sys.path.insert(0, str(Path(__file__).parent / "src"))
+from servegate import envbuild  # noqa: E402  (stdlib-only module, importable before installs)
+
+nox.options.sessions = ["tests"]
+nox.options.error_on_external_run = False
+
+
+def _runtime_python(session: nox.Session, force_cpu: bool = False) -> str:
+    """The interpreter that has sglang: the shared CPU env, or the GPU runner's own."""
+    try:
+        if not force_cpu and envbuild.gpu_present():
+            return str(envbuild.ensure_system_env(log=session.log))
+        return str(envbuild.ensure_cpu_env(log=session.log))
+    except envbuild.EnvBuildError as err:
+        session.error(str(err))
+
+
+def _servegate(session: nox.Session, python: str, *args: str, **kwargs: object) -> None:
+    session.run(python, "-m", "servegate", *args, external=True,
+                env=envbuild.servegate_env_vars(), **kwargs)
+
+
+@nox.session(reuse_venv=True)
+def unit(session: nox.Session) -> None:
+    """Lint and unit tests that need no sglang (fast; runs before the sglang env is built)."""
+    session.install("-e", ".[test]")
+    session.run("ruff", "check", ".")
+    session.run("pytest", "-m", "not sglang and not e2e and not gpu", *session.posargs)
+
+
+@nox.session(venv_backend="none", requires=["unit"])
+def tests(session: nox.Session) -> None:
+    """The README test command: unit tests, then real-sglang tests (admission, CPU server e2e)."""
+    python = _runtime_python(session, force_cpu=True)
+    args = session.posargs or ["-m", "(sglang or e2e) and not gpu"]
+    session.run(python, "-m", "pytest", *args, external=True, env=envbuild.servegate_env_vars())
+
+
+@nox.session(venv_backend="none", tags=["cpu"])
+def admission(session: nox.Session) -> None:
+    """Replay the real PrefillAdder over the admission matrix; compare with golden traces."""
+    python = _runtime_python(session, force_cpu=True)
+    _servegate(session, python, "admission", "suite", *session.posargs)
+
+
+@nox.session(venv_backend="none", tags=["cpu", "gpu"])
+def bench(session: nox.Session) -> None:
+    """Main job: serve + measure (+ GSM8K) a suite; the cpu suite when no GPU is present."""
+    python = _runtime_python(session)
+    _servegate(session, python, "bench", *session.posargs)
+
+
+@nox.session(venv_backend="none", tags=["cpu", "gpu"])
+def accuracy(session: nox.Session) -> None:
+    """GSM8K accuracy only (per question, paired on/off) for a suite."""
+    python = _runtime_python(session)
+    _servegate(session, python, "accuracy", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def compare(session: nox.Session) -> None:
+    """Judge a run folder against its stored baseline and A/B claims: nox -s compare -- RUN_DIR."""
+    python = _runtime_python(session, force_cpu=not envbuild.gpu_present())
+    _servegate(session, python, "compare", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def update_baselines(session: nox.Session) -> None:
+    """Store a complete run as the baseline, with provenance: nox -s update_baselines -- RUN_DIR."""
+    python = _runtime_python(session, force_cpu=not envbuild.gpu_present())
+    _servegate(session, python, "update-baselines", *session.posargs)

@@ -1,0 +1,41 @@
+"""``servegate`` command line: one subcommand per pipeline stage, each owned by its own module.
+
+Subcommand modules are imported lazily so ``servegate compare`` never pays for importing torch.
+Every command module exposes ``main(argv: list[str]) -> int``. Exit codes across servegate:
+0 pass/improvement, 1 regression, 2 infrastructure or input error, 3 inconclusive (``--strict``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "admission": ("servegate.admission.cli", "replay the real PrefillAdder (replay, suite)"),
+    "bench": ("servegate.bench", "serve + measure a suite (TTFT/TPOT via sglang's client)"),
+    "accuracy": ("servegate.accuracy.command", "GSM8K accuracy for a suite, paired on/off"),
+    "compare": ("servegate.judge.command", "judge a run folder against baselines + A/B claims"),
+    "update-baselines": ("servegate.judge.update", "store a complete run as a baseline"),
+    "env": ("servegate.envcli", "build/locate the shared CPU sglang environment"),
+}
+
+EXIT_USAGE = 2
+
+
+def _usage() -> str:
+    lines = ["usage: servegate <command> [options]", "", "commands:"]
+    lines += [f"  {name:<18} {about}" for name, (_, about) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in {"-h", "--help"}:
+        print(_usage())
+        return 0 if args else EXIT_USAGE
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"servegate: unknown command {name!r}\n{_usage()}", file=sys.stderr)
+        return EXIT_USAGE
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest))

@@ -1,0 +1,150 @@
+"""Build and reuse the environments servegate runs sglang in (stdlib only: the noxfile imports it).
+
+The CPU environment (torch + sglang + their runtime deps, about 6 GB) is expensive, so every nox
+session shares one, keyed by the digest of ``ci/requirements-cpu.txt`` and the interpreter
+version, under ``$SERVEGATE_CACHE`` (default ``~/.cache/servegate``). It is built once, under a
+file lock, and marked complete only after every install step succeeded; a half-built folder is
+deleted and rebuilt. GPU runners instead get a thin venv over the image's own site-packages, so the
+preinstalled ROCm/CUDA sglang is what runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CPU_REQUIREMENTS = REPO_ROOT / "ci" / "requirements-cpu.txt"
+COMPLETE_MARKER = ".servegate-complete.json"
+
+
+class EnvBuildError(RuntimeError):
+    """An environment could not be built; the message names the failing step."""
+
+
+def cache_root() -> Path:
+    """Where shared environments, converted models and other caches live."""
+    configured = os.environ.get("SERVEGATE_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "servegate"
+
+
+def _digest(*parts: bytes) -> str:
+    sha = hashlib.sha256()
+    for part in parts:
+        sha.update(part)
+        sha.update(b"\0")
+    return sha.hexdigest()[:12]
+
+
+def _python_tag(python: str) -> bytes:
+    out = subprocess.run(
+        [python, "-c", "import sys; print(sys.version)"],
+        check=True, capture_output=True, text=True,
+    )
+    return out.stdout.strip().encode()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _run(step: str, argv: list[str], log: Callable[[str], None]) -> None:
+    log(f"[servegate env] {step}")
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-25:])
+        raise EnvBuildError(f"{step} failed (exit {proc.returncode}):\n{tail}")
+
+
+def env_python(env_dir: Path) -> Path:
+    return env_dir / "bin" / "python"
+
+
+def _build(
+    env_dir: Path,
+    steps: list[tuple[str, list[str]]],
+    venv_args: list[str],
+    info: dict[str, object],
+    log: Callable[[str], None],
+) -> Path:
+    """Create ``env_dir`` from scratch unless it is already marked complete."""
+    marker = env_dir / COMPLETE_MARKER
+    with _locked(env_dir.parent / f".{env_dir.name}.lock"):
+        if marker.exists():
+            return env_python(env_dir)
+        if env_dir.exists():
+            log(f"[servegate env] removing incomplete environment {env_dir}")
+            shutil.rmtree(env_dir)
+        started = time.monotonic()
+        _run("create venv", [sys.executable, "-m", "venv", *venv_args, str(env_dir)], log)
+        python = str(env_python(env_dir))
+        _run("upgrade pip", [python, "-m", "pip", "install", "-q", "--upgrade", "pip"], log)
+        for step, argv in steps:
+            _run(step, [python if a == "{python}" else a for a in argv], log)
+        info = {**info, "built_seconds": round(time.monotonic() - started, 1)}
+        tmp = marker.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, marker)
+        log(f"[servegate env] ready in {info['built_seconds']} s: {env_dir}")
+        return Path(python)
+
+
+def ensure_cpu_env(log: Callable[[str], None] = print) -> Path:
+    """Return the python of the shared CPU sglang environment, building it on first use."""
+    if not CPU_REQUIREMENTS.exists():
+        raise EnvBuildError(f"{CPU_REQUIREMENTS}: missing (the pinned CPU environment)")
+    req_bytes = CPU_REQUIREMENTS.read_bytes()
+    env_dir = cache_root() / "envs" / f"cpu-{_digest(req_bytes, _python_tag(sys.executable))}"
+    log(f"[servegate env] shared CPU environment: {env_dir}")
+    steps = [
+        # Every package is pinned in the file, so nothing is resolved at install time;
+        # --no-deps keeps sglang's CUDA-only requirements (sgl-kernel, flashinfer, ...) out.
+        ("install pinned CPU requirements (first time: a few minutes, about 6 GB)",
+         ["{python}", "-m", "pip", "install", "-q", "--no-deps", "-r", str(CPU_REQUIREMENTS)]),
+    ]
+    info = {"requirements": str(CPU_REQUIREMENTS), "python": sys.version}
+    return _build(env_dir, steps, [], info, log)
+
+
+def ensure_system_env(log: Callable[[str], None] = print) -> Path:
+    """Thin venv over the runner image's site-packages (sglang/torch preinstalled there)."""
+    pyproject = (REPO_ROOT / "pyproject.toml").read_bytes()
+    env_dir = cache_root() / "envs" / f"system-{_digest(pyproject, _python_tag(sys.executable))}"
+    log(f"[servegate env] system-site environment: {env_dir}")
+    steps = [
+        ("install servegate's light dependencies",
+         ["{python}", "-m", "pip", "install", "-q", "rich>=13", "scipy>=1.11", "matplotlib>=3.8",
+          "pytest>=8", "pytest-benchmark>=4"]),
+    ]
+    info = {"base": sys.executable, "python": sys.version}
+    return _build(env_dir, steps, ["--system-site-packages"], info, log)
+
+
+def servegate_env_vars() -> dict[str, str]:
+    """Make the checkout's package importable in a shared env without installing it there."""
+    src = str(REPO_ROOT / "src")
+    existing = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": src if not existing else f"{src}{os.pathsep}{existing}"}
+
+
+def gpu_present() -> bool:
+    """Cheap check for a GPU runner, before any torch import (the noxfile cannot import torch)."""
+    if os.environ.get("SERVEGATE_RUNNER", "").lower() == "cpu":
+        return False
+    return Path("/dev/kfd").exists() or Path("/dev/nvidiactl").exists()
