@@ -1,0 +1,1 @@
+"""Admission suite: replay sglang's real ``PrefillAdder`` on CPU and guard exact chunk fill."""

@@ -1,0 +1,159 @@
+"""``servegate admission replay`` (one scenario, JSON contract) and ``servegate admission suite``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import time
+from pathlib import Path
+
+from servegate import atomic
+from servegate.admission.scenario import EXACT_FILL_MODES, Prompt, Scenario, ScenarioError
+from servegate.envbuild import REPO_ROOT
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _prompt_lens(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}") from err
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"lengths must be positive integers, got {text!r}")
+    return values
+
+
+def _replay_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="servegate admission replay",
+                description="Replay sglang's real PrefillAdder for one scenario.")
+    p.add_argument("--page-size", type=int, required=True)
+    p.add_argument("--chunk-size", type=int, required=True)
+    p.add_argument("--prompt-lens", type=_prompt_lens, required=True,
+                   help="comma-separated prompt lengths in tokens")
+    p.add_argument("--exact-fill", choices=EXACT_FILL_MODES, default="off")
+    p.add_argument("--no-radix", action="store_true", help="disable the radix cache")
+    p.add_argument("--ignore-eos", action="store_true",
+                   help="requests with ignore_eos (with --no-radix: add_one_req_ignore_eos)")
+    p.add_argument("--max-prefill-tokens", type=int, default=None)
+    p.add_argument("--truncation-align-size", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print the contract JSON object")
+    return p
+
+
+def replay_main(argv: list[str]) -> int:
+    args = _replay_parser().parse_args(argv)
+    scenario = Scenario(
+        page_size=args.page_size, chunk_size=args.chunk_size,
+        prompts=tuple(Prompt(n) for n in args.prompt_lens), radix=not args.no_radix,
+        ignore_eos=args.ignore_eos, max_prefill_tokens=args.max_prefill_tokens,
+        truncation_align_size=args.truncation_align_size)
+    try:
+        scenario.validate()
+    except ScenarioError as err:
+        print(f"servegate admission replay: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    from servegate.admission.replay import load_sglang, replay
+
+    sg = load_sglang()
+    trace = replay(scenario, args.exact_fill, sg)
+    contract = trace.contract(sg.version)
+    if args.json:
+        print(json.dumps(contract))
+        return EXIT_OK
+    print(f"sglang {sg.version}, exact fill {args.exact_fill} (effective: {trace.effective})")
+    for rnd in contract["rounds"]:
+        print(f"  round: {rnd['extend_lens']} = {rnd['batch_tokens']} tokens"
+              f"{' (saturated)' if rnd['saturated'] else ''}")
+    return EXIT_OK
+
+
+def _suite_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="servegate admission suite",
+                description="Replay the admission matrix, check it, compare with golden traces.")
+    p.add_argument("--suite", type=Path, default=REPO_ROOT / "suites" / "admission.toml")
+    p.add_argument("--golden", type=Path, default=REPO_ROOT / "baselines" / "admission")
+    p.add_argument("--results-dir", type=Path, default=REPO_ROOT / "results")
+    p.add_argument("--update", action="store_true",
+                   help="rewrite the golden traces from this run (atomically)")
+    return p
+
+
+def suite_main(argv: list[str]) -> int:
+    args = _suite_parser().parse_args(argv)
+    from servegate.admission import checks, golden, report
+    from servegate.admission.replay import dllm_disables_exact_fill, load_sglang, replay
+    from servegate.admission.suite import SuiteError, load_suite
+
+    try:
+        suite = load_suite(args.suite)
+    except SuiteError as err:
+        print(f"servegate admission suite: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    started = time.monotonic()
+    sg = load_sglang()
+    imported = time.monotonic()
+    traces = []
+    result = checks.CheckResult()
+    for scenario in suite.scenarios:
+        per_mode = {mode: replay(scenario, mode, sg) for mode in suite.modes}
+        for trace in per_mode.values():
+            result.extend(checks.check_trace(trace))
+        result.extend(checks.check_modes(per_mode))
+        traces += per_mode.values()
+    if not dllm_disables_exact_fill():
+        result.failures.append("dLLM config: forced exact fill stayed on with a DllmConfig")
+    replayed = time.monotonic()
+
+    command = ["nox", "-s", "admission", "--", *argv] if argv else ["nox", "-s", "admission"]
+    diffs: list[str] = []
+    if args.update:
+        written = golden.write_golden(args.golden, traces, sg.version, command)
+        print(f"golden traces rewritten: {len(written)} files under {args.golden}")
+    else:
+        try:
+            stored, _ = golden.load_golden(args.golden)
+        except golden.GoldenError as err:
+            print(f"servegate admission suite: error: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        diffs = golden.diff_traces(stored, traces)
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = args.results_dir / f"admission-{stamp}"
+    header = (f"sglang {sg.version}; {len(traces)} replays in {replayed - imported:.1f} s "
+              f"after a {imported - started:.1f} s import")
+    report.print_table(traces)
+    atomic.write_text(out_dir / "report.md",
+                      report.markdown(traces, result.failures, result.findings, diffs, header))
+    atomic.write_json(out_dir / "traces.json",
+                      {"sglang_version": sg.version, "traces": [t.contract(sg.version) for t in traces]})
+    for title, items in (("FAILURE", result.failures), ("GOLDEN DIFF", diffs)):
+        for item in items:
+            print(f"{title}: {item}")
+    print(f"{len(result.findings)} findings (by design; listed in report.md)")
+    print(header)
+    verdict = "FAIL" if result.failures or diffs else "PASS"
+    print(f"admission suite: {verdict} ({len(result.failures)} failures, {len(diffs)} golden diffs)")
+    print(out_dir)
+    return EXIT_FAIL if verdict == "FAIL" else EXIT_OK
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in {"-h", "--help"}:
+        print("usage: servegate admission {replay,suite} [options]")
+        return EXIT_OK if argv else EXIT_USAGE
+    commands = {"replay": replay_main, "suite": suite_main}
+    if argv[0] not in commands:
+        print(f"servegate admission: unknown subcommand {argv[0]!r} (replay, suite)", file=sys.stderr)
+        return EXIT_USAGE
+    return commands[argv[0]](argv[1:])

@@ -1,0 +1,376 @@
+"""Drive sglang's real scheduler admission code round by round, the way ``Scheduler`` does.
+
+Per round (mirroring ``Scheduler._get_new_batch_prefill_raw`` and the prefill result handling):
+stash the chunked request (``checkpoint_kv_cache``), build a real ``PrefillAdder``, continue the
+chunked request first (``add_chunked_req``), then ``add_one_req`` for waiting requests in FCFS
+order until the result is not CONTINUE, allocate KV for real with ``ScheduleBatch.init_new`` +
+``prepare_for_extend``, and release requests whose prefill finished into the tree cache
+(``release_kv_cache(checkpoint=True)``). Nothing here re-implements the budget arithmetic: every
+number recorded is read off sglang's own objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+from array import array
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+from servegate.admission.scenario import EXACT_FILL_MODES, Scenario, ScenarioError
+
+EXACT_FILL_ENV = "SGLANG_EXACT_CHUNK_FILL"
+_VOCAB = 32000
+
+
+@dataclass
+class Admission:
+    """One request admitted into one round."""
+
+    rid: str
+    prefix_len: int
+    extend_len: int
+    kv_reserved: int            # growth of the KV budget's current offset for this admission
+    chunked: bool               # True when the request was cut (continues next round)
+
+
+@dataclass
+class Round:
+    index: int
+    admissions: list[Admission]
+    batch_tokens: int
+    saturated: bool             # work was still waiting after this round
+    rem_chunk_tokens: int | None
+    rem_input_tokens: int
+    stop: str                   # why admission stopped: chunk, input, kv, drained, other
+
+    @property
+    def extend_lens(self) -> list[int]:
+        return [a.extend_len for a in self.admissions]
+
+
+@dataclass
+class Trace:
+    scenario: Scenario
+    mode: str
+    effective: bool             # PrefillAdder.exact_chunk_fill as sglang computed it
+    rounds: list[Round]
+    pool_tokens: int
+    free_after: int             # allocator.available_size() after the replay
+    evictable_after: int        # tree_cache.evictable_size() after the replay
+    rows_total: int
+    rows_free_after: int
+    warm_rounds: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def contract(self, sglang_version: str) -> dict[str, Any]:
+        """The CLI JSON contract: other tools rely on these keys."""
+        return {
+            "sglang_version": sglang_version,
+            "exact_fill": self.mode,
+            "effective": self.effective,
+            "scenario": self.scenario.describe(),
+            "rounds": [
+                {"extend_lens": r.extend_lens, "batch_tokens": r.batch_tokens,
+                 "saturated": r.saturated, "prefix_lens": [a.prefix_len for a in r.admissions],
+                 "kv_reserved": [a.kv_reserved for a in r.admissions],
+                 "rem_chunk_tokens": r.rem_chunk_tokens, "rem_input_tokens": r.rem_input_tokens,
+                 "stop": r.stop}
+                for r in self.rounds
+            ],
+            "pool": {"tokens": self.pool_tokens, "free_after": self.free_after,
+                     "evictable_after": self.evictable_after, "rows_total": self.rows_total,
+                     "rows_free_after": self.rows_free_after},
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["scenario"] = self.scenario.describe()
+        return data
+
+
+class Sglang:
+    """The sglang modules the replay drives, imported once (about 10 s on this machine)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        torch.set_num_threads(1)  # 2-core machines: intra-op threads only add contention
+        from sglang.srt.managers import schedule_batch, schedule_policy
+        from sglang.srt.mem_cache import common, memory_pool
+        from sglang.srt.mem_cache.allocator import paged, token
+        from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+        from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+        from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+        from sglang.srt.runtime_context import get_context
+        from sglang.srt.sampling.sampling_params import SamplingParams
+        from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+        self.torch = torch
+        self.policy: ModuleType = schedule_policy
+        self.batch: ModuleType = schedule_batch
+        self.common: ModuleType = common
+        self.memory_pool: ModuleType = memory_pool
+        self.paged: ModuleType = paged
+        self.token: ModuleType = token
+        self.CacheInitParams = CacheInitParams
+        self.ComponentType = ComponentType
+        self.UnifiedRadixCache = UnifiedRadixCache
+        self.get_context = get_context
+        self.SamplingParams = SamplingParams
+        self.SpeculativeAlgorithm = SpeculativeAlgorithm
+        import sglang
+
+        self.version: str = getattr(sglang, "__version__", "unknown")
+
+
+_SGLANG: Sglang | None = None
+
+
+def load_sglang() -> Sglang:
+    global _SGLANG
+    if _SGLANG is None:
+        _SGLANG = Sglang()
+    return _SGLANG
+
+
+def _forced_exact_chunk_fill() -> bool:
+    """servegate's forced mode: the gfx95 gate patched open (constructor conditions still apply)."""
+    return True
+
+
+@contextlib.contextmanager
+def exact_fill_mode(sg: Sglang, mode: str) -> Iterator[None]:
+    """Set the env (off: 0, on/forced: 1) and, for forced, patch the gate; restore on exit."""
+    if mode not in EXACT_FILL_MODES:
+        raise ScenarioError(f"--exact-fill {mode!r} is not one of {', '.join(EXACT_FILL_MODES)}")
+    module = sg.policy
+    real_gate = module._use_exact_chunk_fill
+    previous = os.environ.get(EXACT_FILL_ENV)
+    os.environ[EXACT_FILL_ENV] = "0" if mode == "off" else "1"
+    real_gate.cache_clear()
+    if mode == "forced":
+        module._use_exact_chunk_fill = _forced_exact_chunk_fill
+    try:
+        yield
+    finally:
+        module._use_exact_chunk_fill = real_gate
+        real_gate.cache_clear()
+        if previous is None:
+            os.environ.pop(EXACT_FILL_ENV, None)
+        else:
+            os.environ[EXACT_FILL_ENV] = previous
+
+
+def _token_ids(scenario: Scenario) -> tuple[list[array], list[array]]:
+    """Deterministic prompts: unique first token per request, shared prefixes per group."""
+    rng = random.Random(1234)
+    groups: dict[int, list[int]] = {}
+    for group, length in scenario.warm_prefixes:
+        groups[group] = [20000 + group] + [rng.randrange(100, _VOCAB - 1) for _ in range(length - 1)]
+    prompts = []
+    for index, prompt in enumerate(scenario.prompts):
+        head: list[int] = []
+        if prompt.group >= 0 and prompt.shared_prefix:
+            base = groups.setdefault(
+                prompt.group,
+                [20000 + prompt.group]
+                + [rng.randrange(100, _VOCAB - 1) for _ in range(prompt.shared_prefix - 1)])
+            head = base[: prompt.shared_prefix]
+        first = [] if head else [1 + index]
+        tail = [rng.randrange(100, _VOCAB - 1) for _ in range(prompt.length - len(head) - len(first))]
+        prompts.append(array("q", head + first + tail))
+    warm = [array("q", groups[g][:n]) for g, n in scenario.warm_prefixes]
+    return warm, prompts
+
+
+class _Pools:
+    """Real KV pool, allocator, request-row pool and radix cache sized for one scenario."""
+
+    def __init__(self, sg: Sglang, scenario: Scenario, longest: int, requests: int) -> None:
+        torch = sg.torch
+        page = scenario.page_size
+        total = sum(p.length for p in scenario.prompts) + sum(n for _, n in scenario.warm_prefixes)
+        raw = 2 * total + 4 * scenario.chunk_size + 8 * page * (requests + 1)
+        self.tokens = -(-raw // page) * page
+        self.kv = sg.memory_pool.MHATokenToKVPool(
+            size=self.tokens, page_size=page, dtype=torch.bfloat16, head_num=1, head_dim=4,
+            layer_num=1, device="cpu", enable_memory_saver=False)
+        if page == 1:
+            self.allocator = sg.token.TokenToKVPoolAllocator(
+                self.tokens, torch.bfloat16, "cpu", self.kv, need_sort=False)
+        else:
+            self.allocator = sg.paged.PagedTokenToKVPoolAllocator(
+                self.tokens, page, torch.bfloat16, "cpu", self.kv, need_sort=False)
+        self.rows = requests + 2
+        self.req_to_token = sg.memory_pool.ReqToTokenPool(
+            size=self.rows, max_context_len=longest + page + 8, device="cpu",
+            enable_memory_saver=False)
+        self.tree = sg.UnifiedRadixCache(sg.CacheInitParams(
+            disable=not scenario.radix, req_to_token_pool=self.req_to_token,
+            token_to_kv_pool_allocator=self.allocator, page_size=page,
+            tree_components=(sg.ComponentType.FULL,), chunked_prefill_size=scenario.chunk_size))
+
+
+class _Replayer:
+    def __init__(self, sg: Sglang, scenario: Scenario, pools: _Pools) -> None:
+        self.sg = sg
+        self.scenario = scenario
+        self.pools = pools
+        self.model_config = SimpleNamespace(  # only what ScheduleBatch reads; no model is run
+            vocab_size=_VOCAB, is_encoder_decoder=False, hf_text_config=SimpleNamespace())
+        self.effective: bool | None = None
+        self._serial = 0
+
+    def make_req(self, ids: array) -> Any:
+        sg = self.sg
+        params = sg.SamplingParams(max_new_tokens=1, temperature=0,
+                                   ignore_eos=self.scenario.ignore_eos)
+        params.normalize(None)
+        self._serial += 1
+        return sg.batch.Req(f"req-{self._serial}", "", ids, params, vocab_size=_VOCAB)
+
+    def run(self, waiting: list[Any]) -> list[Round]:
+        sg, sc, pools = self.sg, self.scenario, self.pools
+        policy, common = sg.policy, sg.common
+        running = sg.batch.ScheduleBatch(reqs=[], batch_is_full=False)
+        chunked = None
+        rounds: list[Round] = []
+        limit = 4 * (sum(len(r.origin_input_ids) for r in waiting) // sc.page_size + len(waiting)) + 8
+        while waiting or chunked is not None:
+            if len(rounds) > limit:
+                raise RuntimeError(f"{sc.scenario_id}: no progress after {limit} rounds")
+            if chunked is not None:
+                common.checkpoint_kv_cache(chunked, pools.tree)
+            adder = policy.PrefillAdder(
+                sc.page_size, pools.tree, pools.allocator, running, 0.7,
+                sc.rem_input_tokens, sc.chunk_size)
+            if self.effective is None:
+                self.effective = bool(adder.exact_chunk_fill)
+            admissions: list[Admission] = []
+            stop = "drained"
+            if chunked is not None:
+                chunked.init_next_round_input()
+                before = adder.memory_budget.current_offset
+                chunked = adder.add_chunked_req(chunked)
+                if adder.can_run_list:
+                    req = adder.can_run_list[-1]
+                    admissions.append(Admission(
+                        req.rid, req.prefix_len, req.extend_len,
+                        adder.memory_budget.current_offset - before, chunked is not None))
+            for req in waiting:
+                state = adder.budget_state()
+                if state == policy.AddReqResult.OTHER:
+                    stop = self._why(adder)
+                    break
+                req.init_next_round_input(pools.tree)
+                before = adder.memory_budget.current_offset
+                count = len(adder.can_run_list)
+                result = adder.add_one_req(
+                    req, has_chunked_req=chunked is not None,
+                    truncation_align_size=sc.truncation_align_size)
+                if len(adder.can_run_list) > count:
+                    admissions.append(Admission(
+                        req.rid, req.prefix_len, req.extend_len,
+                        adder.memory_budget.current_offset - before,
+                        adder.new_chunked_req is req))
+                if result != policy.AddReqResult.CONTINUE:
+                    stop = "kv" if result == policy.AddReqResult.NO_TOKEN else self._why(adder)
+                    break
+            can_run = adder.can_run_list
+            if not can_run:
+                raise RuntimeError(f"{sc.scenario_id}: round {len(rounds)} admitted nothing")
+            admitted = set(map(id, can_run))
+            waiting = [r for r in waiting if id(r) not in admitted]
+            if adder.new_chunked_req is not None:
+                chunked = adder.new_chunked_req
+            if chunked is not None:
+                chunked.inflight_middle_chunks += 1
+            batch = sg.batch.ScheduleBatch.init_new(
+                can_run, pools.req_to_token, pools.allocator, pools.tree, self.model_config,
+                False, sg.SpeculativeAlgorithm.NONE, chunked_req=chunked)
+            batch.prepare_for_extend()
+            rounds.append(Round(
+                index=len(rounds), admissions=admissions,
+                batch_tokens=sum(a.extend_len for a in admissions),
+                saturated=bool(waiting) or chunked is not None,
+                rem_chunk_tokens=adder.rem_chunk_tokens, rem_input_tokens=adder.rem_input_tokens,
+                stop=self._stop_reason(stop, adder, bool(waiting) or chunked is not None)))
+            self._finish_prefills(can_run)
+        return rounds
+
+    def _stop_reason(self, stop: str, adder: Any, work_left: bool) -> str:
+        if not work_left:
+            return "drained"
+        return self._why(adder) if stop == "drained" else stop
+
+    @staticmethod
+    def _why(adder: Any) -> str:
+        if adder.rem_chunk_tokens is not None and adder.rem_chunk_tokens <= 0:
+            return "chunk"
+        if adder.rem_input_tokens <= 0:
+            return "input"
+        return "other"
+
+    def _finish_prefills(self, can_run: list[Any]) -> None:
+        """What the prefill result handler does: finished prefills go into the tree cache."""
+        for req in can_run:
+            if req.inflight_middle_chunks <= 0:
+                req.output_ids.append(7)
+                req.update_finish_state()
+                self.sg.common.release_kv_cache(req, self.pools.tree, checkpoint=True)
+            else:
+                req.inflight_middle_chunks -= 1
+
+
+def replay(scenario: Scenario, mode: str, sg: Sglang | None = None) -> Trace:
+    """Replay ``scenario`` under exact-fill ``mode`` against the installed sglang."""
+    scenario.validate()
+    sg = sg or load_sglang()
+    warm_ids, prompt_ids = _token_ids(scenario)
+    longest = max(len(ids) for ids in [*warm_ids, *prompt_ids])
+    override = sg.get_context().override_server_args(
+        page_size=scenario.page_size, device="cpu", chunked_prefill_size=scenario.chunk_size)
+    override.install()
+    try:
+        with exact_fill_mode(sg, mode):
+            pools = _Pools(sg, scenario, longest, len(warm_ids) + len(prompt_ids))
+            replayer = _Replayer(sg, scenario, pools)
+            warm_rounds = replayer.run([replayer.make_req(ids) for ids in warm_ids]) if warm_ids else []
+            rounds = replayer.run([replayer.make_req(ids) for ids in prompt_ids])
+    finally:
+        override.restore()
+    return Trace(
+        scenario=scenario, mode=mode, effective=bool(replayer.effective), rounds=rounds,
+        pool_tokens=pools.tokens, free_after=int(pools.allocator.available_size()),
+        evictable_after=int(pools.tree.evictable_size()), rows_total=pools.rows,
+        rows_free_after=int(pools.req_to_token.available_size()), warm_rounds=len(warm_rounds))
+
+
+def dllm_disables_exact_fill(page_size: int = 64, chunk_size: int = 2048) -> bool:
+    """Build a real PrefillAdder with a dLLM config under forced mode: is exact fill off?"""
+    sg = load_sglang()
+    from sglang.srt.dllm.config import DllmConfig
+
+    scenario = Scenario(page_size=page_size, chunk_size=chunk_size, prompts=())
+    override = sg.get_context().override_server_args(
+        page_size=page_size, device="cpu", chunked_prefill_size=chunk_size)
+    override.install()
+    try:
+        with exact_fill_mode(sg, "forced"):
+            pools = _Pools(sg, scenario, chunk_size, 1)
+            running = sg.batch.ScheduleBatch(reqs=[], batch_is_full=False)
+            plain = sg.policy.PrefillAdder(page_size, pools.tree, pools.allocator, running, 0.7,
+                                           16384, chunk_size)
+            dllm = DllmConfig(algorithm="LowConfidence", algorithm_config={}, block_size=32,
+                              mask_id=0, max_running_requests=4)
+            with_dllm = sg.policy.PrefillAdder(page_size, pools.tree, pools.allocator, running,
+                                               0.7, 16384, chunk_size, dllm_config=dllm)
+    finally:
+        override.restore()
+    if not plain.exact_chunk_fill:
+        raise RuntimeError("forced mode did not enable exact fill on a plain PrefillAdder")
+    return not with_dllm.exact_chunk_fill
