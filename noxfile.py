@@ -13,7 +13,7 @@ from pathlib import Path
 import nox
 
 sys.path.insert(0, str(Path(__file__).parent / "src"))
-from servegate import envbuild  # noqa: E402  (stdlib-only module, importable before installs)
+from servegate import envbuild  # stdlib-only module, importable before installs
 
 nox.options.sessions = ["tests"]
 nox.options.error_on_external_run = False

@@ -1,0 +1,282 @@
+"""Stored baselines: one JSON file per (runner class, model profile, suite), with provenance.
+
+``baselines/<runner_class>/<model_profile>/<suite>.json`` holds, per point (mode, concurrency),
+every metric's reference value (mean over repeats), its run-to-run spread, the per-repeat values
+(so later comparisons can bootstrap over repeats) and a capped, seeded sample of per-request
+values (so they can bootstrap over requests when repeats are few); accuracy per mode with n; and
+where it came from. Keys are sorted, points ordered by (mode, concurrency) and number lists kept
+on one line, so a baseline update reads as a short, reviewable diff.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from servegate.atomic import write_text
+from servegate.results import MODES, Run
+
+BASELINE_SCHEMA_VERSION = 1
+REQUEST_SAMPLE_CAP = 512
+REQUEST_KEYS = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
+_SECRET = re.compile(r"(hf_[A-Za-z0-9]{8,}|(TOKEN|SECRET|PASSWORD|KEY)=\S+)", re.IGNORECASE)
+
+
+class BaselineError(ValueError):
+    """A baseline file is missing or malformed; the message names file and field."""
+
+
+class BaselineMismatchError(BaselineError):
+    """The baseline belongs to another runner class / model profile / suite than the run."""
+
+
+def default_root() -> Path:
+    from servegate.envbuild import REPO_ROOT
+
+    return REPO_ROOT / "baselines"
+
+
+def baseline_path(runner_class: str, model_profile: str, suite: str,
+                  root: Path | None = None) -> Path:
+    """``baselines/<runner_class>/<model_profile>/<suite>.json``."""
+    for name, value in (("runner_class", runner_class), ("model_profile", model_profile),
+                        ("suite", suite)):
+        if not value or "/" in value or value.startswith("."):
+            raise BaselineError(f"run.json: {name} {value!r} cannot name a baseline file")
+    return (root or default_root()) / runner_class / model_profile / f"{suite}.json"
+
+
+def run_identity(run: Run) -> tuple[str, str, str]:
+    """(runner_class, model_profile, suite) of a run, falling back to its fingerprint."""
+    runner = run.get("runner_class") or run.get("fingerprint", {}).get("runner_class", "")
+    return str(runner), str(run.get("model_profile", "")), str(run.get("suite", ""))
+
+
+def _scrub(text: str) -> str:
+    return _SECRET.sub("<redacted>", text)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def group_points(run: Run) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """Points of a run grouped by (mode, concurrency), each group sorted by repeat."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for point in run.get("points", []):
+        groups[(point["mode"], int(point["concurrency"]))].append(dict(point))
+    return {key: sorted(val, key=lambda p: p["repeat"]) for key, val in groups.items()}
+
+
+def point_sort_key(key: tuple[str, int]) -> tuple[int, int]:
+    mode, concurrency = key
+    return (MODES.index(mode) if mode in MODES else len(MODES), concurrency)
+
+
+def _metric_entry(values: list[float]) -> dict[str, Any]:
+    array = np.asarray(values, dtype=float)
+    mean = float(array.mean())
+    spread = float(array.std(ddof=1)) if len(array) > 1 else None
+    return {
+        "value": round(mean, 6),
+        "spread": None if spread is None else round(spread, 6),
+        "cv": None if spread is None or mean == 0 else round(spread / abs(mean), 6),
+        "n_repeats": len(array),
+        "repeats": [round(float(v), 6) for v in array],
+    }
+
+
+def _request_sample(points: list[dict[str, Any]], key: str, cap: int,
+                    rng: np.random.Generator) -> tuple[list[float], int]:
+    pooled = [float(v) for p in points for v in p.get("requests", {}).get(key, [])
+              if _finite(v)]
+    total = len(pooled)
+    if total > cap:
+        keep = np.sort(rng.choice(total, size=cap, replace=False))
+        pooled = [pooled[i] for i in keep]
+    return [round(v, 3) for v in pooled], total
+
+
+def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | None = None,
+                      request_cap: int = REQUEST_SAMPLE_CAP, seed: int = 0) -> dict[str, Any]:
+    """Build the baseline document for a run (pure; nothing is written)."""
+    runner, model, suite = run_identity(run)
+    rng = np.random.default_rng(seed)
+    points_out = []
+    for key, points in sorted(group_points(run).items(), key=lambda kv: point_sort_key(kv[0])):
+        metric_values: dict[str, list[float]] = defaultdict(list)
+        for point in points:
+            for name, value in point.get("metrics", {}).items():
+                if _finite(value):
+                    metric_values[name].append(float(value))
+        requests: dict[str, Any] = {}
+        for req_key in REQUEST_KEYS:
+            sample, total = _request_sample(points, req_key, request_cap, rng)
+            if sample:
+                requests[req_key] = sample
+                requests[f"n_{req_key}"] = total
+        points_out.append({
+            "mode": key[0],
+            "concurrency": key[1],
+            "repeats": [int(p["repeat"]) for p in points],
+            "metrics": {name: _metric_entry(vals) for name, vals in metric_values.items()},
+            "requests": requests,
+        })
+    accuracy = {}
+    for mode, result in (run.get("accuracy") or {}).items():
+        if _finite(result.get("n")) and _finite(result.get("correct")):
+            accuracy[mode] = {"n": int(result["n"]), "correct": int(result["correct"]),
+                              "accuracy": round(int(result["correct"]) / int(result["n"]), 6)
+                              if result["n"] else None}
+    fingerprint = dict(run.get("fingerprint") or {})
+    return {
+        "schema_version": BASELINE_SCHEMA_VERSION,
+        "runner_class": runner,
+        "model_profile": model,
+        "suite": suite,
+        "chunk_size": run.get("chunk_size"),
+        "page_size": run.get("page_size"),
+        "provenance": {
+            "created_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "created_by": "servegate update-baselines",
+            "source_run": str(run_dir),
+            "run_started_at": run.get("started_at"),
+            "run_finished_at": run.get("finished_at"),
+            "run_complete": bool(run.get("complete")),
+            "command": [_scrub(str(arg)) for arg in run.get("command", [])],
+            "sglang": fingerprint.get("sglang"),
+            "sglang_commit": fingerprint.get("sglang_commit"),
+            "fingerprint": {k: _scrub(str(v)) if isinstance(v, str) else v
+                            for k, v in fingerprint.items()},
+            "forced": bool(forced_reasons),
+            "forced_reasons": list(forced_reasons or []),
+        },
+        "points": points_out,
+        "accuracy": accuracy,
+    }
+
+
+_NUMBER = r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|null"
+_NUMBER_LIST = re.compile(rf"\[\s*\n\s*((?:{_NUMBER})(?:,\s*\n\s*(?:{_NUMBER}))*)\s*\n\s*\]")
+
+
+def dumps_baseline(data: dict[str, Any]) -> str:
+    """Sorted keys, 2-space indent, number lists on one line (short diffs in review)."""
+    text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    text = _NUMBER_LIST.sub(lambda m: "[" + re.sub(r",\s*\n\s*", ", ", m.group(1)) + "]", text)
+    return text + "\n"
+
+
+def write_baseline(path: Path, data: dict[str, Any]) -> None:
+    """Validate then write atomically (a crash never leaves half a baseline)."""
+    validate_baseline(data, Path(path))
+    write_text(Path(path), dumps_baseline(data))
+
+
+def _require(cond: bool, path: Path, field: str, expected: str, got: Any) -> None:
+    if not cond:
+        raise BaselineError(f"{path}: {field} must be {expected}, got {got!r}")
+
+
+def validate_baseline(data: Any, path: Path) -> dict[str, Any]:
+    """Check the document's shape; every error names the file and the field path."""
+    _require(isinstance(data, dict), path, "top level", "a JSON object", type(data).__name__)
+    _require(data.get("schema_version") == BASELINE_SCHEMA_VERSION, path, "schema_version",
+             str(BASELINE_SCHEMA_VERSION), data.get("schema_version"))
+    for key in ("runner_class", "model_profile", "suite"):
+        _require(isinstance(data.get(key), str) and bool(data.get(key)), path, key,
+                 "a non-empty string", data.get(key))
+    prov = data.get("provenance")
+    _require(isinstance(prov, dict), path, "provenance", "an object", prov)
+    for key in ("created_at", "source_run"):
+        _require(isinstance(prov.get(key), str), path, f"provenance.{key}", "a string",
+                 prov.get(key))
+    points = data.get("points")
+    _require(isinstance(points, list), path, "points", "a list", points)
+    seen = set()
+    for i, point in enumerate(points):
+        where = f"points[{i}]"
+        _require(isinstance(point, dict), path, where, "an object", point)
+        _require(point.get("mode") in MODES, path, f"{where}.mode", f"one of {MODES}",
+                 point.get("mode"))
+        conc = point.get("concurrency")
+        _require(isinstance(conc, int) and not isinstance(conc, bool) and conc >= 1, path,
+                 f"{where}.concurrency", "an integer >= 1", conc)
+        _require((point["mode"], conc) not in seen, path, where, "a unique (mode, concurrency)",
+                 (point["mode"], conc))
+        seen.add((point["mode"], conc))
+        metrics = point.get("metrics")
+        _require(isinstance(metrics, dict), path, f"{where}.metrics", "an object", metrics)
+        for name, entry in metrics.items():
+            mwhere = f"{where}.metrics.{name}"
+            _require(isinstance(entry, dict), path, mwhere, "an object", entry)
+            _require(_finite(entry.get("value")), path, f"{mwhere}.value", "a number",
+                     entry.get("value"))
+            _require(isinstance(entry.get("n_repeats"), int) and entry["n_repeats"] >= 1, path,
+                     f"{mwhere}.n_repeats", "an integer >= 1", entry.get("n_repeats"))
+            reps = entry.get("repeats")
+            _require(isinstance(reps, list) and len(reps) == entry["n_repeats"]
+                     and all(_finite(v) for v in reps), path, f"{mwhere}.repeats",
+                     f"a list of {entry['n_repeats']} numbers", reps)
+            spread = entry.get("spread")
+            _require(spread is None or _finite(spread), path, f"{mwhere}.spread",
+                     "a number or null", spread)
+        requests = point.get("requests", {})
+        _require(isinstance(requests, dict), path, f"{where}.requests", "an object", requests)
+        for key in REQUEST_KEYS:
+            if key in requests:
+                vals = requests[key]
+                _require(isinstance(vals, list) and all(_finite(v) for v in vals), path,
+                         f"{where}.requests.{key}", "a list of numbers", vals)
+    accuracy = data.get("accuracy", {})
+    _require(isinstance(accuracy, dict), path, "accuracy", "an object", accuracy)
+    for mode, entry in accuracy.items():
+        awhere = f"accuracy.{mode}"
+        _require(isinstance(entry, dict), path, awhere, "an object", entry)
+        for key in ("n", "correct"):
+            _require(isinstance(entry.get(key), int) and entry[key] >= 0, path,
+                     f"{awhere}.{key}", "an integer >= 0", entry.get(key))
+        _require(entry["correct"] <= entry["n"], path, f"{awhere}.correct", "<= n",
+                 entry["correct"])
+    return data
+
+
+def load_baseline(path: Path) -> dict[str, Any]:
+    """Read and validate a baseline file."""
+    path = Path(path)
+    if not path.is_file():
+        raise BaselineError(f"{path}: baseline file not found")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise BaselineError(f"{path}: not valid JSON ({err})") from err
+    return validate_baseline(data, path)
+
+
+def ensure_matches(baseline: dict[str, Any], path: Path, run: Run, run_label: str) -> None:
+    """A baseline for another runner class / model profile / suite is an error naming both."""
+    runner, model, suite = run_identity(run)
+    mismatches = [
+        f"{field} {baseline[field]!r} (baseline {path}) vs {mine!r} (run {run_label})"
+        for field, mine in (("runner_class", runner), ("model_profile", model),
+                            ("suite", suite))
+        if baseline.get(field) != mine
+    ]
+    if mismatches:
+        raise BaselineMismatchError("baseline does not belong to this run: "
+                                    + "; ".join(mismatches))
+
+
+def baseline_point(baseline: dict[str, Any], mode: str, concurrency: int) -> dict[str, Any] | None:
+    for point in baseline.get("points", []):
+        if point["mode"] == mode and point["concurrency"] == concurrency:
+            return point
+    return None

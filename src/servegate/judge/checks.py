@@ -1,0 +1,136 @@
+"""One judged statement (a Check) and how a list of them folds into one verdict and exit code.
+
+Shared by baseline comparison, A/B claims and every report writer, so a check reads the same in
+the terminal, verdict.json, summary.md and junit.xml.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from servegate.judge.stats import Interval
+
+CheckVerdict = Literal["pass", "regression", "improvement", "inconclusive", "error"]
+Kind = Literal["baseline", "accuracy", "claim", "experiment", "integrity"]
+
+EXIT_OK, EXIT_REGRESSION, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+
+
+@dataclass
+class Check:
+    """A verdict on one metric at one point, with the numbers that justify it."""
+
+    kind: Kind
+    name: str                       # human label, unique within a judgement
+    metric: str
+    verdict: CheckVerdict
+    gate: bool = True               # experiments are reported, never gate
+    mode: str | None = None
+    concurrency: int | None = None
+    reference: str = "baseline"     # "baseline" or the reference mode ("off")
+    interval: Interval | None = None
+    floor: float | None = None
+    current_value: float | None = None
+    reference_value: float | None = None
+    reason: str = ""
+
+    @property
+    def point(self) -> str:
+        """``mode@cN`` (or just the mode / "run" when the check is not tied to a concurrency)."""
+        if self.mode is None:
+            return "run"
+        return self.mode if self.concurrency is None else f"{self.mode}@c{self.concurrency}"
+
+    @property
+    def mde(self) -> float | None:
+        if self.interval is None or self.floor is None:
+            return None
+        value = self.interval.minimal_detectable_effect(self.floor)
+        return value if math.isfinite(value) else None
+
+    @property
+    def samples_factor(self) -> float | None:
+        if self.interval is None or self.floor is None:
+            return None
+        value = self.interval.samples_factor(self.floor)
+        return value if math.isfinite(value) else None
+
+    def describe(self) -> str:
+        """One line: what was compared, the interval, the verdict and why."""
+        head = f"[{self.verdict.upper():<12}] {self.name}"
+        if self.interval is None:
+            return f"{head}: {self.reason}".rstrip(": ")
+        iv = self.interval
+        if iv.scale == "ratio":
+            body = (f"ratio {iv.estimate:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+                    f" ({100 * iv.confidence:.2f}% {iv.method})")
+            floor = f", floor ±{100 * self.floor:.1f}%" if self.floor is not None else ""
+        else:
+            body = (f"diff {iv.estimate:+.4f} [{iv.low:+.4f}, {iv.high:+.4f}]"
+                    f" ({100 * iv.confidence:.2f}% {iv.method})")
+            floor = f", margin ±{self.floor:.4f}" if self.floor is not None else ""
+        extra = ""
+        if self.verdict == "inconclusive" and self.mde is not None:
+            factor = self.samples_factor
+            extra = f"; MDE {100 * self.mde:.1f}%"
+            if factor is not None and factor > 1:
+                extra += (f", needs ~{factor:.1f}x the samples (repeats, or prompts if within-run"
+                          " noise dominates) to decide at this floor")
+        gate = "" if self.gate else " (experiment, not gating)"
+        reason = f" — {self.reason}" if self.reason else ""
+        return f"{head}: {body}{floor}{extra}{gate}{reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """verdict.json entry (stable keys; numbers rounded for readability, not for decisions)."""
+        iv = self.interval
+
+        def rnd(value: float | None, digits: int = 6) -> float | None:
+            return None if value is None or not math.isfinite(value) else round(value, digits)
+
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "metric": self.metric,
+            "point": self.point,
+            "mode": self.mode,
+            "concurrency": self.concurrency,
+            "reference": self.reference,
+            "verdict": self.verdict,
+            "gate": self.gate,
+            "scale": iv.scale if iv else None,
+            "ratio": rnd(iv.estimate) if iv and iv.scale == "ratio" else None,
+            "difference": rnd(iv.estimate) if iv and iv.scale == "difference" else None,
+            "interval": [rnd(iv.low), rnd(iv.high)] if iv else None,
+            "confidence": rnd(iv.confidence) if iv else None,
+            "method": iv.method if iv else None,
+            "n_current": iv.n_current if iv else None,
+            "n_reference": iv.n_reference if iv else None,
+            "floor": rnd(self.floor),
+            "mde": rnd(self.mde),
+            "samples_factor": rnd(self.samples_factor, 3),
+            "current_value": rnd(self.current_value),
+            "reference_value": rnd(self.reference_value),
+            "reason": self.reason,
+        }
+
+
+def overall_verdict(checks: list[Check]) -> CheckVerdict:
+    """Fold gating checks: regression > error > inconclusive > improvement > pass."""
+    gating = {check.verdict for check in checks if check.gate}
+    for state in ("regression", "error", "inconclusive", "improvement"):
+        if state in gating:
+            return state  # type: ignore[return-value]
+    return "pass"
+
+
+def exit_code(verdict: CheckVerdict, strict: bool) -> int:
+    """0 pass/improvement, 1 regression, 2 infra/input error, 3 inconclusive with --strict."""
+    if verdict == "regression":
+        return EXIT_REGRESSION
+    if verdict == "error":
+        return EXIT_ERROR
+    if verdict == "inconclusive" and strict:
+        return EXIT_INCONCLUSIVE
+    return EXIT_OK

@@ -1,0 +1,241 @@
+"""A/B claims judged inside one run (same machine, interleaved repeats), by runner class.
+
+- gfx95: ``on`` vs ``off`` TTFT at high concurrency improves by at least the suite's stated amount
+  (the whole interval must clear it), and GSM8K is non-inferior within a margin (paired).
+- every other runner: ``on`` is an exact no-op — the prefill-batch token sequence equals ``off``'s,
+  exact fill was not effective, and metrics are *equivalent* within a margin (TOST), which is a
+  stronger statement than "no significant difference".
+- ``forced`` vs ``off`` anywhere: an experiment (effect with interval), never a gate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servegate.judge.arms import Arm, NotJudgeable, Pending, arm_from_points, ratio_interval
+from servegate.judge.baselines import group_points, run_identity
+from servegate.judge.checks import Check
+from servegate.judge.config import JudgeConfig
+from servegate.judge.stats import (
+    Interval,
+    direction,
+    equivalence,
+    newcombe_difference,
+    tost_confidence,
+    verdict,
+)
+from servegate.results import Run
+
+GATED_RUNNER = "gfx95"
+
+
+def _concurrencies(groups: dict[tuple[str, int], list[dict[str, Any]]], a: str,
+                   b: str) -> list[int]:
+    return sorted({c for (m, c) in groups if m == a} & {c for (m, c) in groups if m == b})
+
+
+def _ratio_check(check: Check, current: Arm, reference: Arm, config: JudgeConfig,
+                 confidence: float) -> bool:
+    """Fill ``check.interval``; on missing data set an inconclusive/error reason, return False."""
+    try:
+        check.interval = ratio_interval(current, reference, check.metric, config=config,
+                                        confidence=confidence, key=check.name, paired=True)
+    except NotJudgeable as err:
+        check.verdict, check.reason = "inconclusive", str(err)
+        return False
+    except ValueError as err:
+        check.verdict, check.reason = "error", str(err)
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------- gfx95
+
+def _ttft_claim(groups: dict[tuple[str, int], list[dict[str, Any]]],
+                config: JudgeConfig) -> Pending:
+    metric = config.gfx95_ttft_metric
+    required = config.gfx95_min_ttft_improvement
+    concs = _concurrencies(groups, "on", "off")
+    conc = config.gfx95_claim_concurrency or (concs[-1] if concs else None)
+    name = f"claim: on vs off {metric} at c{conc} improves >= {100 * required:.1f}%"
+
+    def evaluate(confidence: float) -> Check:
+        check = Check("claim", name, metric, "inconclusive", mode="on", concurrency=conc,
+                      reference="off", floor=required)
+        if conc is None or ("on", conc) not in groups or ("off", conc) not in groups:
+            check.verdict = "error"
+            check.reason = f"run has no on and off points at concurrency {conc}"
+            return check
+        on = arm_from_points(f"on@c{conc}", groups[("on", conc)])
+        off = arm_from_points(f"off@c{conc}", groups[("off", conc)])
+        check.current_value, check.reference_value = on.mean(metric), off.mean(metric)
+        if not _ratio_check(check, on, off, config, confidence):
+            return check
+        target = 1.0 - required
+        assert check.interval is not None
+        if check.interval.high <= target:
+            check.verdict = "pass"
+            check.reason = f"whole interval at or below {target:.3f}"
+        elif check.interval.low > target:
+            check.verdict = "regression"
+            check.reason = f"improvement demonstrably smaller than the stated {100 * required:.1f}%"
+        else:
+            check.reason = f"interval straddles the stated ratio {target:.3f}"
+        return check
+
+    return Pending(name, True, evaluate)
+
+
+def _paired_accuracy_interval(paired: dict[str, Any], confidence: float) -> Interval | None:
+    """on - off accuracy interval from the accuracy step's paired cell counts."""
+    cells = [paired.get(k) for k in ("both_correct", "a_only", "b_only", "both_wrong")]
+    if all(isinstance(c, int) for c in cells) and sum(cells) > 0:
+        from servegate.accuracy.paired import paired_diff_interval
+
+        low, high = paired_diff_interval(*cells, confidence=confidence)
+        n = sum(cells)
+        return Interval((cells[1] - cells[2]) / n, low, high, confidence,
+                        "paired (Agresti-Min)", n, n, scale="difference")
+    if all(isinstance(paired.get(k), (int, float)) for k in ("diff", "diff_low", "diff_high")):
+        n = int(paired.get("n", 0))
+        return Interval(float(paired["diff"]), float(paired["diff_low"]),
+                        float(paired["diff_high"]), 0.95, "paired (as recorded, 95%)", n, n,
+                        scale="difference")
+    return None
+
+
+def _accuracy_claim(run: Run, config: JudgeConfig) -> Pending:
+    margin = config.accuracy_noninferiority_margin
+    name = f"claim: on vs off GSM8K non-inferior within {100 * margin:.1f} pp"
+
+    def evaluate(confidence: float) -> Check:
+        check = Check("claim", name, "accuracy", "inconclusive", mode="on", reference="off",
+                      floor=margin)
+        paired = (run.get("paired_accuracy") or {}).get("on_vs_off")
+        accuracy = run.get("accuracy") or {}
+        interval = _paired_accuracy_interval(paired, confidence) if paired else None
+        if interval is None and "on" in accuracy and "off" in accuracy:
+            on, off = accuracy["on"], accuracy["off"]
+            if on.get("n") and off.get("n"):
+                interval = newcombe_difference(int(on["correct"]), int(on["n"]),
+                                               int(off["correct"]), int(off["n"]), confidence)
+                check.reason = "unpaired fallback (no paired_accuracy.on_vs_off)"
+        if interval is None:
+            check.reason = "no GSM8K results for on and off in this run"
+            return check
+        check.interval = interval
+        if "on" in accuracy and accuracy["on"].get("n"):
+            check.current_value = accuracy["on"]["correct"] / accuracy["on"]["n"]
+        if "off" in accuracy and accuracy["off"].get("n"):
+            check.reference_value = accuracy["off"]["correct"] / accuracy["off"]["n"]
+        if interval.low >= -margin:
+            check.verdict = "pass"
+        elif interval.high < -margin:
+            check.verdict = "regression"
+        else:
+            check.verdict = "inconclusive"
+        return check
+
+    return Pending(name, True, evaluate)
+
+
+# ------------------------------------------------------------------------------------ non-gfx95
+
+def _first_difference(a: list[int], b: list[int]) -> str:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return f"batch {i}: off={x} on={y}"
+    return f"lengths differ: off has {len(a)} batches, on has {len(b)}"
+
+
+def _prefill_identity(groups: dict[tuple[str, int], list[dict[str, Any]]], conc: int) -> Pending:
+    name = f"no-op: on@c{conc} prefill-batch tokens identical to off"
+
+    def evaluate(_confidence: float) -> Check:
+        check = Check("claim", name, "prefill_tokens", "pass", mode="on", concurrency=conc,
+                      reference="off")
+        off = {p["repeat"]: p for p in groups[("off", conc)]}
+        on = {p["repeat"]: p for p in groups[("on", conc)]}
+        effective = [p["repeat"] for p in on.values() if p.get("exact_fill_effective")]
+        if effective:
+            check.verdict = "regression"
+            check.reason = f"exact fill reported effective on this runner (repeats {effective})"
+            return check
+        problems, compared = [], 0
+        for repeat in sorted(set(off) & set(on)):
+            a = (off[repeat].get("alignment") or {}).get("prefill_tokens")
+            b = (on[repeat].get("alignment") or {}).get("prefill_tokens")
+            if not isinstance(a, list) or not isinstance(b, list):
+                continue
+            compared += 1
+            if a != b:
+                problems.append(f"repeat {repeat}: {_first_difference(a, b)}")
+        if compared == 0:
+            check.verdict = "inconclusive"
+            check.reason = "no repeat has alignment.prefill_tokens for both on and off"
+        elif problems:
+            check.verdict = "regression"
+            check.reason = "; ".join(problems)
+        else:
+            check.reason = f"identical in {compared} repeat(s)"
+        return check
+
+    return Pending(name, False, evaluate)
+
+
+def _noop_equivalence(groups: dict[tuple[str, int], list[dict[str, Any]]], conc: int,
+                      metric: str, config: JudgeConfig) -> Pending:
+    name = f"no-op: on@c{conc} {metric} equivalent to off within ±{100 * config.noop_margin:.1f}%"
+
+    def evaluate(confidence: float) -> Check:
+        check = Check("claim", name, metric, "inconclusive", mode="on", concurrency=conc,
+                      reference="off", floor=config.noop_margin)
+        on = arm_from_points(f"on@c{conc}", groups[("on", conc)])
+        off = arm_from_points(f"off@c{conc}", groups[("off", conc)])
+        check.current_value, check.reference_value = on.mean(metric), off.mean(metric)
+        if _ratio_check(check, on, off, config, tost_confidence(confidence)):
+            assert check.interval is not None
+            check.verdict = equivalence(check.interval, config.noop_margin)
+            check.reason = "TOST equivalence" + (
+                ": demonstrably outside the margin" if check.verdict == "regression" else "")
+        return check
+
+    return Pending(name, True, evaluate)
+
+
+def _experiment(groups: dict[tuple[str, int], list[dict[str, Any]]], conc: int, metric: str,
+                config: JudgeConfig) -> Pending:
+    name = f"experiment: forced@c{conc} {metric} vs off"
+
+    def evaluate(_confidence: float) -> Check:
+        check = Check("experiment", name, metric, "inconclusive", gate=False, mode="forced",
+                      concurrency=conc, reference="off", floor=config.floor(metric))
+        forced = arm_from_points(f"forced@c{conc}", groups[("forced", conc)])
+        off = arm_from_points(f"off@c{conc}", groups[("off", conc)])
+        check.current_value, check.reference_value = forced.mean(metric), off.mean(metric)
+        if _ratio_check(check, forced, off, config, config.confidence):
+            assert check.interval is not None
+            check.verdict = verdict(check.interval, direction(metric), config.floor(metric))
+        return check
+
+    return Pending(name, False, evaluate)
+
+
+def claim_pendings(run: Run, config: JudgeConfig) -> list[Pending]:
+    """The A/B claims that apply to this run's runner class (plus forced experiments)."""
+    groups = group_points(run)
+    runner = run_identity(run)[0]
+    pendings: list[Pending] = []
+    if runner == GATED_RUNNER:
+        if _concurrencies(groups, "on", "off"):
+            pendings.append(_ttft_claim(groups, config))
+            pendings.append(_accuracy_claim(run, config))   # inconclusive when GSM8K was skipped
+    else:
+        for conc in _concurrencies(groups, "on", "off"):
+            pendings.append(_prefill_identity(groups, conc))
+            for metric in config.noop_metrics or config.metrics:
+                pendings.append(_noop_equivalence(groups, conc, metric, config))
+    for conc in _concurrencies(groups, "forced", "off"):
+        for metric in config.experiment_metrics or config.metrics:
+            pendings.append(_experiment(groups, conc, metric, config))
+    return pendings

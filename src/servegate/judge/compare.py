@@ -1,0 +1,107 @@
+"""Run vs stored baseline: one check per (mode, concurrency, metric) plus accuracy per mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servegate.judge.arms import (
+    NotJudgeable,
+    Pending,
+    arm_from_baseline,
+    arm_from_points,
+    ratio_interval,
+)
+from servegate.judge.baselines import baseline_point, group_points, point_sort_key
+from servegate.judge.checks import Check
+from servegate.judge.config import JudgeConfig
+from servegate.judge.stats import direction, newcombe_difference, verdict
+from servegate.results import Run
+
+
+def _metric_pending(run_points: list[dict[str, Any]], base_point: dict[str, Any],
+                    mode: str, concurrency: int, metric: str,
+                    config: JudgeConfig) -> Pending:
+    name = f"{mode}@c{concurrency} {metric} vs baseline"
+    current = arm_from_points(f"run {mode}@c{concurrency}", run_points)
+    reference = arm_from_baseline(base_point)
+    floor = config.floor(metric)
+
+    def evaluate(confidence: float) -> Check:
+        check = Check("baseline", name, metric, "inconclusive", mode=mode,
+                      concurrency=concurrency, floor=floor,
+                      current_value=current.mean(metric), reference_value=reference.mean(metric))
+        if not current.values(metric):
+            check.verdict, check.reason = "error", f"{metric} missing from the run's points"
+            return check
+        try:
+            check.interval = ratio_interval(current, reference, metric, config=config,
+                                            confidence=confidence, key=name)
+        except NotJudgeable as err:
+            check.reason = str(err)
+            return check
+        except ValueError as err:
+            check.verdict, check.reason = "error", str(err)
+            return check
+        check.verdict = verdict(check.interval, direction(metric), floor)
+        return check
+
+    return Pending(name, True, evaluate)
+
+
+def _accuracy_pending(mode: str, current: dict[str, Any], reference: dict[str, Any],
+                      config: JudgeConfig) -> Pending:
+    name = f"{mode} GSM8K accuracy vs baseline"
+
+    def evaluate(confidence: float) -> Check:
+        check = Check("accuracy", name, "accuracy", "inconclusive", mode=mode,
+                      floor=config.accuracy_floor)
+        n_cur, c_cur = current.get("n"), current.get("correct")
+        if not isinstance(n_cur, int) or not isinstance(c_cur, int) or n_cur <= 0:
+            check.verdict = "error"
+            check.reason = f"run.json accuracy.{mode}: needs integer n > 0 and correct"
+            return check
+        check.current_value = c_cur / n_cur
+        check.reference_value = reference["correct"] / reference["n"]
+        check.interval = newcombe_difference(c_cur, n_cur, reference["correct"],
+                                             reference["n"], confidence)
+        check.verdict = verdict(check.interval, "higher", config.accuracy_floor)
+        check.reason = "unpaired (different sittings); difference in accuracy points"
+        return check
+
+    return Pending(name, True, evaluate)
+
+
+def baseline_pendings(run: Run, baseline: dict[str, Any], config: JudgeConfig) -> list[Pending]:
+    """Every check of the run against its baseline, waiting for the family size."""
+    pendings: list[Pending] = []
+    groups = group_points(run)
+    base_keys = {(p["mode"], p["concurrency"]) for p in baseline.get("points", [])}
+    for key in sorted(set(groups) | base_keys, key=point_sort_key):
+        mode, concurrency = key
+        base_point = baseline_point(baseline, mode, concurrency)
+        if key not in groups:
+            check = Check("integrity", f"{mode}@c{concurrency} present in run", "points",
+                          "error", mode=mode, concurrency=concurrency,
+                          reason="point is in the baseline but missing from the run")
+            pendings.append(Pending(check.name, False, lambda _c, check=check: check))
+            continue
+        if base_point is None:
+            check = Check("baseline", f"{mode}@c{concurrency} vs baseline", "points",
+                          "inconclusive", gate=False, mode=mode, concurrency=concurrency,
+                          reason="new point: not in the baseline (update baselines to gate it)")
+            pendings.append(Pending(check.name, False, lambda _c, check=check: check))
+            continue
+        for metric in config.metrics:
+            if metric not in base_point["metrics"]:
+                check = Check("baseline", f"{mode}@c{concurrency} {metric} vs baseline", metric,
+                              "inconclusive", gate=False, mode=mode, concurrency=concurrency,
+                              reason="metric not in the baseline (update baselines to gate it)")
+                pendings.append(Pending(check.name, False, lambda _c, check=check: check))
+                continue
+            pendings.append(_metric_pending(groups[key], base_point, mode, concurrency, metric,
+                                            config))
+    run_accuracy = run.get("accuracy") or {}
+    for mode, reference in sorted((baseline.get("accuracy") or {}).items()):
+        if mode in run_accuracy and reference.get("n"):
+            pendings.append(_accuracy_pending(mode, dict(run_accuracy[mode]), reference, config))
+    return pendings

@@ -1,0 +1,175 @@
+"""The suite's ``[judge]`` table: which metrics are gated, their practical floors, claim sizes.
+
+Every key has a default so a suite without a ``[judge]`` table is still judged; a present but
+malformed key is an input error naming the file and the key (never silently replaced).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.10
+    import tomli as tomllib
+
+DEFAULT_METRICS: tuple[str, ...] = (
+    "mean_ttft_ms", "median_tpot_ms", "mean_e2e_latency_ms", "output_throughput")
+DEFAULT_FLOOR = 0.05
+
+
+class JudgeConfigError(ValueError):
+    """The suite's ``[judge]`` table is malformed; the message names file and key."""
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """Resolved judge settings (suite values over defaults)."""
+
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    floors: dict[str, float] = field(default_factory=dict)
+    default_floor: float = DEFAULT_FLOOR
+    confidence: float = 0.95
+    bootstrap_resamples: int = 2000
+    seed: int = 20240611
+    min_repeats_for_repeat_bootstrap: int = 3
+    # run-to-run CV assumed when neither side has >= 2 repeats to estimate it (CPU A/A: 4.5-7.5 %)
+    run_to_run_cv: float = 0.05
+    accuracy_floor: float = 0.02           # absolute accuracy drop vs baseline that counts
+    # A/B claims judged inside one run
+    gfx95_min_ttft_improvement: float = 0.04
+    gfx95_ttft_metric: str = "mean_ttft_ms"
+    gfx95_claim_concurrency: int | None = None   # None: the highest concurrency in the run
+    noop_margin: float = 0.05
+    noop_metrics: tuple[str, ...] | None = None  # None: same as metrics
+    accuracy_noninferiority_margin: float = 0.02
+    experiment_metrics: tuple[str, ...] | None = None  # forced-vs-off; None: same as metrics
+    source: str = "<defaults>"
+
+    def floor(self, metric: str) -> float:
+        """Practical floor (relative change) for ``metric``."""
+        return float(self.floors.get(metric, self.default_floor))
+
+
+_FLOAT_FRACTION = ("default_floor", "accuracy_floor", "run_to_run_cv", "gfx95_min_ttft_improvement",
+                   "noop_margin", "accuracy_noninferiority_margin")
+
+
+def _metric_list(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise JudgeConfigError(f"{where}: expected a non-empty list of metric names, got {value!r}")
+    return tuple(value)
+
+
+_TOP_KEYS = ("metrics", "floors", "default_floor", "confidence", "bootstrap_resamples", "seed",
+             "min_repeats_for_repeat_bootstrap", "accuracy_floor", "run_to_run_cv", "claims")
+_CLAIM_KEYS = ("gfx95_min_ttft_improvement", "gfx95_ttft_metric", "gfx95_claim_concurrency",
+               "noop_margin", "noop_metrics", "accuracy_noninferiority_margin",
+               "experiment_metrics")
+
+
+def _fraction(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise JudgeConfigError(f"{where}: expected a fraction in [0, 1), got {value!r}")
+    return float(value)
+
+
+def _integer(value: Any, where: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise JudgeConfigError(f"{where}: expected an integer >= {low}, got {value!r}")
+    return value
+
+
+def _parse_value(key: str, value: Any, where: str) -> Any:
+    if key in ("metrics", "noop_metrics", "experiment_metrics"):
+        return _metric_list(value, where)
+    if key == "floors":
+        if not isinstance(value, dict):
+            raise JudgeConfigError(f"{where}: expected a table metric -> fraction")
+        return {metric: _fraction(floor, f"{where}.{metric}") for metric, floor in value.items()}
+    if key in _FLOAT_FRACTION:
+        return _fraction(value, where)
+    if key == "confidence":
+        if isinstance(value, bool) or not isinstance(value, float) or not 0.5 <= value < 1:
+            raise JudgeConfigError(f"{where}: expected a float in [0.5, 1), got {value!r}")
+        return value
+    if key in ("bootstrap_resamples", "seed", "min_repeats_for_repeat_bootstrap",
+               "gfx95_claim_concurrency"):
+        low = {"bootstrap_resamples": 200, "seed": 0,
+               "min_repeats_for_repeat_bootstrap": 2, "gfx95_claim_concurrency": 1}[key]
+        return _integer(value, where, low)
+    if key == "gfx95_ttft_metric":
+        if not isinstance(value, str) or "ttft" not in value:
+            raise JudgeConfigError(f"{where}: expected a TTFT metric name, got {value!r}")
+        return value
+    raise AssertionError(key)  # pragma: no cover - keys are checked before
+
+
+def parse_judge_table(table: dict[str, Any], source: str) -> JudgeConfig:
+    """Validate a ``[judge]`` table (already parsed) into a :class:`JudgeConfig`.
+
+    ``metrics`` defaults to the keys of ``floors`` (the metrics a suite sets a floor for are
+    the ones it gates), else to :data:`DEFAULT_METRICS`. Claim settings live in ``[judge.claims]``.
+    """
+    values: dict[str, Any] = {"source": source}
+    for key, value in table.items():
+        where = f"{source}: [judge].{key}"
+        if key not in _TOP_KEYS:
+            raise JudgeConfigError(f"{where}: unknown key (known: {', '.join(_TOP_KEYS)})")
+        if key == "claims":
+            if value == []:          # placeholder written before the claims table existed
+                continue
+            if not isinstance(value, dict):
+                raise JudgeConfigError(f"{where}: expected a table ([judge.claims]) with keys "
+                                       f"{', '.join(_CLAIM_KEYS)}, got {value!r}")
+            for ckey, cvalue in value.items():
+                cwhere = f"{source}: [judge.claims].{ckey}"
+                if ckey not in _CLAIM_KEYS:
+                    raise JudgeConfigError(
+                        f"{cwhere}: unknown key (known: {', '.join(_CLAIM_KEYS)})")
+                values[ckey] = _parse_value(ckey, cvalue, cwhere)
+            continue
+        values[key] = _parse_value(key, value, where)
+    if "metrics" not in values and values.get("floors"):
+        values["metrics"] = tuple(values["floors"])
+    config = JudgeConfig(**values)
+    from servegate.judge.stats import direction  # local: keeps this module light
+
+    for metric in (*config.metrics, *(config.noop_metrics or ()),
+                   *(config.experiment_metrics or ()), *config.floors):
+        try:
+            direction(metric)
+        except ValueError as err:
+            raise JudgeConfigError(f"{source}: [judge]: {err}") from err
+    return config
+
+
+def suite_path(suite: str, repo_root: Path | None = None) -> Path:
+    """``suites/<suite>.toml`` under the repository root."""
+    if repo_root is None:
+        from servegate.envbuild import REPO_ROOT
+
+        repo_root = REPO_ROOT
+    return Path(repo_root) / "suites" / f"{suite}.toml"
+
+
+def load_judge_config(suite: str | None, repo_root: Path | None = None) -> JudgeConfig:
+    """The ``[judge]`` table of ``suites/<suite>.toml``; defaults when file or table is absent."""
+    if not suite:
+        return JudgeConfig()
+    path = suite_path(suite, repo_root)
+    if not path.is_file():
+        return JudgeConfig(source=f"<defaults: {path} not found>")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise JudgeConfigError(f"{path}: not valid TOML ({err})") from err
+    table = data.get("judge")
+    if table is None:
+        return JudgeConfig(source=f"<defaults: {path} has no [judge] table>")
+    if not isinstance(table, dict):
+        raise JudgeConfigError(f"{path}: [judge] must be a table")
+    return parse_judge_table(table, str(path))

@@ -1,0 +1,97 @@
+"""The ``## Verdict`` section of ``summary.md`` (replaced, never duplicated, on re-runs).
+
+The same section is appended to ``$GITHUB_STEP_SUMMARY`` when that variable is set, so the
+verdict table shows on the workflow run page.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from servegate.atomic import write_text
+
+if TYPE_CHECKING:
+    from servegate.judge.checks import Check
+    from servegate.judge.command import Judgement
+
+HEADING = "## Verdict"
+_ICON = {"pass": "pass", "improvement": "improvement", "regression": "**REGRESSION**",
+         "inconclusive": "inconclusive", "error": "**ERROR**"}
+
+
+def _pct(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:+.1f}%" if signed else f"{100 * value:.1f}%"
+
+
+def _row(check: Check) -> str:
+    iv = check.interval
+    if iv is None:
+        effect = interval = "-"
+    elif iv.scale == "ratio":
+        effect = f"{iv.estimate:.3f}"
+        interval = f"[{iv.low:.3f}, {iv.high:.3f}]"
+    else:
+        effect = f"{100 * iv.estimate:+.2f} pp"
+        interval = f"[{100 * iv.low:+.2f}, {100 * iv.high:+.2f}] pp"
+    if check.floor is None:
+        floor = "-"
+    elif iv is not None and iv.scale == "difference":
+        floor = f"{100 * check.floor:.1f} pp"
+    else:
+        floor = _pct(check.floor)
+    mde = "-"
+    if check.verdict == "inconclusive" and check.mde is not None:
+        mde = f"{100 * check.mde:.1f}" + (" pp" if iv and iv.scale == "difference" else "%")
+    verdict = _ICON[check.verdict] + ("" if check.gate else " (info)")
+    reason = check.reason.replace("|", "/")
+    return (f"| {verdict} | {check.kind} | {check.point} | {check.metric} | {effect} | "
+            f"{interval} | {floor} | {mde} | {reason} |")
+
+
+def render(judgement: Judgement) -> str:
+    """Markdown for the verdict section (heading included, trailing newline)."""
+    lines = [HEADING, "",
+             f"**Overall: {judgement.overall.upper()}** (exit code {judgement.exit_code}"
+             f"{', strict' if judgement.strict else ''}).", ""]
+    if judgement.baseline_file is not None:
+        prov = (judgement.baseline or {}).get("provenance", {})
+        lines += [f"Baseline `{judgement.baseline_file}` from `{prov.get('source_run')}` "
+                  f"({prov.get('created_at')}, sglang {prov.get('sglang')}).", ""]
+    lines += [f"- {note}" for note in judgement.notes] + [""]
+    lines += ["Ratio = current / reference (lower is better for latencies, higher for "
+              "throughput and accuracy). A regression needs the whole interval past the floor; "
+              "MDE = the smallest change this data would detect with 80% power.", "",
+              "| verdict | kind | point | metric | ratio | interval | floor | MDE | note |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [_row(check) for check in judgement.checks]
+    return "\n".join(lines) + "\n"
+
+
+def replace_section(text: str, section: str) -> str:
+    """Replace the existing ``## Verdict`` section (up to the next ``## ``) or append it."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == HEADING), None)
+    if start is None:
+        sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        return text + sep + section
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
+               len(lines))
+    tail = "".join(lines[end:])
+    return "".join(lines[:start]) + section + ("\n" + tail if tail else "")
+
+
+def write(judgement: Judgement) -> Path:
+    """Update ``summary.md`` in the run folder; append to ``$GITHUB_STEP_SUMMARY`` when set."""
+    section = render(judgement)
+    path = judgement.run_dir / "summary.md"
+    existing = path.read_text(encoding="utf-8") if path.is_file() else ""
+    write_text(path, replace_section(existing, section))
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with Path(step_summary).open("a", encoding="utf-8") as handle:
+            handle.write(section + "\n")
+    return path
