@@ -1,0 +1,143 @@
+"""Statistics for per-question accuracy: Wilson interval, exact McNemar, paired difference, MDE.
+
+On the same questions, two modes' outcomes are paired; only discordant questions (right in one
+mode, wrong in the other) carry information about a difference. Greedy outputs legitimately
+differ between modes (bf16 numerics change with batch composition), so discordant pairs are
+expected even when nothing is wrong - the test is whether they lean one way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import optimize, stats
+
+ALPHA = 0.05
+POWER = 0.80
+MDE_METHOD = (
+    "exact power of the two-sided exact McNemar test at alpha=0.05, power 0.8, with the "
+    "alternative's discordance rate = max(observed discordance rate, difference)")
+DIFF_METHOD = "Agresti-Min adjusted Wald interval for a paired difference (0.5 added per cell)"
+
+
+def wilson(correct: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for ``correct / n`` (no continuity correction)."""
+    if n <= 0 or not 0 <= correct <= n:
+        raise ValueError(f"wilson: need 0 <= correct <= n and n > 0, got {correct}/{n}")
+    ci = stats.binomtest(correct, n).proportion_ci(confidence_level=confidence,
+                                                   method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def mcnemar_exact(a_only: int, b_only: int) -> float:
+    """Two-sided exact McNemar p-value: binomial test of the discordant split against 1/2."""
+    discordant = a_only + b_only
+    if discordant == 0:
+        return 1.0
+    return float(stats.binomtest(a_only, discordant, 0.5).pvalue)
+
+
+def paired_diff_interval(both: int, a_only: int, b_only: int, neither: int,
+                         confidence: float = 0.95) -> tuple[float, float]:
+    """Interval for ``acc_a - acc_b`` (Agresti & Min 2005: add 0.5 to each cell, then Wald).
+
+    Better coverage than plain Wald when discordant pairs are few, and it never collapses to a
+    zero-width interval when no question disagreed.
+    """
+    n = both + a_only + b_only + neither
+    if n <= 0:
+        raise ValueError("paired_diff_interval: no pairs")
+    z = stats.norm.ppf(1 - (1 - confidence) / 2)
+    n_adj = n + 2.0
+    p12, p21 = (a_only + 0.5) / n_adj, (b_only + 0.5) / n_adj
+    diff = p12 - p21
+    se = math.sqrt(max((p12 + p21 - diff * diff) / n_adj, 0.0))
+    return max(-1.0, float(diff - z * se)), min(1.0, float(diff + z * se))
+
+
+def mcnemar_power(n: int, discordance: float, diff: float, alpha: float = ALPHA) -> float:
+    """Exact power of the two-sided exact McNemar test on ``n`` pairs.
+
+    The alternative: a fraction ``psi`` of questions is discordant, split so the accuracies
+    differ by ``diff`` (a share (psi + diff) / (2 psi) of discordant pairs favour one mode).
+    Power sums, over the number m of discordant pairs ~ Binomial(n, psi), the probability that
+    the split lands in the exact test's rejection region for that m.
+    """
+    psi = min(max(discordance, diff), 1.0)
+    if psi <= 0:
+        return 0.0
+    q = min((psi + diff) / (2 * psi), 1.0)
+    m = np.arange(n + 1)
+    weight = stats.binom.pmf(m, n, psi)
+    # Largest k with two-sided p-value 2*P(X <= k | m, 1/2) <= alpha (-1 when none).
+    k = stats.binom.ppf(alpha / 2, m, 0.5)
+    k = np.where(2 * stats.binom.cdf(k, m, 0.5) <= alpha, k, k - 1)
+    reject = np.where(k >= 0, stats.binom.cdf(k, m, 1 - q) + stats.binom.sf(m - k - 1, m, 1 - q),
+                      0.0)
+    return float(np.sum(weight * reject))
+
+
+def mde_paired(n: int, discordance: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Smallest accuracy difference the exact McNemar test on ``n`` pairs detects with ``power``.
+
+    The discordance rate under the alternative is the observed one, or the difference itself
+    when that is larger (a drop of d needs at least d of the questions to flip). Returns 1.0 when
+    no difference is detectable (too few questions).
+    """
+    if n <= 0:
+        raise ValueError("mde_paired: n must be positive")
+    if mcnemar_power(n, discordance, 1.0, alpha) < power:
+        return 1.0
+    return float(optimize.brentq(lambda d: mcnemar_power(n, discordance, d, alpha) - power,
+                                 1e-9, 1.0, xtol=1e-7))
+
+
+@dataclass(frozen=True)
+class Paired:
+    a: str
+    b: str
+    n: int
+    both_correct: int
+    a_only: int          # a right, b wrong
+    b_only: int          # b right, a wrong
+    both_wrong: int
+    acc_a: float
+    acc_b: float
+    diff: float          # acc_a - acc_b
+    diff_low: float
+    diff_high: float
+    diff_method: str
+    discordant: int
+    discordance_rate: float
+    mcnemar_p: float
+    significant: bool    # mcnemar_p < alpha
+    mde: float           # smallest |diff| this n detects at the stated alpha/power
+    mde_method: str
+    alpha: float
+    power: float
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def analyse(a: str, b: str, outcomes_a: list[bool], outcomes_b: list[bool]) -> Paired:
+    """Paired analysis of two equally ordered outcome lists (same questions)."""
+    if len(outcomes_a) != len(outcomes_b) or not outcomes_a:
+        raise ValueError(f"paired analysis {a} vs {b}: need equal, non-empty outcome lists "
+                         f"({len(outcomes_a)} vs {len(outcomes_b)})")
+    n = len(outcomes_a)
+    both = sum(x and y for x, y in zip(outcomes_a, outcomes_b, strict=True))
+    a_only = sum(x and not y for x, y in zip(outcomes_a, outcomes_b, strict=True))
+    b_only = sum(y and not x for x, y in zip(outcomes_a, outcomes_b, strict=True))
+    neither = n - both - a_only - b_only
+    low, high = paired_diff_interval(both, a_only, b_only, neither)
+    p = mcnemar_exact(a_only, b_only)
+    discordance = (a_only + b_only) / n
+    return Paired(
+        a=a, b=b, n=n, both_correct=both, a_only=a_only, b_only=b_only, both_wrong=neither,
+        acc_a=(both + a_only) / n, acc_b=(both + b_only) / n, diff=(a_only - b_only) / n,
+        diff_low=low, diff_high=high, diff_method=DIFF_METHOD, discordant=a_only + b_only,
+        discordance_rate=discordance, mcnemar_p=p, significant=p < ALPHA,
+        mde=mde_paired(n, discordance), mde_method=MDE_METHOD, alpha=ALPHA, power=POWER)
