@@ -1,0 +1,302 @@
+"""``servegate bench``: serve a suite's model per mode and measure it with sglang's own client.
+
+config -> plan -> serve -> measure (-> accuracy, judge when those modules are present).
+One run folder per invocation (``results/<suite>-<runner>-<UTC stamp>/``); run.json is rewritten
+atomically after every point and says ``complete: true`` only when every planned point finished.
+The last line printed is the run folder's path. Exit 2 on infrastructure or input errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from servegate import atomic
+from servegate.config import ConfigError, Suite, load_suite, suite_path
+from servegate.measure import logparse
+from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl, run_client
+from servegate.measure.exactfill import ExactFillMismatch, check_effective
+from servegate.measure.summary import render
+from servegate.plan import PlannedPoint, ServerSlot, build_plan, total_points
+from servegate.results import MODES, RUN_SCHEMA_VERSION, Point, Run
+from servegate.runner import Detected, RunnerError, detect, fingerprint
+from servegate.serve.launch import build_launch
+from servegate.serve.modelprep import ModelPrepError, ensure_gguf_model
+from servegate.serve.process import Server, ServerError, Terminated, free_port, terminate_on_sigterm
+
+EXIT_OK, EXIT_INFRA = 0, 2
+
+
+class BenchError(RuntimeError):
+    """A failure in a stage bench calls (e.g. GSM8K), reported as an infrastructure error."""
+
+
+INFRA_ERRORS = (ServerError, ClientError, ExactFillMismatch, logparse.LogParseError,
+                ModelPrepError, BenchError, OSError)
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="servegate bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", help="suite name (suites/<name>.toml) or path; default: "
+                                        "cpu without a GPU, premerge with one")
+    parser.add_argument("--runner", help="override runner detection "
+                                         "(cpu, gfx95, gfx942, rocm-other, nvidia)")
+    parser.add_argument("--modes", help="comma-separated subset of the suite's modes")
+    parser.add_argument("--results-dir", type=Path, default=Path("results"))
+    parser.add_argument("--skip-accuracy", action="store_true",
+                        help="do not run the suite's [gsm8k] step")
+    parser.add_argument("--no-compare", action="store_true",
+                        help="do not judge against a stored baseline at the end")
+    return parser.parse_args(argv)
+
+
+def _optional(module: str, attr: str) -> Any:
+    """An integration point owned by another module; None when that module is not there yet."""
+    try:
+        found: ModuleType = importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name and (module == err.name or module.startswith(err.name + ".")):
+            return None
+        raise
+    return getattr(found, attr, None)
+
+
+@dataclass
+class Context:
+    suite: Suite
+    detected: Detected
+    run_dir: Path
+    run: Run
+    python: str
+    model_dir: str
+    console: Console
+
+
+def _save(ctx: Context) -> None:
+    atomic.write_json(ctx.run_dir / "run.json", ctx.run)
+    atomic.write_text(ctx.run_dir / "summary.md", render(ctx.run))
+
+
+@contextlib.contextmanager
+def _progress(console: Console, total: int) -> Iterator[tuple[Progress, Any]]:
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                        TimeRemainingColumn(), console=console, transient=False)
+    with progress:
+        yield progress, progress.add_task("points", total=total)
+
+
+def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: str) -> Point:
+    suite, run_dir = ctx.suite, ctx.run_dir
+    name = f"{planned.mode}-c{planned.concurrency}-r{planned.repeat}"
+    jsonl = run_dir / "client" / f"{name}.jsonl"
+    client_log = run_dir / "client" / f"{name}.log"
+    jsonl.unlink(missing_ok=True)       # the client appends; one record per file
+    start = server.log_offset()
+    point = ClientPoint(base_url=server.base_url, model=ctx.model_dir, tokenizer=ctx.model_dir,
+                        input_len=suite.load.input_len, output_len=suite.load.output_len,
+                        num_prompts=planned.num_prompts, concurrency=planned.concurrency,
+                        seed=planned.seed, warmup_requests=suite.load.warmup_requests,
+                        output_file=jsonl)
+    run_client(client_argv(ctx.python, point), client_log, suite.load.point_timeout_s)
+    server.check_alive()
+    time.sleep(0.5)                     # let the scheduler flush its last log lines
+    end = server.log_offset()
+    metrics, requests = parse_client_jsonl(jsonl, expect_prompts=planned.num_prompts)
+    measured = logparse.measured_text(server.log_path, start, end)
+    alignment = logparse.alignment(logparse.parse_prefill_lines(measured),
+                                   server.spec.chunk_size)
+    full_log = logparse.read_slice(server.log_path, 0, end)
+    effective = check_effective(planned.mode, ctx.detected.runner_class, full_log, alignment)
+    return Point(mode=planned.mode, concurrency=planned.concurrency,  # type: ignore[typeddict-item]
+                 repeat=planned.repeat, order=planned.order, metrics=metrics,
+                 requests=requests, alignment=alignment, exact_fill_effective=effective,
+                 files={"client_jsonl": str(jsonl.relative_to(run_dir)),
+                        "client_log": str(client_log.relative_to(run_dir)),
+                        "server_log": log_rel, "server_log_bytes": f"{start}-{end}"})
+
+
+def _accuracy(ctx: Context, server: Server, mode: str) -> None:
+    run_gsm8k = _optional("servegate.accuracy.runner", "run_gsm8k")
+    if run_gsm8k is None:
+        ctx.console.log("GSM8K: servegate.accuracy.runner not available; skipped")
+        return
+    ctx.console.log(f"GSM8K ({mode}): {ctx.suite.gsm8k}")
+    try:
+        result = run_gsm8k(server.base_url, mode, ctx.run_dir, dict(ctx.suite.gsm8k or {}))
+    except Exception as err:
+        raise BenchError(f"GSM8K ({mode}) failed: {type(err).__name__}: {err}") from err
+    ctx.run.setdefault("accuracy", {})[mode] = result
+    _save(ctx)
+
+
+def _run_slot(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
+              with_accuracy: bool) -> None:
+    runner_profile = ctx.suite.model.for_runner(ctx.detected.runner_class)
+    spec = build_launch(
+        python=ctx.python, model_path=ctx.model_dir, runner=runner_profile, mode=slot.mode,
+        port=free_port(), revision=ctx.suite.model.revision,
+        chunk_size=ctx.suite.server_overrides.get("chunked_prefill_size"),
+        page_size=ctx.suite.server_overrides.get("page_size"))
+    log_rel = f"server/{slot.mode}-r{slot.repeat}.log"
+    server = Server(spec, ctx.run_dir / log_rel)
+    progress.update(task, description=f"starting server {slot.mode} (repeat {slot.repeat})")
+    ctx.console.log(f"server {slot.index + 1}: mode {slot.mode}, repeat {slot.repeat}: "
+                    f"starting ({spec.display()})")
+    with server:
+        waited = server.wait_ready()
+        ctx.console.log(f"server ready after {waited:.0f} s at {server.base_url}")
+        for planned in slot.points:
+            progress.update(task, description=f"{planned.mode} c={planned.concurrency} "
+                                              f"r{planned.repeat} ({planned.num_prompts} prompts)")
+            point = _measure_point(ctx, server, planned, log_rel)
+            ctx.run["points"].append(point)
+            _save(ctx)
+            a = point["alignment"]
+            ctx.console.log(
+                f"{planned.mode} c={planned.concurrency} r{planned.repeat}: median TTFT "
+                f"{point['metrics']['median_ttft_ms']:.1f} ms, median TPOT "
+                f"{point['metrics']['median_tpot_ms']:.2f} ms, aligned "
+                f"{a['aligned_fraction']:.0%} of {a['saturated_batches']} saturated batches")
+            progress.advance(task)
+        if with_accuracy and slot.repeat == 0 and ctx.suite.gsm8k:
+            _accuracy(ctx, server, slot.mode)
+
+
+def _baseline_exists(run: Run) -> bool:
+    """The judge's own rule for where a run's baseline lives (if the judge is installed)."""
+    baseline_path = _optional("servegate.judge.baselines", "baseline_path")
+    run_identity = _optional("servegate.judge.baselines", "run_identity")
+    if baseline_path is None or run_identity is None:
+        return False
+    return bool(baseline_path(*run_identity(run)).is_file())
+
+
+def _compare(ctx: Context) -> int | None:
+    compare_run = _optional("servegate.judge.command", "compare_run")
+    if compare_run is None:
+        return None
+    if not _baseline_exists(ctx.run):
+        ctx.console.log("no baseline for this suite and runner; not judged")
+        return None
+    return int(compare_run(ctx.run_dir, strict=False))
+
+
+def _select_modes(suite: Suite, modes_arg: str | None) -> list[str]:
+    if not modes_arg:
+        return list(suite.modes)
+    modes = [m.strip() for m in modes_arg.split(",") if m.strip()]
+    for mode in modes:
+        if mode not in MODES:
+            raise ConfigError(f"--modes: {mode!r} is not one of {MODES}")
+    return modes
+
+
+def _default_suite(detected: Detected) -> str:
+    return "cpu" if detected.runner_class == "cpu" else "premerge"
+
+
+def main(argv: list[str]) -> int:
+    args = _parse(argv)
+    console = Console(stderr=True)
+    try:
+        detected = detect(args.runner)
+        suite = load_suite(suite_path(args.suite or _default_suite(detected)))
+        modes = _select_modes(suite, args.modes)
+    except (ConfigError, RunnerError) as err:
+        print(f"servegate bench: {err}", file=sys.stderr)
+        return EXIT_INFRA
+    if detected.runner_class not in suite.runners:
+        print(f"servegate bench: suite {suite.name!r} runs on {', '.join(suite.runners)}, "
+              f"this runner is {detected.runner_class!r} (use --runner or another --suite)",
+              file=sys.stderr)
+        return EXIT_INFRA
+    runner_profile = suite.model.for_runner(detected.runner_class)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run_dir = (args.results_dir / f"{suite.name}-{detected.runner_class}-{stamp}").resolve()
+    run_dir.mkdir(parents=True, exist_ok=False)
+    run: Run = {
+        "schema_version": RUN_SCHEMA_VERSION, "suite": suite.name,
+        "model_profile": suite.model.name, "runner_class": detected.runner_class,
+        "command": ["servegate", "bench", *argv], "started_at": utc_now(), "complete": False,
+        "chunk_size": suite.server_overrides.get("chunked_prefill_size",
+                                                 runner_profile.chunked_prefill_size),
+        "page_size": suite.server_overrides.get("page_size", runner_profile.page_size),  # type: ignore[typeddict-item]
+        "points": [],
+    }
+    ctx = Context(suite=suite, detected=detected, run_dir=run_dir, run=run,
+                  python=sys.executable, model_dir=suite.model.path, console=console)
+    code = EXIT_OK
+    started = time.monotonic()
+    try:
+        with terminate_on_sigterm():
+            run["fingerprint"] = fingerprint(detected, suite.model.path, suite.model.revision)
+            _save(ctx)
+            if suite.model.prepare is not None:
+                console.log(f"preparing model {suite.model.name} (first time: ~30 s)")
+                prepared = ensure_gguf_model(suite.model.name, suite.model.prepare.package_file)
+                ctx.model_dir = str(prepared)
+                # The folder name carries the GGUF's digest: that is the weights' revision.
+                run["fingerprint"]["model_revision"] = (
+                    f"{suite.model.prepare.package_file} sha256:{prepared.name.rsplit('-', 1)[-1]}")
+                _save(ctx)
+            slots = build_plan(modes, suite.load.concurrency, suite.load.num_prompts,
+                               suite.repeats, suite.seed)
+            with _progress(console, total_points(slots)) as (progress, task):
+                for slot in slots:
+                    _run_slot(ctx, slot, progress, task, with_accuracy=not args.skip_accuracy)
+            run["complete"] = True
+            run["finished_at"] = utc_now()
+            _save(ctx)
+            console.log(f"all points done in {time.monotonic() - started:.0f} s")
+            if not args.no_compare:
+                judged = _compare(ctx)
+                if judged is not None:
+                    code = judged
+    except (KeyboardInterrupt, Terminated) as err:
+        _fail(ctx, f"interrupted ({type(err).__name__}{': ' + str(err) if str(err) else ''})")
+        code = 130 if isinstance(err, KeyboardInterrupt) else 143
+    except INFRA_ERRORS as err:
+        _fail(ctx, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+              getattr(err, "log_tail", "") or "\n".join(str(err).splitlines()[1:]))
+        code = EXIT_INFRA
+    except Exception as err:  # a bug, but the run folder must still say what happened
+        _fail(ctx, f"{type(err).__name__}: {err}", traceback.format_exc())
+        code = EXIT_INFRA
+    print(run_dir, flush=True)
+    return code
+
+
+def _fail(ctx: Context, cause: str, log_tail: str = "") -> None:
+    ctx.run["complete"] = False
+    ctx.run["error"] = cause
+    ctx.run["finished_at"] = utc_now()
+    with contextlib.suppress(OSError):
+        _save(ctx)
+    if log_tail:
+        print(f"--- last lines ---\n{log_tail}\n---", file=sys.stderr)
+    print(f"servegate bench: {cause}", file=sys.stderr, flush=True)

@@ -1,0 +1,153 @@
+"""Suites (``suites/<name>.toml``): which model, modes, load points, repeats; plus the tables
+other stages read (``[gsm8k]`` for accuracy, ``[judge]`` for the judge, kept as plain dicts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servegate.config._schema import ConfigError, Field, check_table, load_toml
+from servegate.config.profiles import RUNNER_CLASSES, ModelProfile, load_profile
+from servegate.results import MODES
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+SUITES_DIR = REPO_ROOT / "suites"
+MODELS_DIR = REPO_ROOT / "models"
+
+_TOP = {
+    "suite": Field(dict, required=True),
+    "server": Field(dict),
+    "load": Field(dict, required=True),
+    "gsm8k": Field(dict),
+    "judge": Field(dict),
+}
+_SUITE = {
+    "name": Field(str, required=True),
+    "description": Field(str),
+    "model": Field(str, required=True),
+    "runners": Field(list, required=True, item=str),
+    "modes": Field(list, required=True, item=str),
+    "repeats": Field(int, required=True),
+    "seed": Field(int, required=True),
+}
+_SERVER = {"chunked_prefill_size": Field(int), "page_size": Field(int)}
+_LOAD = {
+    "input_len": Field(int, required=True),
+    "output_len": Field(int, required=True),
+    "concurrency": Field(list, required=True, item=int),
+    "num_prompts": Field(list, required=True, item=int),
+    "warmup_requests": Field(int, required=True),
+    "point_timeout_s": Field(int, required=True),
+}
+_GSM8K = {  # consumed by servegate.accuracy (its Settings.parse re-checks values)
+    "questions": Field((int, str), required=True),     # a count, or "all"
+    "shots": Field(int, required=True),
+    "concurrency": Field(int, required=True),
+    "max_tokens": Field(int, required=True),
+    "dataset": Field(str, required=True),
+    "seed": Field(int, required=True),
+    "train_dataset": Field(str),
+    "extraction": Field(str),
+}
+
+
+@dataclass(frozen=True)
+class Load:
+    input_len: int
+    output_len: int
+    concurrency: tuple[int, ...]
+    num_prompts: tuple[int, ...]        # one per concurrency, same order
+    warmup_requests: int
+    point_timeout_s: int
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    source: Path
+    model: ModelProfile
+    runners: tuple[str, ...]
+    modes: tuple[str, ...]
+    repeats: int
+    seed: int
+    load: Load
+    server_overrides: dict[str, int] = field(default_factory=dict)
+    gsm8k: dict[str, Any] | None = None
+    judge: dict[str, Any] | None = None
+    description: str = ""
+
+
+def _positive_ints(path: Path, name: str, values: list[int] | tuple[int, ...]) -> None:
+    for value in values:
+        if value <= 0:
+            raise ConfigError(f"{path}: {name}: expected positive integers, got {value}")
+
+
+def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
+    """Load a suite and the model profile it names; errors name the file and the key."""
+    path = Path(path)
+    data = check_table(path, "", load_toml(path), _TOP)
+    head = check_table(path, "suite", data["suite"], _SUITE)
+    if head["name"] != path.stem:
+        raise ConfigError(f"{path}: suite.name {head['name']!r} must match the file name "
+                          f"{path.stem!r}")
+    for mode in head["modes"]:
+        if mode not in MODES:
+            raise ConfigError(f"{path}: suite.modes: {mode!r} is not one of {MODES}")
+    if not head["modes"] or len(set(head["modes"])) != len(head["modes"]):
+        raise ConfigError(f"{path}: suite.modes: expected a non-empty list without duplicates")
+    for runner in head["runners"]:
+        if runner not in RUNNER_CLASSES:
+            raise ConfigError(f"{path}: suite.runners: {runner!r} is not one of {RUNNER_CLASSES}")
+    _positive_ints(path, "suite.repeats", [head["repeats"]])
+    load = check_table(path, "load", data["load"], _LOAD)
+    if len(load["concurrency"]) != len(load["num_prompts"]) or not load["concurrency"]:
+        raise ConfigError(f"{path}: load.num_prompts must list one count per load.concurrency "
+                          f"entry ({len(load['concurrency'])} concurrencies, "
+                          f"{len(load['num_prompts'])} counts)")
+    for key in ("concurrency", "num_prompts"):
+        _positive_ints(path, f"load.{key}", load[key])
+    for key in ("input_len", "output_len", "point_timeout_s"):
+        _positive_ints(path, f"load.{key}", [load[key]])
+    if load["warmup_requests"] < 0:
+        raise ConfigError(f"{path}: load.warmup_requests: expected >= 0")
+    server = check_table(path, "server", data.get("server", {}), _SERVER)
+    _positive_ints(path, "server", list(server.values()))
+    gsm8k = None
+    if "gsm8k" in data:
+        gsm8k = dict(check_table(path, "gsm8k", data["gsm8k"], _GSM8K))
+        if gsm8k["questions"] != "all" and not isinstance(gsm8k["questions"], int):
+            raise ConfigError(f"{path}: gsm8k.questions: expected an integer or \"all\", "
+                              f"got {gsm8k['questions']!r}")
+        counts = [gsm8k[k] for k in ("questions", "concurrency", "max_tokens")]
+        _positive_ints(path, "gsm8k", [c for c in counts if c != "all"])
+    judge = data.get("judge")
+    if judge is not None and not isinstance(judge, dict):
+        raise ConfigError(f"{path}: [judge]: expected a table")
+    profile = load_profile((models_dir or MODELS_DIR) / f"{head['model']}.toml")
+    for runner in head["runners"]:
+        profile.for_runner(runner)
+        chunk = server.get("chunked_prefill_size", profile.runners[runner].chunked_prefill_size)
+        page = server.get("page_size", profile.runners[runner].page_size)
+        if page and chunk % page:
+            raise ConfigError(f"{path}: chunk size {chunk} is not a multiple of page size {page} "
+                              f"for runner {runner!r}")
+    return Suite(
+        name=head["name"], source=path, model=profile, runners=tuple(head["runners"]),
+        modes=tuple(head["modes"]), repeats=head["repeats"], seed=head["seed"],
+        load=Load(input_len=load["input_len"], output_len=load["output_len"],
+                  concurrency=tuple(load["concurrency"]),
+                  num_prompts=tuple(load["num_prompts"]),
+                  warmup_requests=load["warmup_requests"],
+                  point_timeout_s=load["point_timeout_s"]),
+        server_overrides=dict(server), gsm8k=gsm8k, judge=judge,
+        description=head.get("description", ""))
+
+
+def suite_path(name_or_path: str) -> Path:
+    """``cpu`` -> suites/cpu.toml; an existing path is used as is."""
+    candidate = Path(name_or_path)
+    if candidate.suffix == ".toml" or candidate.exists():
+        return candidate
+    return SUITES_DIR / f"{name_or_path}.toml"

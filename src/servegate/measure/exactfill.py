@@ -1,0 +1,57 @@
+"""Was exact fill really in effect? Read it back from the server instead of trusting the mode.
+
+Evidence: the hook's lines in the server log (``forced``: the patch line; ``off``/``on``: the real
+gate's value, reported once per process) and the measured prefill batches (when exact fill is on,
+every saturated batch must be exactly the chunk size). Any disagreement with what the mode and
+runner class imply is an error, never a silent pass: e.g. ``on`` on gfx95 with the gate off, or
+``on`` elsewhere with the gate on, or a forced run whose saturated batches are not aligned.
+"""
+
+from __future__ import annotations
+
+from servegate.measure.logparse import forced_hook_pids, gate_values
+from servegate.results import Alignment
+
+
+class ExactFillMismatch(RuntimeError):
+    """What the server did differs from what the mode asked for."""
+
+
+def expected_effective(mode: str, runner_class: str) -> bool:
+    return mode == "forced" or (mode == "on" and runner_class == "gfx95")
+
+
+def check_effective(mode: str, runner_class: str, server_log_text: str,
+                    alignment: Alignment) -> bool:
+    """Return whether exact fill was effective; raise ExactFillMismatch on any contradiction."""
+    forced_pids = forced_hook_pids(server_log_text)
+    gates = gate_values(server_log_text)
+    expected = expected_effective(mode, runner_class)
+    if mode == "forced":
+        if not forced_pids:
+            raise ExactFillMismatch("mode forced, but the server log has no "
+                                    "'servegate-hook: exact chunk fill forced' line (hook not "
+                                    "on the server's PYTHONPATH, or sglang lacks the gate)")
+        effective = True
+    else:
+        if forced_pids:
+            raise ExactFillMismatch(f"mode {mode}, but the forcing hook ran in pids "
+                                    f"{sorted(forced_pids)}")
+        if not gates:
+            raise ExactFillMismatch(f"mode {mode}: the server never reported its exact-fill "
+                                    f"gate (no 'servegate-hook: exact chunk fill gate=' line; "
+                                    f"does this sglang have _use_exact_chunk_fill?)")
+        if len(gates) > 1:
+            raise ExactFillMismatch(f"mode {mode}: server processes disagree on the gate")
+        effective = next(iter(gates))
+        if effective != expected:
+            raise ExactFillMismatch(
+                f"mode {mode} on runner {runner_class}: exact fill expected "
+                f"{'effective' if expected else 'inactive'}, but the server's gate is "
+                f"{effective}")
+    if effective and alignment["saturated_batches"] and alignment["aligned_fraction"] < 1.0:
+        raise ExactFillMismatch(
+            f"mode {mode}: exact fill is on, but only {alignment['aligned_fraction']:.0%} of "
+            f"{alignment['saturated_batches']} saturated prefill batches are exactly "
+            f"{alignment['chunk_size']} tokens (smallest {alignment['min_saturated_tokens']})")
+    return effective

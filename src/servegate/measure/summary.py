@@ -1,0 +1,44 @@
+"""summary.md: one table per concurrency, a row per mode (and repeat), for a human reviewer."""
+
+from __future__ import annotations
+
+from servegate.results import MODES, Point, Run
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def render(run: Run) -> str:
+    points: list[Point] = list(run.get("points", []))
+    lines = [f"# servegate bench: suite `{run.get('suite')}` on `{run.get('runner_class')}`", ""]
+    fp = run.get("fingerprint", {})
+    lines.append(f"- model: `{fp.get('model', run.get('model_profile'))}`; sglang "
+                 f"{fp.get('sglang', '?')}; torch {fp.get('torch', '?')}; host "
+                 f"`{fp.get('host', '?')}`")
+    lines.append(f"- chunked prefill size {run.get('chunk_size')}, page size "
+                 f"{run.get('page_size')}; started {run.get('started_at')}")
+    status = "complete" if run.get("complete") else f"INCOMPLETE ({run.get('error', 'running')})"
+    lines += [f"- status: **{status}**, {len(points)} points", ""]
+    for conc in sorted({p["concurrency"] for p in points}):
+        lines += [f"## concurrency {conc}", "",
+                  "| mode | repeat | TTFT mean ms | TTFT median ms | TTFT p99 ms | TPOT median ms "
+                  "| ITL median ms | output tok/s | aligned | saturated | min saturated | "
+                  "exact fill |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for p in sorted((p for p in points if p["concurrency"] == conc),
+                        key=lambda p: (MODES.index(p["mode"]), p["repeat"])):
+            m, a = p["metrics"], p["alignment"]
+            aligned = f"{a['aligned_fraction']:.0%}" if a["saturated_batches"] else "n/a"
+            lines.append(
+                f"| {p['mode']} | {p['repeat']} | {_f(m.get('mean_ttft_ms'))} | "
+                f"{_f(m.get('median_ttft_ms'))} | {_f(m.get('p99_ttft_ms'))} | "
+                f"{_f(m.get('median_tpot_ms'), 2)} | {_f(m.get('median_itl_ms'), 2)} | "
+                f"{_f(m.get('output_throughput'))} | {aligned} | {a['saturated_batches']} | "
+                f"{a['min_saturated_tokens']} | "
+                f"{'yes' if p['exact_fill_effective'] else 'no'} |")
+        lines.append("")
+    lines += ["`aligned`: share of saturated prefill batches (prefill work left over, i.e. cut "
+              "by the budget) that are exactly the chunk size; warm-up and health-check batches "
+              "excluded. `exact fill`: read back from the server (hook line and gate value).", ""]
+    return "\n".join(lines)

@@ -1,0 +1,65 @@
+"""plan stage: which servers to start and which load points to run on each, in what order.
+
+A mode is a server setting (env at launch), so every (repeat, mode) is one server start and all
+its concurrencies run on it. Repeat 0 runs the modes in the suite's order; every later repeat
+runs them in a permutation drawn from the suite's seed, so slow drift of the machine (thermal,
+neighbours, caches) spreads over all modes instead of masquerading as an effect of one.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PlannedPoint:
+    mode: str
+    concurrency: int
+    num_prompts: int
+    repeat: int
+    order: int                      # global execution index (0-based)
+    seed: int                       # client seed: same prompts for every mode of a repeat
+
+
+@dataclass(frozen=True)
+class ServerSlot:
+    mode: str
+    repeat: int
+    index: int                      # server start number (0-based)
+    points: tuple[PlannedPoint, ...]
+
+
+def mode_order(modes: tuple[str, ...] | list[str], repeats: int, seed: int) -> list[list[str]]:
+    """Per repeat, the order the modes run in: as given first, then seeded permutations."""
+    rng = random.Random(seed)
+    orders = [list(modes)]
+    for _ in range(1, repeats):
+        order = list(modes)
+        rng.shuffle(order)
+        orders.append(order)
+    return orders
+
+
+def build_plan(modes: tuple[str, ...] | list[str], concurrency: tuple[int, ...] | list[int],
+               num_prompts: tuple[int, ...] | list[int], repeats: int,
+               seed: int) -> list[ServerSlot]:
+    if len(concurrency) != len(num_prompts):
+        raise ValueError("one prompt count per concurrency is required")
+    slots: list[ServerSlot] = []
+    order = 0
+    for repeat, modes_this_repeat in enumerate(mode_order(modes, repeats, seed)):
+        for mode in modes_this_repeat:
+            points = []
+            for conc, prompts in zip(concurrency, num_prompts, strict=True):
+                points.append(PlannedPoint(mode=mode, concurrency=conc, num_prompts=prompts,
+                                           repeat=repeat, order=order,
+                                           seed=seed + 1000 * repeat + conc))
+                order += 1
+            slots.append(ServerSlot(mode=mode, repeat=repeat, index=len(slots),
+                                    points=tuple(points)))
+    return slots
+
+
+def total_points(slots: list[ServerSlot]) -> int:
+    return sum(len(slot.points) for slot in slots)

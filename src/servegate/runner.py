@@ -1,0 +1,187 @@
+"""Runner detection (which hardware class the server runs on) and the provenance fingerprint.
+
+The class decides which ``[runners.<class>]`` profile section is used and what ``on`` must do
+(the real exact-fill gate is gfx95-only). torch is asked first, the way sglang itself decides
+(``get_device_properties(0).gcnArchName`` on ROCm); ``rocminfo`` / ``nvidia-smi`` are used only
+when torch is not importable. ``--runner`` (or env ``SERVEGATE_RUNNER``) overrides detection.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from servegate.config.profiles import RUNNER_CLASSES
+from servegate.results import Fingerprint
+
+IMAGE_ENV_VARS = ("SERVEGATE_IMAGE", "SGLANG_IMAGE", "DOCKER_IMAGE", "CONTAINER_IMAGE")
+
+
+class RunnerError(ValueError):
+    """An unknown ``--runner`` value."""
+
+
+@dataclass(frozen=True)
+class Detected:
+    runner_class: str
+    how: str                        # "override", "torch", "rocminfo", "nvidia-smi", "none"
+    gpu_name: str = ""
+    gpu_arch: str = ""
+    gpu_count: int = 0
+
+
+def classify_arch(arch: str) -> str:
+    """ROCm arch string (``gfx950:sramecc+:xnack-``) -> runner class."""
+    base = arch.split(":", 1)[0].strip().lower()
+    if base.startswith("gfx95"):
+        return "gfx95"
+    if base == "gfx942":
+        return "gfx942"
+    return "rocm-other"
+
+
+def _import_torch() -> ModuleType | None:
+    try:
+        return importlib.import_module("torch")
+    except ImportError:
+        return None
+
+
+def _from_torch(torch: ModuleType) -> Detected | None:
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or not cuda.is_available() or cuda.device_count() < 1:
+        return None
+    props = cuda.get_device_properties(0)
+    count = int(cuda.device_count())
+    name = str(getattr(props, "name", ""))
+    if getattr(torch.version, "hip", None):
+        arch = str(getattr(props, "gcnArchName", ""))
+        return Detected(classify_arch(arch), "torch", name, arch.split(":", 1)[0], count)
+    if getattr(torch.version, "cuda", None):
+        major, minor = getattr(props, "major", None), getattr(props, "minor", None)
+        arch = f"sm_{major}{minor}" if major is not None else ""
+        return Detected("nvidia", "torch", name, arch, count)
+    return None
+
+
+def _run(argv: list[str]) -> str:
+    if shutil.which(argv[0]) is None:
+        return ""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+def _from_tools() -> Detected | None:
+    archs = re.findall(r"^\s*Name:\s*(gfx9\w+)", _run(["rocminfo"]), flags=re.M)
+    if archs:
+        return Detected(classify_arch(archs[0]), "rocminfo", "", archs[0], len(archs))
+    names = [line.strip() for line in _run(
+        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]).splitlines() if line.strip()]
+    if names:
+        return Detected("nvidia", "nvidia-smi", names[0], "", len(names))
+    return None
+
+
+def detect(override: str | None = None, torch_module: ModuleType | None = None) -> Detected:
+    """The runner class: explicit override, else torch's device 0, else vendor tools, else cpu."""
+    choice = override or os.environ.get("SERVEGATE_RUNNER") or None
+    if choice:
+        if choice not in RUNNER_CLASSES:
+            raise RunnerError(f"--runner {choice!r}: expected one of {', '.join(RUNNER_CLASSES)}")
+        return Detected(choice, "override")
+    torch = torch_module if torch_module is not None else _import_torch()
+    found = _from_torch(torch) if torch is not None else _from_tools()
+    return found or Detected("cpu", "torch" if torch is not None else "none")
+
+
+def _driver() -> str:
+    out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    if out.strip():
+        return out.splitlines()[0].strip()
+    amdgpu = Path("/sys/module/amdgpu/version")
+    if amdgpu.is_file():
+        return f"amdgpu {amdgpu.read_text().strip()}"
+    out = _run(["amd-smi", "version"])
+    return out.strip().splitlines()[0] if out.strip() else ""
+
+
+def _sglang_commit() -> str:
+    """The git commit of the installed sglang, when pip recorded it (VCS install) or env has it."""
+    if os.environ.get("SGLANG_COMMIT"):
+        return os.environ["SGLANG_COMMIT"]
+    try:
+        dist = importlib.metadata.distribution("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+    raw = dist.read_text("direct_url.json")
+    if raw:
+        try:
+            return str(json.loads(raw).get("vcs_info", {}).get("commit_id", ""))
+        except ValueError:
+            return ""
+    return ""
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def fingerprint(detected: Detected, model: str, model_revision: str | None = None,
+                torch_module: ModuleType | None = None) -> Fingerprint:
+    """Provenance for every result. Contains no environment secrets (only named, known fields)."""
+    torch: Any = torch_module if torch_module is not None else _import_torch()
+    fp: Fingerprint = {
+        "runner_class": detected.runner_class,
+        "gpu_count": detected.gpu_count,
+        "host": socket.gethostname(),
+        "python": platform.python_version(),
+        "model": model,
+    }
+    if model_revision:
+        fp["model_revision"] = model_revision
+    if detected.gpu_name:
+        fp["gpu_name"] = detected.gpu_name
+    if detected.gpu_arch:
+        fp["gpu_arch"] = detected.gpu_arch
+    if torch is not None:
+        fp["torch"] = str(getattr(torch, "__version__", ""))
+        version = getattr(torch, "version", None)
+        if getattr(version, "hip", None):
+            fp["rocm"] = str(version.hip)
+        if getattr(version, "cuda", None):
+            fp["cuda"] = str(version.cuda)
+    if detected.runner_class != "cpu":
+        driver = _driver()
+        if driver:
+            fp["driver"] = driver
+    else:
+        fp["gpu_name"] = fp.get("gpu_name") or f"none (CPU: {platform.processor() or 'cpu'}, " \
+                                                f"{os.cpu_count()} cores)"
+    sglang = _version("sglang")
+    if sglang:
+        fp["sglang"] = sglang
+    commit = _sglang_commit()
+    if commit:
+        fp["sglang_commit"] = commit
+    for var in IMAGE_ENV_VARS:
+        if os.environ.get(var):
+            fp["image"] = os.environ[var]
+            break
+    return fp

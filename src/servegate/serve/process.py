@@ -1,0 +1,190 @@
+"""Server lifecycle: start in its own session, wait for readiness, always tear the tree down.
+
+sglang spawns a scheduler and a detokenizer; killing only the launcher would orphan them (and
+their memory). The server starts with ``start_new_session=True`` so its process group can be
+signalled as a whole, and any descendant that left the group is found through /proc and killed
+too. ``terminate_on_sigterm`` turns SIGTERM into an exception, so ``finally`` blocks run on
+CI cancellation just as on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+from servegate.serve.launch import LaunchSpec
+
+
+class ServerError(RuntimeError):
+    """The server failed to start or died; ``log_tail`` holds the end of its log."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+class Terminated(BaseException):
+    """Raised in the main thread on SIGTERM so cleanup runs like for KeyboardInterrupt."""
+
+
+@contextlib.contextmanager
+def terminate_on_sigterm() -> Iterator[None]:
+    def _raise(signum: int, frame: FrameType | None) -> None:
+        raise Terminated(f"received signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def descendants(pid: int) -> list[int]:
+    """All live descendants of ``pid`` (Linux /proc; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:   # a zombie is dead for our purposes
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        return state != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def kill_tree(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+    """SIGTERM the group (and stray descendants), then SIGKILL whatever is left after grace."""
+    pids = set(descendants(proc.pid))
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        pids |= set(descendants(proc.pid))
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 5.0)
+        while time.monotonic() < deadline:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.2)
+            if proc.poll() is not None and not any(_alive(p) for p in pids):
+                return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class Server:
+    """One sglang server process; use as a context manager so teardown always happens."""
+
+    def __init__(self, spec: LaunchSpec, log_path: Path, host: str = "127.0.0.1",
+                 port: int | None = None) -> None:
+        self.spec = spec
+        self.log_path = log_path
+        self.host = host
+        self.port = port if port is not None else _port_from_argv(spec.argv)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as log:
+            log.write(f"# servegate: {self.spec.display()}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                self.spec.argv, env=self.spec.env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def log_offset(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def wait_ready(self, timeout_s: float | None = None, poll_s: float = 1.0) -> float:
+        """Block until GET health answers 200; returns seconds waited. Dies/timeouts raise."""
+        assert self.proc is not None, "start() first"
+        timeout = float(timeout_s if timeout_s is not None else self.spec.timeout_s)
+        started = time.monotonic()
+        url = self.base_url + self.spec.health_path
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise ServerError(f"server exited with code {code} before it was ready "
+                                  f"(log: {self.log_path})", tail(self.log_path))
+            try:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    if response.status == 200:
+                        return time.monotonic() - started
+            except (urllib.error.URLError, OSError, TimeoutError):
+                pass
+            if time.monotonic() - started > timeout:
+                raise ServerError(f"server not ready after {timeout:.0f} s "
+                                  f"({url}; log: {self.log_path})", tail(self.log_path))
+            time.sleep(poll_s)
+
+    def check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise ServerError(f"server died with code {self.proc.returncode} "
+                              f"(log: {self.log_path})", tail(self.log_path))
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            kill_tree(self.proc)
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _port_from_argv(argv: list[str]) -> int:
+    return int(argv[argv.index("--port") + 1])

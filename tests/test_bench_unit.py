@@ -1,0 +1,69 @@
+"""bench's run-folder contract on failure paths (no server: the slot runner is replaced)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from servegate import bench
+from servegate.serve.process import ServerError
+
+
+@pytest.fixture
+def no_model_prep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(bench, "ensure_gguf_model", lambda name, package_file: tmp_path / "m")
+    monkeypatch.setenv("SERVEGATE_RUNNER", "cpu")
+
+
+def _last_line(capsys: pytest.CaptureFixture[str]) -> tuple[Path, str]:
+    out, err = capsys.readouterr()
+    return Path(out.strip().splitlines()[-1]), err
+
+
+@pytest.mark.usefixtures("no_model_prep")
+def test_interrupt_leaves_incomplete_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    def interrupted(ctx: bench.Context, *args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "_run_slot", interrupted)
+    code = bench.main(["--suite", "cpu", "--results-dir", str(tmp_path / "results")])
+    run_dir, err = _last_line(capsys)
+    assert code == 130
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["complete"] is False and run["error"].startswith("interrupted")
+    assert run["suite"] == "cpu" and run["runner_class"] == "cpu" and run["points"] == []
+    assert "INCOMPLETE" in (run_dir / "summary.md").read_text()
+    assert "servegate bench: interrupted" in err
+
+
+@pytest.mark.usefixtures("no_model_prep")
+def test_infra_failure_exit_2_with_log_tail(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(ctx: bench.Context, *args: object, **kwargs: object) -> None:
+        raise ServerError("server exited with code 1 before it was ready (log: x)",
+                          "ImportError: cannot import name 'foo' from 'sgl_kernel'")
+
+    monkeypatch.setattr(bench, "_run_slot", broken)
+    code = bench.main(["--suite", "cpu", "--results-dir", str(tmp_path)])
+    run_dir, err = _last_line(capsys)
+    assert code == 2
+    assert "cannot import name 'foo'" in err
+    assert err.strip().splitlines()[-1].startswith("servegate bench: ServerError: server exited")
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["complete"] is False and "ServerError" in run["error"]
+
+
+def test_input_errors_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("SERVEGATE_RUNNER", "cpu")
+    assert bench.main(["--suite", "nope", "--results-dir", str(tmp_path)]) == 2
+    assert "suites/nope.toml: not found" in capsys.readouterr().err
+    assert bench.main(["--suite", "premerge", "--results-dir", str(tmp_path)]) == 2
+    assert "this runner is 'cpu'" in capsys.readouterr().err
+    assert bench.main(["--suite", "cpu", "--modes", "off,fast",
+                       "--results-dir", str(tmp_path)]) == 2
+    assert "--modes: 'fast'" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())                  # no run folder for input errors

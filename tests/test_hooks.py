@@ -1,0 +1,106 @@
+"""The server-side hooks in real interpreters: sitecustomize patches sglang's exact-fill gate
+(sglang-marked: imports the real schedule_policy) and the sgl_kernel CPU stand-in's semantics."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servegate.serve.launch import CPU_STANDIN_DIR, EXACTFILL_HOOK_DIR
+
+PROBE = ("import sglang.srt.managers.schedule_policy as sp; "
+         "print('gate', sp._use_exact_chunk_fill())")
+
+
+def _python(code: str, env: dict[str, str], extra_path: list[str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    path = [str(EXACTFILL_HOOK_DIR), *(extra_path or [])]
+    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(path)}
+    for name in ("SERVEGATE_FORCE_EXACT_FILL", "SERVEGATE_REPORT_EXACT_FILL"):
+        if name not in env:
+            full.pop(name, None)
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
+                          text=True, timeout=300, check=True)
+
+
+def test_hook_is_inert_without_env_and_chains(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import builtins; builtins.CHAINED = True\n")
+    out = _python("import builtins; print(getattr(builtins, 'CHAINED', False))", {},
+                  [str(other)])
+    assert out.stdout.strip() == "True"
+    assert "servegate-hook" not in out.stderr
+
+
+@pytest.mark.sglang
+def test_forced_hook_patches_real_gate() -> None:
+    out = _python(PROBE, {"SERVEGATE_FORCE_EXACT_FILL": "1", "SGLANG_EXACT_CHUNK_FILL": "0"})
+    assert "gate True" in out.stdout
+    assert "servegate-hook: exact chunk fill forced in pid" in out.stderr
+
+
+@pytest.mark.sglang
+def test_report_hook_shows_real_gate_off_on_cpu() -> None:
+    out = _python(PROBE, {"SERVEGATE_REPORT_EXACT_FILL": "1", "SGLANG_EXACT_CHUNK_FILL": "1"})
+    assert "gate False" in out.stdout                  # gfx95-only gate: off on a CPU
+    assert "servegate-hook: exact chunk fill gate=False in pid" in out.stderr
+    plain = _python(PROBE, {"SGLANG_EXACT_CHUNK_FILL": "1"})
+    assert "servegate-hook" not in plain.stderr
+
+
+@pytest.mark.sglang
+def test_cpu_standin_matches_triton_semantics() -> None:
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(CPU_STANDIN_DIR))
+    try:
+        import sgl_kernel  # the stand-in
+    finally:
+        sys.path.remove(str(CPU_STANDIN_DIR))
+    assert sgl_kernel.SERVEGATE_CPU_STANDIN
+    registered = [n for n in torch._C._dispatch_get_all_op_names() if n.startswith("sgl_kernel::")]
+    assert registered == []                 # sglang keeps its forward_native paths
+    req_to_token = torch.zeros((4, 16), dtype=torch.int32)
+    rows = torch.tensor([2, 0], dtype=torch.int64)
+    start = torch.tensor([3, 0], dtype=torch.int64)
+    end = torch.tensor([6, 2], dtype=torch.int64)
+    out_cache_loc = torch.tensor([100, 101, 102, 200, 201], dtype=torch.int64)
+    sgl_kernel.assign_req_to_token_pool_cpu(rows, req_to_token, start, end, out_cache_loc, 16)
+    assert req_to_token[2, 3:6].tolist() == [100, 101, 102]
+    assert req_to_token[0, 0:2].tolist() == [200, 201]
+    assert int(req_to_token.sum()) == 100 + 101 + 102 + 200 + 201
+
+    k = torch.arange(24, dtype=torch.float32).reshape(6, 4)
+    v = torch.arange(100, 124, dtype=torch.float32).reshape(6, 4)
+    ptrs = torch.tensor([k.data_ptr(), v.data_ptr()], dtype=torch.int64)
+    strides = torch.tensor([k.stride(0) * 4, v.stride(0) * 4], dtype=torch.int64)
+    k_before, v_before = k.clone(), v.clone()
+    sgl_kernel.copy_all_layer_kv_cache_cpu(ptrs, strides, torch.tensor([0, 1]),
+                                           torch.tensor([1, 0]))      # in-place swap
+    assert torch.equal(k[0], k_before[1]) and torch.equal(k[1], k_before[0])
+    assert torch.equal(v[0], v_before[1]) and torch.equal(v[2:], v_before[2:])
+    with pytest.raises(NotImplementedError, match="CPU stand-in"):
+        sgl_kernel.verify_tree_greedy_cpu()
+
+
+@pytest.mark.sglang
+def test_inject_delay_wraps_real_scheduler() -> None:
+    code = ("import time, types\n"
+            "from sglang.srt.managers.scheduler import Scheduler\n"
+            "class Mode:\n"
+            "    def __init__(self, extend): self.extend = extend\n"
+            "    def is_extend(self): return self.extend\n"
+            "    def is_decode(self): return not self.extend\n"
+            "t = time.monotonic()\n"
+            "try:\n"
+            "    Scheduler.run_batch(None, types.SimpleNamespace(forward_mode=Mode(True)))\n"
+            "except Exception:\n"
+            "    pass\n"
+            "print('slept', round(time.monotonic() - t, 2))\n")
+    out = _python(code, {"SERVEGATE_INJECT_DELAY_MS": "300"})
+    assert "servegate-hook: injecting delay prefill=300ms decode=0ms in pid" in out.stderr
+    assert float(out.stdout.split("slept")[1]) >= 0.3

@@ -1,0 +1,115 @@
+"""Suites and model profiles: the shipped files load, and bad input names file and key."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from servegate.config import ConfigError, load_profile, load_suite, suite_path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT / "models"
+
+
+def test_shipped_suites_load() -> None:
+    cpu = load_suite(suite_path("cpu"))
+    assert cpu.model.name == "smollm2-135m"
+    assert cpu.runners == ("cpu",)
+    assert set(cpu.modes) == {"off", "on", "forced"}
+    assert cpu.server_overrides["chunked_prefill_size"] % cpu.server_overrides["page_size"] == 0
+    assert cpu.gsm8k is not None and set(cpu.gsm8k) == {
+        "questions", "shots", "concurrency", "max_tokens", "dataset", "seed"}
+    assert isinstance(cpu.judge, dict) and "floors" in cpu.judge
+    for name in ("premerge", "nightly"):
+        suite = load_suite(suite_path(name))
+        assert suite.model.path == "amd/GLM-5.2-MXFP4"
+        assert suite.load.input_len == 8192 and suite.load.output_len == 1024
+        assert suite.load.concurrency == (4, 8, 16, 32, 64)
+        assert len(suite.load.num_prompts) == 5
+    assert load_suite(suite_path("nightly")).repeats > 1
+
+
+def test_shipped_profiles_cover_runner_classes() -> None:
+    glm = load_profile(MODELS / "glm-5.2-mxfp4.toml")
+    assert set(glm.runners) >= {"gfx95", "gfx942", "nvidia"}
+    assert glm.for_runner("gfx95").launch_timeout_s == 3600
+    assert glm.for_runner("gfx95").env == {"SGLANG_USE_AITER": "1"}
+    small = load_profile(MODELS / "smollm2-135m.toml")
+    assert small.for_runner("cpu").cpu_standin is True
+    assert small.prepare is not None and small.prepare.package_file.endswith(".gguf")
+    with pytest.raises(ConfigError, match=r"glm-5.2-mxfp4.toml: no \[runners.cpu\]"):
+        glm.for_runner("cpu")
+
+
+def _copy_models(tmp_path: Path) -> Path:
+    models = tmp_path / "models"
+    shutil.copytree(MODELS, models)
+    return models
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"fixture text {old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("launch_timeout_s = 300", "launch_timeout_s = \"300\"",
+     r"smollm2-135m.toml: runners.cpu.launch_timeout_s: expected integer, got str"),
+    ("launch_timeout_s = 300", "launch_timeout_s = 300\nlaunch_timeot = 3",
+     r"smollm2-135m.toml: \[runners.cpu\]: unknown key 'launch_timeot'"),
+    ("page_size = 64", "page_size = 100",
+     r"chunked_prefill_size 256 must be a multiple of page_size 100"),
+    ('name = "smollm2-135m"', 'name = "other"', r"model.name 'other' must match the file name"),
+    ('"--device", "cpu",', '"--device", "cpu", "--port", "1",', r"--port is set by servegate"),
+    ("cpu_standin = true", "cpu_standin = 1",
+     r"runners.cpu.cpu_standin: expected boolean, got int"),
+    ('SGLANG_USE_CPU_ENGINE = "1"', "SGLANG_USE_CPU_ENGINE = 1",
+     r"runners.cpu.env\['SGLANG_USE_CPU_ENGINE'\]: expected string"),
+    ("[runners.cpu]", "[runners.tpu]", r"\[runners.tpu\]: unknown runner class"),
+])
+def test_profile_errors_name_file_and_key(tmp_path: Path, old: str, new: str,
+                                          message: str) -> None:
+    models = _copy_models(tmp_path)
+    _edit(models / "smollm2-135m.toml", old, new)
+    with pytest.raises(ConfigError, match=message):
+        load_profile(models / "smollm2-135m.toml")
+
+
+def test_invalid_toml_is_reported(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[model\nname = 1")
+    with pytest.raises(ConfigError, match=r"bad.toml: not valid TOML"):
+        load_profile(bad)
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("repeats = 1", "repeats = 1\nrepeat = 2", r"cpu.toml: \[suite\]: unknown key 'repeat'"),
+    ('modes = ["off", "on", "forced"]', 'modes = ["off", "fast"]',
+     r"cpu.toml: suite.modes: 'fast' is not one of"),
+    ("num_prompts = [8, 12]", "num_prompts = [8]",
+     r"cpu.toml: load.num_prompts must list one count per load.concurrency"),
+    ("input_len = 300", "input_len = 300.5", r"cpu.toml: load.input_len: expected integer"),
+    ("questions = 16", "questions = 16\nquestons = 3", r"\[gsm8k\]: unknown key 'questons'"),
+    ("shots = 5", 'shots = "5"', r"cpu.toml: gsm8k.shots: expected integer, got str"),
+    ('model = "smollm2-135m"', 'model = "nope"', r"nope.toml: not found"),
+    ('runners = ["cpu"]', 'runners = ["cpu", "tpu"]', r"suite.runners: 'tpu' is not one of"),
+    ("page_size = 64", "page_size = 48", r"chunk size 256 is not a multiple of page size 48"),
+    ("warmup_requests = 1", "warmup_requests = true",
+     r"load.warmup_requests: expected integer, got bool"),
+])
+def test_suite_errors_name_file_and_key(tmp_path: Path, old: str, new: str,
+                                        message: str) -> None:
+    models = _copy_models(tmp_path)
+    suite = tmp_path / "cpu.toml"
+    shutil.copy(ROOT / "suites" / "cpu.toml", suite)
+    _edit(suite, old, new)
+    with pytest.raises(ConfigError, match=message):
+        load_suite(suite, models_dir=models)
+
+
+def test_unknown_suite_name_is_clear() -> None:
+    with pytest.raises(ConfigError, match=r"suites/no-such-suite.toml: not found"):
+        load_suite(suite_path("no-such-suite"))
