@@ -50,7 +50,10 @@ def test_cpu_accuracy_off_and_forced_paired(tmp_path: Path) -> None:
         for r in records:
             assert {"id", "gold", "predicted", "correct", "output", "strict",
                     "flexible"} <= set(r)
-            assert isinstance(r["output"], str) and r["output"]      # the model really answered
+            assert isinstance(r["output"], str)
+        # The model really answered: an empty output (it began with the stop word
+        # "Question") is a legitimate wrong answer, but not for most questions.
+        assert sum(bool(r["output"]) for r in records) > len(records) // 2
         assert result["correct"] == sum(r["correct"] for r in records)
         assert result["wilson_low"] <= result["accuracy"] <= result["wilson_high"]
         assert result["invalid"] == sum(r["predicted"] is None for r in records)

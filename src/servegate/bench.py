@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
+import os
 import sys
 import time
 import traceback
@@ -42,9 +44,19 @@ from servegate.results import MODES, RUN_SCHEMA_VERSION, Point, Run
 from servegate.runner import Detected, RunnerError, detect, fingerprint
 from servegate.serve.launch import build_launch
 from servegate.serve.modelprep import ModelPrepError, ensure_gguf_model
-from servegate.serve.process import Server, ServerError, Terminated, free_port, terminate_on_sigterm
+from servegate.serve.process import (
+    PortInUse,
+    Server,
+    ServerError,
+    Terminated,
+    free_port,
+    terminate_on_sigterm,
+)
 
 EXIT_OK, EXIT_INFRA = 0, 2
+INJECT_PREFIX = "SERVEGATE_INJECT_"     # the hook's controlled-slowdown variables
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143     # 128 + signal number, as shells and CI runners expect
+PORT_ATTEMPTS = 3                        # fresh ports to try when the chosen one is taken
 
 
 class BenchError(RuntimeError):
@@ -67,8 +79,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                                          "(cpu, gfx95, gfx942, rocm-other, nvidia)")
     parser.add_argument("--modes", help="comma-separated subset of the suite's modes")
     parser.add_argument("--results-dir", type=Path, default=Path("results"))
+    parser.add_argument("--models-dir", type=Path, default=None,
+                        help="where the suite's model profile lives (default: models/)")
     parser.add_argument("--skip-accuracy", action="store_true",
                         help="do not run the suite's [gsm8k] step")
+    parser.add_argument("--accuracy-only", action="store_true",
+                        help="run only the suite's [gsm8k] step per mode (no load points)")
     parser.add_argument("--no-compare", action="store_true",
                         help="do not judge against a stored baseline at the end")
     return parser.parse_args(argv)
@@ -98,7 +114,12 @@ class Context:
 
 def _save(ctx: Context) -> None:
     atomic.write_json(ctx.run_dir / "run.json", ctx.run)
-    atomic.write_text(ctx.run_dir / "summary.md", render(ctx.run))
+    summary = render(ctx.run)
+    if ctx.run.get("accuracy"):
+        from servegate.accuracy.report import render_section
+
+        summary = summary.rstrip("\n") + "\n\n" + render_section(dict(ctx.run), ctx.run_dir)
+    atomic.write_text(ctx.run_dir / "summary.md", summary)
 
 
 @contextlib.contextmanager
@@ -122,7 +143,12 @@ def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel:
                         num_prompts=planned.num_prompts, concurrency=planned.concurrency,
                         seed=planned.seed, warmup_requests=suite.load.warmup_requests,
                         output_file=jsonl)
-    run_client(client_argv(ctx.python, point), client_log, suite.load.point_timeout_s)
+    try:
+        run_client(client_argv(ctx.python, point), client_log, suite.load.point_timeout_s,
+                   watch=server.check_alive)
+    except ClientError:
+        server.check_alive()            # a dead server is the cause, not the client's failure
+        raise
     server.check_alive()
     time.sleep(0.5)                     # let the scheduler flush its last log lines
     end = server.log_offset()
@@ -151,25 +177,48 @@ def _accuracy(ctx: Context, server: Server, mode: str) -> None:
     except Exception as err:
         raise BenchError(f"GSM8K ({mode}) failed: {type(err).__name__}: {err}") from err
     ctx.run.setdefault("accuracy", {})[mode] = result
+    from servegate.accuracy.report import paired_for_run
+
+    ctx.run["paired_accuracy"] = paired_for_run(ctx.run_dir, list(ctx.run["accuracy"]))
     _save(ctx)
+
+
+def _start_server(ctx: Context, slot: ServerSlot, log_rel: str) -> Server:
+    """Start and wait for the slot's server; a taken port is retried on a fresh one."""
+    runner_profile = ctx.suite.model.for_runner(ctx.detected.runner_class)
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        spec = build_launch(
+            python=ctx.python, model_path=ctx.model_dir, runner=runner_profile, mode=slot.mode,
+            port=free_port(), revision=ctx.suite.model.revision,
+            chunk_size=ctx.suite.server_overrides.get("chunked_prefill_size"),
+            page_size=ctx.suite.server_overrides.get("page_size"))
+        server = Server(spec, ctx.run_dir / log_rel)
+        ctx.console.log(f"server {slot.index + 1}: mode {slot.mode}, repeat {slot.repeat}: "
+                        f"starting ({spec.display()})")
+        try:
+            server.start()
+            waited = server.wait_ready()
+        except PortInUse as err:
+            server.stop()
+            if server.log_path.is_file():   # keep the failed attempt's log for the post-mortem
+                server.log_path.replace(server.log_path.with_suffix(f".attempt{attempt}.log"))
+            if attempt == PORT_ATTEMPTS:
+                raise PortInUse(f"{err} ({PORT_ATTEMPTS} ports tried)", err.log_tail) from err
+            ctx.console.log(f"{err}; retrying on another port")
+            continue
+        except BaseException:
+            server.stop()
+            raise
+        ctx.console.log(f"server ready after {waited:.0f} s at {server.base_url}")
+        return server
+    raise AssertionError("unreachable")
 
 
 def _run_slot(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
               with_accuracy: bool) -> None:
-    runner_profile = ctx.suite.model.for_runner(ctx.detected.runner_class)
-    spec = build_launch(
-        python=ctx.python, model_path=ctx.model_dir, runner=runner_profile, mode=slot.mode,
-        port=free_port(), revision=ctx.suite.model.revision,
-        chunk_size=ctx.suite.server_overrides.get("chunked_prefill_size"),
-        page_size=ctx.suite.server_overrides.get("page_size"))
     log_rel = f"server/{slot.mode}-r{slot.repeat}.log"
-    server = Server(spec, ctx.run_dir / log_rel)
     progress.update(task, description=f"starting server {slot.mode} (repeat {slot.repeat})")
-    ctx.console.log(f"server {slot.index + 1}: mode {slot.mode}, repeat {slot.repeat}: "
-                    f"starting ({spec.display()})")
-    with server:
-        waited = server.wait_ready()
-        ctx.console.log(f"server ready after {waited:.0f} s at {server.base_url}")
+    with _start_server(ctx, slot, log_rel) as server:
         for planned in slot.points:
             progress.update(task, description=f"{planned.mode} c={planned.concurrency} "
                                               f"r{planned.repeat} ({planned.num_prompts} prompts)")
@@ -225,7 +274,7 @@ def main(argv: list[str]) -> int:
     console = Console(stderr=True)
     try:
         detected = detect(args.runner)
-        suite = load_suite(suite_path(args.suite or _default_suite(detected)))
+        suite = load_suite(suite_path(args.suite or _default_suite(detected)), args.models_dir)
         modes = _select_modes(suite, args.modes)
     except (ConfigError, RunnerError) as err:
         print(f"servegate bench: {err}", file=sys.stderr)
@@ -238,7 +287,11 @@ def main(argv: list[str]) -> int:
     runner_profile = suite.model.for_runner(detected.runner_class)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     run_dir = (args.results_dir / f"{suite.name}-{detected.runner_class}-{stamp}").resolve()
-    run_dir.mkdir(parents=True, exist_ok=False)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=False)
+    except OSError as err:
+        print(f"servegate bench: cannot create the run folder: {err}", file=sys.stderr)
+        return EXIT_INFRA
     run: Run = {
         "schema_version": RUN_SCHEMA_VERSION, "suite": suite.name,
         "model_profile": suite.model.name, "runner_class": detected.runner_class,
@@ -248,6 +301,10 @@ def main(argv: list[str]) -> int:
         "page_size": suite.server_overrides.get("page_size", runner_profile.page_size),  # type: ignore[typeddict-item]
         "points": [],
     }
+    injected = {k: v for k, v in os.environ.items() if k.startswith(INJECT_PREFIX)}
+    if injected:  # a deliberate slowdown (judge validation): never a baseline, always visible
+        run["injected"] = injected
+        console.log(f"[bold red]fault injection enabled: {injected}")
     ctx = Context(suite=suite, detected=detected, run_dir=run_dir, run=run,
                   python=sys.executable, model_dir=suite.model.path, console=console)
     code = EXIT_OK
@@ -264,8 +321,12 @@ def main(argv: list[str]) -> int:
                 run["fingerprint"]["model_revision"] = (
                     f"{suite.model.prepare.package_file} sha256:{prepared.name.rsplit('-', 1)[-1]}")
                 _save(ctx)
+            if args.accuracy_only and not suite.gsm8k:
+                raise BenchError(f"--accuracy-only: suite {suite.name!r} has no [gsm8k] table")
             slots = build_plan(modes, suite.load.concurrency, suite.load.num_prompts,
-                               suite.repeats, suite.seed)
+                               1 if args.accuracy_only else suite.repeats, suite.seed)
+            if args.accuracy_only:
+                slots = [dataclasses.replace(slot, points=()) for slot in slots]
             with _progress(console, total_points(slots)) as (progress, task):
                 for slot in slots:
                     _run_slot(ctx, slot, progress, task, with_accuracy=not args.skip_accuracy)
@@ -279,7 +340,7 @@ def main(argv: list[str]) -> int:
                     code = judged
     except (KeyboardInterrupt, Terminated) as err:
         _fail(ctx, f"interrupted ({type(err).__name__}{': ' + str(err) if str(err) else ''})")
-        code = 130 if isinstance(err, KeyboardInterrupt) else 143
+        code = EXIT_SIGINT if isinstance(err, KeyboardInterrupt) else EXIT_SIGTERM
     except INFRA_ERRORS as err:
         _fail(ctx, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
               getattr(err, "log_tail", "") or "\n".join(str(err).splitlines()[1:]))

@@ -36,7 +36,7 @@ class Requests(TypedDict):
     """Per-request samples from the client's --output-details (same order as sent)."""
 
     ttft_ms: list[float]
-    tpot_ms: list[float]            # (latency - ttft) / (output_len - 1); NaN-free: 1-token outputs dropped
+    tpot_ms: list[float]            # (latency - ttft) / (output_len - 1); 1-token outputs dropped
     e2e_latency_ms: list[float]
     input_lens: list[int]
     output_lens: list[int]
@@ -102,6 +102,7 @@ class Run(TypedDict, total=False):
     points: list[Point]
     accuracy: dict[str, AccuracyResult]     # by mode
     paired_accuracy: dict[str, Any]         # e.g. "on_vs_off": McNemar analysis
+    injected: dict[str, str]                # SERVEGATE_INJECT_* fault injection, if enabled
 
 
 class RunFolderError(ValueError):

@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="servegate accuracy",
         description="GSM8K accuracy for a suite (per question, paired on/off). "
                     "Other options are passed through to `servegate bench`.")
-    parser.add_argument("--suite", required=True, help="suite name or TOML path")
+    parser.add_argument("--suite", help="suite name or TOML path (default: cpu without a GPU)")
     parser.add_argument("--runner", help="runner class (default: detected)")
     parser.add_argument("--modes", help="comma-separated modes, e.g. off,forced")
     return parser
@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args, rest = build_parser().parse_known_args(argv)
-    forwarded = ["--suite", args.suite, "--accuracy-only"]
+    forwarded = ["--accuracy-only"] + (["--suite", args.suite] if args.suite else [])
     if args.runner:
         forwarded += ["--runner", args.runner]
     if args.modes:

@@ -32,6 +32,8 @@ def refusal_reasons(run: Run, target: Path, existing: dict[str, Any] | None) -> 
     reasons = []
     if not run.get("complete", False):
         reasons.append("run is incomplete (run.json complete is not true)")
+    if run.get("injected"):
+        reasons.append(f"run had servegate fault injection enabled: {run['injected']}")
     if run.get("error"):
         reasons.append(f"run failed: {run['error']}")
     if not run.get("points"):
@@ -117,7 +119,11 @@ def update(run_dir: Path, *, force: bool = False, target: Path | None = None,
         print("  forced despite: " + "; ".join(reasons), file=out)
     for line in diff_lines(existing, new):
         print(line, file=out)
-    write_baseline(target, new)
+    try:
+        write_baseline(target, new)
+    except OSError as err:       # the old file (if any) is intact: write-then-rename
+        print(f"update-baselines: cannot write {target}: {err}", file=sys.stderr)
+        return EXIT_REFUSED
     print(f"wrote {target}", file=out)
     return EXIT_OK
 
