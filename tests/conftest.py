@@ -21,6 +21,14 @@ def shared_dir() -> Path:
     return Path(configured) if configured else REPO_ROOT.parent / "shared"
 
 
+def shared_gsm8k() -> Path:
+    """The real GSM8K files (MIT) beside the checkout; skip with a reason when absent."""
+    directory = shared_dir() / "data" / "gsm8k"
+    if not (directory / "test.jsonl").is_file():
+        pytest.skip(f"real GSM8K files not found under {directory} (set SERVEGATE_SHARED_DIR)")
+    return directory
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     data = shared_dir() / "data"

@@ -9,21 +9,14 @@ the summary section) - until that is wired this test fails on the unknown flag.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
+from conftest import shared_gsm8k
 
 pytestmark = pytest.mark.e2e
 
 
-def shared_gsm8k() -> Path:
-    base = Path(os.environ.get("SERVEGATE_SHARED_DIR")
-                or Path(__file__).resolve().parents[2] / "shared")
-    directory = base / "data" / "gsm8k"
-    if not (directory / "test.jsonl").is_file():
-        pytest.skip(f"real GSM8K files not found under {directory} (set SERVEGATE_SHARED_DIR)")
-    return directory
 
 
 def test_cpu_accuracy_off_and_forced_paired(tmp_path: Path) -> None:

@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("datasets", reason="GSM8K loading goes through the `datasets` library")
 
+from conftest import shared_gsm8k
+
 from servegate.accuracy.dataset import (
     DatasetError,
     load_gsm8k,
     sibling_train,
 )
-
-
-def shared_gsm8k() -> Path:
-    base = Path(os.environ.get("SERVEGATE_SHARED_DIR")
-                or Path(__file__).resolve().parents[2] / "shared")
-    directory = base / "data" / "gsm8k"
-    if not (directory / "test.jsonl").is_file():
-        pytest.skip(f"real GSM8K files not found under {directory} (set SERVEGATE_SHARED_DIR)")
-    return directory
 
 
 def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
+from conftest import shared_gsm8k
 
 from servegate.accuracy.extract import (
     extract,
@@ -17,15 +16,6 @@ from servegate.accuracy.extract import (
     is_correct,
     normalize,
 )
-
-
-def shared_gsm8k() -> Path:
-    base = Path(os.environ.get("SERVEGATE_SHARED_DIR")
-                or Path(__file__).resolve().parents[2] / "shared")
-    directory = base / "data" / "gsm8k"
-    if not (directory / "test.jsonl").is_file():
-        pytest.skip(f"real GSM8K files not found under {directory} (set SERVEGATE_SHARED_DIR)")
-    return directory
 
 
 def test_every_test_gold_answer_extracts_from_its_own_solution() -> None:

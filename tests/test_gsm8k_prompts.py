@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
+from conftest import shared_gsm8k
 
 from servegate.accuracy.dataset import Row
 from servegate.accuracy.extract import gold_answer
 from servegate.accuracy.prompts import build_prefix, build_prompt, select_shots
-
-
-def shared_gsm8k() -> Path:
-    base = Path(os.environ.get("SERVEGATE_SHARED_DIR")
-                or Path(__file__).resolve().parents[2] / "shared")
-    directory = base / "data" / "gsm8k"
-    if not (directory / "train.jsonl").is_file():
-        pytest.skip(f"real GSM8K files not found under {directory} (set SERVEGATE_SHARED_DIR)")
-    return directory
 
 
 def rows(path: Path) -> list[Row]:

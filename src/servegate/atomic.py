@@ -13,18 +13,30 @@ from typing import Any
 def write_text(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` atomically (same-directory temp file, fsync, rename)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        _name(err, path)
+        raise
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(err, OSError):
+            _name(err, path)
         raise
+
+
+def _name(err: OSError, path: Path) -> None:
+    """A full disk raises from write/fsync without a file name; say which file it was."""
+    if err.filename is None and err.errno is not None and err.strerror:
+        err.filename = str(path)
 
 
 def write_json(path: Path, data: Any) -> None:

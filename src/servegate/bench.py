@@ -50,6 +50,7 @@ from servegate.serve.process import (
     ServerError,
     Terminated,
     free_port,
+    signals_deferred,
     terminate_on_sigterm,
 )
 
@@ -353,11 +354,13 @@ def main(argv: list[str]) -> int:
 
 
 def _fail(ctx: Context, cause: str, log_tail: str = "") -> None:
-    ctx.run["complete"] = False
-    ctx.run["error"] = cause
-    ctx.run["finished_at"] = utc_now()
-    with contextlib.suppress(OSError):
-        _save(ctx)
-    if log_tail:
-        print(f"--- last lines ---\n{log_tail}\n---", file=sys.stderr)
-    print(f"servegate bench: {cause}", file=sys.stderr, flush=True)
+    """Record the cause; a further Ctrl-C/SIGTERM meanwhile is dropped (bench exits anyway)."""
+    with signals_deferred(redeliver=False):
+        ctx.run["complete"] = False
+        ctx.run["error"] = cause
+        ctx.run["finished_at"] = utc_now()
+        with contextlib.suppress(OSError):
+            _save(ctx)
+        if log_tail:
+            print(f"--- last lines ---\n{log_tail}\n---", file=sys.stderr)
+        print(f"servegate bench: {cause}", file=sys.stderr, flush=True)

@@ -129,8 +129,8 @@ def ensure_system_env(log: Callable[[str], None] = print) -> Path:
     log(f"[servegate env] system-site environment: {env_dir}")
     steps = [
         ("install servegate's light dependencies",
-         ["{python}", "-m", "pip", "install", "-q", "rich>=13", "scipy>=1.11", "matplotlib>=3.8", "aiohttp>=3.9", "psutil>=5.9",
-          "pytest>=8", "pytest-benchmark>=4"]),
+         ["{python}", "-m", "pip", "install", "-q", "rich>=13", "scipy>=1.11", "matplotlib>=3.8",
+          "aiohttp>=3.9", "psutil>=5.9", "pytest>=8", "pytest-benchmark>=4"]),
     ]
     info = {"base": sys.executable, "python": sys.version}
     return _build(env_dir, steps, ["--system-site-packages"], info, log)

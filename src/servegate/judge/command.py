@@ -21,7 +21,7 @@ from servegate.judge.baselines import (
     load_baseline,
     run_identity,
 )
-from servegate.judge.checks import Check, CheckVerdict, exit_code, overall_verdict
+from servegate.judge.checks import EXIT_ERROR, Check, CheckVerdict, exit_code, overall_verdict
 from servegate.judge.claims import claim_pendings
 from servegate.judge.compare import baseline_pendings
 from servegate.judge.config import JudgeConfig, JudgeConfigError, load_judge_config
@@ -141,7 +141,12 @@ def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | No
     """Judge, print, write reports; returns the servegate exit code (bench calls this)."""
     judgement = judge(Path(run_dir), baseline_file=baseline_file, strict=strict)
     print_judgement(judgement)
-    for path in write_reports(judgement, plots=plots):
+    try:
+        written = write_reports(judgement, plots=plots)
+    except OSError as err:       # read-only folder, full disk: the verdict was not recorded
+        print(f"servegate compare: cannot write reports into {run_dir}: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    for path in written:
         print(f"  wrote {path}")
     return judgement.exit_code
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,17 +70,29 @@ def client_argv(python: str, point: ClientPoint) -> list[str]:
 
 
 def run_client(argv: list[str], log_path: Path, timeout_s: float,
-               env: dict[str, str] | None = None) -> None:
-    """Run the client in its own session (killed with its children on any exit path)."""
+               env: dict[str, str] | None = None, watch: Callable[[], None] | None = None,
+               poll_s: float = 1.0) -> None:
+    """Run the client in its own session (killed with its children on any exit path).
+
+    ``watch`` is called every ``poll_s`` while the client runs; whatever it raises (e.g. the
+    server died) stops the client at once instead of letting it wait out ``timeout_s``.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout_s
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         try:
-            code = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired as err:
-            raise ClientError(f"load client timed out after {timeout_s:.0f} s "
-                              f"(log: {log_path})\n{tail(log_path)}") from err
+            while True:
+                try:
+                    code = proc.wait(timeout=max(0.0, min(poll_s, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired as err:
+                    if time.monotonic() >= deadline:
+                        raise ClientError(f"load client timed out after {timeout_s:.0f} s "
+                                          f"(log: {log_path})\n{tail(log_path)}") from err
+                    if watch is not None:
+                        watch()
         finally:
             if proc.poll() is None:
                 kill_tree(proc, grace_s=5)

@@ -4,7 +4,8 @@ sglang spawns a scheduler and a detokenizer; killing only the launcher would orp
 their memory). The server starts with ``start_new_session=True`` so its process group can be
 signalled as a whole, and any descendant that left the group is found through /proc and killed
 too. ``terminate_on_sigterm`` turns SIGTERM into an exception, so ``finally`` blocks run on
-CI cancellation just as on Ctrl-C.
+CI cancellation just as on Ctrl-C, and a second signal during a teardown cannot cut it short.
+A taken port is refused before launch and recognised in the log afterwards (sglang hangs on it).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -32,6 +34,10 @@ class ServerError(RuntimeError):
         self.log_tail = log_tail
 
 
+class PortInUse(ServerError):
+    """The server's port was taken (before launch, or by the time the server bound it)."""
+
+
 class Terminated(BaseException):
     """Raised in the main thread on SIGTERM so cleanup runs like for KeyboardInterrupt."""
 
@@ -48,10 +54,57 @@ def terminate_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def signals_deferred(redeliver: bool = True) -> Iterator[list[int]]:
+    """Hold SIGINT/SIGTERM so a second Ctrl-C (or CI's SIGTERM after its SIGINT) cannot cut a
+    teardown short; the yielded list records them. With ``redeliver`` the first one is handed
+    to the previous handler afterwards (e.g. KeyboardInterrupt), else it is dropped (exiting
+    anyway). Only the main thread can set handlers; elsewhere this does nothing."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: received.append(signum))
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if received and redeliver:
+            handler = previous[signal.Signals(received[0])]
+            if callable(handler):
+                handler(received[0], None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(received[0])
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether ``port`` can be bound now (free_port's answer can be stale: another process may
+    take the port between the probe and the server's bind)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+# What sglang (uvicorn) or its port checks print when a port is taken. sglang 0.5.23 does not
+# exit when uvicorn cannot bind: it logs the error and hangs, so the log is watched.
+_PORT_CLASH = ("address already in use", "[errno 98]", "is not available in")
+
+
+def _port_clash(log_tail: str) -> bool:
+    text = log_tail.lower()
+    return any(key in text for key in _PORT_CLASH)
 
 
 def descendants(pid: int) -> list[int]:
@@ -90,23 +143,28 @@ def _alive(pid: int) -> bool:
 
 
 def kill_tree(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
-    """SIGTERM the group (and stray descendants), then SIGKILL whatever is left after grace."""
-    pids = set(descendants(proc.pid))
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        pids |= set(descendants(proc.pid))
-        for pid in pids:
+    """SIGTERM the group (and stray descendants), then SIGKILL whatever is left after grace.
+
+    A signal arriving meanwhile does not abort the teardown: it skips the grace (straight to
+    SIGKILL) and is re-raised once the tree is gone.
+    """
+    with signals_deferred() as received:
+        pids = set(descendants(proc.pid))
+        for sig in (signal.SIGTERM, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 5.0)
-        while time.monotonic() < deadline:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=0.2)
-            if proc.poll() is not None and not any(_alive(p) for p in pids):
-                return
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5)
+                os.killpg(proc.pid, sig)
+            pids |= set(descendants(proc.pid))
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 5.0)
+            while time.monotonic() < deadline and not (sig == signal.SIGTERM and received):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=0.2)
+                if proc.poll() is not None and not any(_alive(p) for p in pids):
+                    return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -133,6 +191,9 @@ class Server:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> None:
+        if not port_is_free(self.port, self.host):
+            # Never launch onto a taken port: /health could be answered by whatever holds it.
+            raise PortInUse(f"port {self.port} on {self.host} is already in use")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             log.write(f"# servegate: {self.spec.display()}\n".encode())
@@ -155,9 +216,13 @@ class Server:
         url = self.base_url + self.spec.health_path
         while True:
             code = self.proc.poll()
+            last = tail(self.log_path)
+            if _port_clash(last):
+                raise PortInUse(f"server could not bind port {self.port}: already in use "
+                                f"(log: {self.log_path})", last)
             if code is not None:
                 raise ServerError(f"server exited with code {code} before it was ready "
-                                  f"(log: {self.log_path})", tail(self.log_path))
+                                  f"(log: {self.log_path})", last)
             try:
                 with urllib.request.urlopen(url, timeout=10) as response:
                     if response.status == 200:
@@ -179,7 +244,8 @@ class Server:
             kill_tree(self.proc)
 
     def __enter__(self) -> Server:
-        self.start()
+        if self.proc is None:           # bench starts it first (to retry a taken port)
+            self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
