@@ -61,6 +61,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             if text.startswith("drop:") and attempt <= int(text.split(":")[1]):
                 self.close_connection = True      # no response at all: a connection error
+                self._leave()
                 self.connection.shutdown(socket.SHUT_RDWR)
                 return
             if text == "error":
@@ -73,10 +74,19 @@ class Handler(BaseHTTPRequestHandler):
                 "completion_tokens": 3, "prompt_tokens": 5,
                 "finish_reason": {"type": "stop", "matched": "Question"}}}).encode())
         finally:
-            with srv.lock:
-                srv.in_flight -= 1
+            self._leave()
+
+    def _leave(self) -> None:
+        """Count the request out before its response is written: a client may send its next
+        request the moment it has read this one, and must not be seen as two in flight."""
+        if getattr(self, "_left", False):
+            return
+        self._left = True
+        with self.server.lock:
+            self.server.in_flight -= 1
 
     def _send(self, status: int, payload: bytes) -> None:
+        self._leave()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
