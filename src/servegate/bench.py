@@ -335,7 +335,11 @@ def main(argv: list[str]) -> int:
             run["finished_at"] = utc_now()
             _save(ctx)
             console.log(f"all points done in {time.monotonic() - started:.0f} s")
-            if not args.no_compare:
+            if args.accuracy_only:
+                # No load points: the performance baseline does not apply (accuracy is
+                # judged within the run by the paired analysis in summary.md).
+                console.log("accuracy-only run: not compared with the performance baseline")
+            elif not args.no_compare:
                 judged = _compare(ctx)
                 if judged is not None:
                     code = judged
