@@ -7,6 +7,7 @@ run over the runner image's preinstalled sglang (a venv with system site package
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -45,7 +46,8 @@ def unit(session: nox.Session) -> None:
 @nox.session(venv_backend="none", requires=["unit"])
 def tests(session: nox.Session) -> None:
     """The README test command: unit tests, then real-sglang tests (admission, CPU server e2e)."""
-    python = _runtime_python(session, force_cpu=True)
+    # GPU tests (opt-in: SERVEGATE_GPU_TESTS=1) must run in the runner image's own sglang.
+    python = _runtime_python(session, force_cpu=os.environ.get("SERVEGATE_GPU_TESTS") != "1")
     args = session.posargs or ["-m", "(sglang or e2e) and not gpu"]
     session.run(python, "-m", "pytest", *args, external=True, env=envbuild.servegate_env_vars())
 
