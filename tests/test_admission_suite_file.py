@@ -25,13 +25,17 @@ def test_real_suite_covers_the_required_matrix() -> None:
 
 
 @pytest.mark.parametrize(("text", "needle"), [
-    ("[admission]\npage_sizes = [64]\n", "'chunk_sizes' must be a non-empty list"),
+    ("[admission]\npage_sizes = [64]\n", "missing required key 'admission.chunk_sizes'"),
+    ('[admission]\npage_sizes=[64]\nchunk_sizes=[]\nmixes=["one-long"]\npaths=["radix"]\n'
+     'modes=["off"]\n', "'chunk_sizes' must not be empty"),
+    ('[admission]\npage_sizes=["64"]\nchunk_sizes=[2048]\nmixes=["one-long"]\npaths=["radix"]\n'
+     'modes=["off"]\n', "admission.page_sizes[0]: expected integer"),
     ('[admission]\npage_sizes=[64]\nchunk_sizes=[100]\nmixes=["one-long"]\npaths=["radix"]\n'
      'modes=["off"]\n', "must be a multiple of --page-size"),
     ('[admission]\npage_sizes=[64]\nchunk_sizes=[2048]\nmixes=["nope"]\npaths=["radix"]\n'
      'modes=["off"]\n', "'mixes' has unknown ['nope']"),
-    ('[admission]\npage_size=[64]\n', "unknown key(s) ['page_size']"),
-    ("not toml [", "invalid TOML"),
+    ('[admission]\npage_size=[64]\n', "unknown key 'page_size'"),
+    ("not toml [", "not valid TOML"),
 ])
 def test_bad_suite_names_file_and_key(tmp_path: Path, text: str, needle: str) -> None:
     path = tmp_path / "bad.toml"

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from servegate.admission.scenario import (
     EXACT_FILL_MODES,
@@ -15,18 +13,19 @@ from servegate.admission.scenario import (
     ScenarioError,
     mix_scenario,
 )
+from servegate.config._schema import ConfigError, Field, check_table, load_toml
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+# The same declarative checker the serving suites and model profiles use.
+_TOP = {"admission": Field(dict, required=True)}
+_MATRIX = {"page_sizes": Field(list, True, int), "chunk_sizes": Field(list, True, int),
+           "mixes": Field(list, True, str), "paths": Field(list, True, str),
+           "modes": Field(list, True, str), "extra": Field(list, item=dict)}
+_EXTRA = {"page_size": Field(int, True), "chunk_size": Field(int, True), "mix": Field(str, True),
+          "path": Field(str, True), "truncation_align_size": Field(int),
+          "max_prefill_tokens": Field(int)}
 
-_MATRIX_KEYS = {"page_sizes": int, "chunk_sizes": int, "mixes": str, "paths": str, "modes": str}
-_EXTRA_KEYS = {"page_size": int, "chunk_size": int, "mix": str, "path": str,
-               "truncation_align_size": int, "max_prefill_tokens": int}
 
-
-class SuiteError(ValueError):
+class SuiteError(ConfigError):
     """The admission suite file is invalid; the message names the file and key."""
 
 
@@ -37,63 +36,34 @@ class AdmissionSuite:
     modes: tuple[str, ...]
 
 
-def _list_of(data: dict[str, Any], key: str, kind: type, where: str) -> list[Any]:
-    value = data.get(key)
-    if not isinstance(value, list) or not value or not all(
-            isinstance(v, kind) and not isinstance(v, bool) for v in value):
-        raise SuiteError(f"{where}: '{key}' must be a non-empty list of {kind.__name__}")
-    return value
-
-
 def load_suite(path: Path) -> AdmissionSuite:
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError as err:
-        raise SuiteError(f"{path}: not found") from err
-    except tomllib.TOMLDecodeError as err:
-        raise SuiteError(f"{path}: invalid TOML ({err})") from err
-    table = data.get("admission")
-    if not isinstance(table, dict):
-        raise SuiteError(f"{path}: missing [admission] table")
+        table = check_table(path, "admission", check_table(path, "", load_toml(path), _TOP)
+                            ["admission"], _MATRIX)
+        extras = [check_table(path, f"admission.extra[{i}]", entry, _EXTRA)
+                  for i, entry in enumerate(table.get("extra", []))]
+    except ConfigError as err:
+        raise SuiteError(str(err)) from err
     where = f"{path} [admission]"
-    unknown = set(table) - set(_MATRIX_KEYS) - {"extra"}
-    if unknown:
-        raise SuiteError(f"{where}: unknown key(s) {sorted(unknown)}; "
-                         f"expected {sorted([*_MATRIX_KEYS, 'extra'])}")
-    lists = {key: _list_of(table, key, kind, where) for key, kind in _MATRIX_KEYS.items()}
-    for key, allowed in (("mixes", MIXES), ("paths", PATHS), ("modes", EXACT_FILL_MODES)):
-        bad = [v for v in lists[key] if v not in allowed]
+    for key, allowed in (("page_sizes", None), ("chunk_sizes", None), ("mixes", MIXES),
+                         ("paths", PATHS), ("modes", EXACT_FILL_MODES)):
+        if not table[key]:
+            raise SuiteError(f"{where}: '{key}' must not be empty")
+        bad = [v for v in table[key] if allowed is not None and v not in allowed]
         if bad:
             raise SuiteError(f"{where}: '{key}' has unknown {bad}; known: {list(allowed)}")
-    scenarios: list[Scenario] = []
     try:
-        for page in lists["page_sizes"]:
-            for chunk in lists["chunk_sizes"]:
-                for mix in lists["mixes"]:
-                    for route in lists["paths"]:
-                        scenarios.append(mix_scenario(mix, page, chunk, route))
-        for index, extra in enumerate(table.get("extra", [])):
-            scenarios.append(_extra(extra, f"{where} extra[{index}]"))
+        scenarios = [mix_scenario(mix, page, chunk, route)
+                     for page in table["page_sizes"] for chunk in table["chunk_sizes"]
+                     for mix in table["mixes"] for route in table["paths"]]
+        for extra in extras:
+            options = {k: extra[k] for k in ("truncation_align_size", "max_prefill_tokens")
+                       if k in extra}
+            scenarios.append(mix_scenario(extra["mix"], extra["page_size"], extra["chunk_size"],
+                                          extra["path"], **options))
         for scenario in scenarios:
             scenario.validate()
     except ScenarioError as err:
         raise SuiteError(f"{where}: {err}") from err
-    return AdmissionSuite(path=path, scenarios=tuple(scenarios), modes=tuple(lists["modes"]))
-
-
-def _extra(entry: Any, where: str) -> Scenario:
-    if not isinstance(entry, dict):
-        raise SuiteError(f"{where}: must be a table")
-    unknown = set(entry) - set(_EXTRA_KEYS)
-    if unknown:
-        raise SuiteError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(_EXTRA_KEYS)}")
-    for key, kind in _EXTRA_KEYS.items():
-        if key in entry and not isinstance(entry[key], kind):
-            raise SuiteError(f"{where}: '{key}' must be {kind.__name__}, got {entry[key]!r}")
-    for key in ("page_size", "chunk_size", "mix", "path"):
-        if key not in entry:
-            raise SuiteError(f"{where}: missing '{key}'")
-    options = {k: entry[k] for k in ("truncation_align_size", "max_prefill_tokens") if k in entry}
-    return mix_scenario(entry["mix"], entry["page_size"], entry["chunk_size"], entry["path"],
-                        **options)
+    return AdmissionSuite(path=path, scenarios=tuple(scenarios), modes=tuple(table["modes"]))
