@@ -1,4 +1,7 @@
-"""Shared test plumbing: where the read-only shared data lives, and opt-in markers.
+"""Test plumbing: where the shipped data and fixtures live, and opt-in markers.
+
+Everything a test reads ships with the repository: GSM8K inside the package
+(``src/servegate/data/gsm8k``), real sglang CPU server logs under ``tests/data/``.
 
 - ``sglang`` / ``e2e`` tests need the real sglang (the shared CPU env that `nox -s tests` uses);
   elsewhere they are skipped with that reason rather than failing on an ImportError.
@@ -16,25 +19,20 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def shared_dir() -> Path:
-    configured = os.environ.get("SERVEGATE_SHARED_DIR")
-    return Path(configured) if configured else REPO_ROOT.parent / "shared"
+TEST_DATA = REPO_ROOT / "tests" / "data"
 
 
-def shared_gsm8k() -> Path:
-    """The real GSM8K files (MIT) beside the checkout; skip with a reason when absent."""
-    directory = shared_dir() / "data" / "gsm8k"
-    if not (directory / "test.jsonl").is_file():
-        pytest.skip(f"real GSM8K files not found under {directory} (set SERVEGATE_SHARED_DIR)")
-    return directory
+def packaged_gsm8k() -> Path:
+    """The GSM8K files servegate ships (MIT, LICENSE beside them)."""
+    from servegate.accuracy.dataset import PACKAGED_DIR
+
+    return PACKAGED_DIR
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    data = shared_dir() / "data"
-    if not data.is_dir():
-        pytest.skip(f"shared data not found at {data} (set SERVEGATE_SHARED_DIR)")
-    return data
+def test_data() -> Path:
+    """Fixtures recorded from real runs (``tests/data/README.md`` says what each is)."""
+    return TEST_DATA
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

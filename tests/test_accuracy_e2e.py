@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import shared_gsm8k
+from conftest import packaged_gsm8k
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 
 def test_cpu_accuracy_off_and_forced_paired(tmp_path: Path) -> None:
     pytest.importorskip("sglang", reason="needs the real sglang (shared CPU environment)")
-    shared_gsm8k()
+    packaged_gsm8k()
     from servegate import bench
     from servegate.accuracy.report import paired_analysis
 

@@ -67,3 +67,50 @@ def test_input_errors_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                        "--results-dir", str(tmp_path)]) == 2
     assert "--modes: 'fast'" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())                  # no run folder for input errors
+
+
+@pytest.mark.usefixtures("no_model_prep")
+def test_suite_file_outside_suites_is_judged_with_its_own_table(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`bench --suite FILE` records FILE's [judge] table; compare judges with it, not with
+    suites/<name>.toml (whose floors differ)."""
+    from judge_runs import make_run
+
+    from servegate.config import load_suite, suite_path
+    from servegate.judge import command
+
+    shipped = suite_path("cpu").read_text()
+    assert "mean_ttft_ms = 0.10" in shipped
+    other = tmp_path / "elsewhere" / "cpu.toml"
+    other.parent.mkdir()
+    other.write_text(shipped.replace("mean_ttft_ms = 0.10", "mean_ttft_ms = 0.37"))
+
+    def interrupted(ctx: bench.Context, *args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "_run_slot", interrupted)
+    bench.main(["--suite", str(other), "--results-dir", str(tmp_path / "results")])
+    [run_dir] = (tmp_path / "results").iterdir()
+    recorded = json.loads((run_dir / "run.json").read_text())
+    assert recorded["suite_source"]["path"] == str(other)
+    assert recorded["judge_table"]["floors"]["mean_ttft_ms"] == 0.37
+    assert recorded["judge_table"] == load_suite(other).judge
+
+    # Judge a complete run of that suite, carrying the recorded table, against a baseline.
+    from servegate.judge.baselines import baseline_from_run, baseline_path, write_baseline
+    from servegate.results import load_run
+
+    reference, judged = tmp_path / "reference", tmp_path / "judged"
+    make_run(reference, suite="cpu", modes=("off", "on"), seed=1)
+    make_run(judged, suite="cpu", modes=("off", "on"), seed=2)
+    root = tmp_path / "baselines"
+    ref_run = load_run(reference)
+    write_baseline(baseline_path("cpu", "smollm2-135m", "cpu", root),
+                   baseline_from_run(ref_run, reference))
+    run = json.loads((judged / "run.json").read_text())
+    run["suite_source"], run["judge_table"] = recorded["suite_source"], recorded["judge_table"]
+    (judged / "run.json").write_text(json.dumps(run))
+    judgement = command.judge(judged, baselines_root=root)
+    assert str(other) in judgement.config.source
+    gated = [c for c in judgement.checks if c.kind == "baseline" and c.metric == "mean_ttft_ms"]
+    assert gated and {c.floor for c in gated} == {0.37}

@@ -186,10 +186,15 @@ def tag(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def _bench_proc(args: list[str]) -> subprocess.Popen[str]:
-    """``python -m servegate bench`` in its own process group (as a terminal would run it)."""
+    """``python -m servegate bench`` in its own process group, with Ctrl-C at its default as a
+    terminal would run it (not the SIG_IGN a background test run may have inherited)."""
     return subprocess.Popen([sys.executable, "-m", "servegate", "bench", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for(tag: str, needle: str, timeout_s: float = 240.0,
@@ -459,7 +464,8 @@ def test_hanging_client_times_out(tmp_path: Path, tag: str) -> None:
 
 # --------------------------------------------------------------------------- teardown vs signals
 
-def test_second_signal_during_teardown_forces_kill(tmp_path: Path, tag: str) -> None:
+def test_second_signal_during_teardown_forces_kill(tmp_path: Path, tag: str,
+                                                   ctrl_c_raises: None) -> None:
     """A process that ignores SIGTERM plus a Ctrl-C during kill_tree's grace: the grace is cut
     short (SIGKILL now), the tree is gone, and the Ctrl-C is re-raised afterwards."""
     stubborn = subprocess.Popen(
@@ -476,6 +482,17 @@ def test_second_signal_during_teardown_forces_kill(tmp_path: Path, tag: str) -> 
     assert stubborn.poll() == -signal.SIGKILL
     stubborn.stdout.close()
     _assert_no_process_left(tag, None)
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Any:
+    """SIGINT raises KeyboardInterrupt in this process, whatever disposition pytest inherited
+    (a test run started with SIGINT ignored, e.g. in the background or under nohup)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # --------------------------------------------------------------------------- port (no server)

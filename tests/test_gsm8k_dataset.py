@@ -10,11 +10,14 @@ import pytest
 
 pytest.importorskip("datasets", reason="GSM8K loading goes through the `datasets` library")
 
-from conftest import shared_gsm8k
+from conftest import packaged_gsm8k
 
+from servegate.accuracy import dataset as dataset_module
 from servegate.accuracy.dataset import (
+    HUB_ID,
     DatasetError,
     load_gsm8k,
+    resolve_source,
     sibling_train,
 )
 
@@ -25,7 +28,7 @@ def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
 
 
 def test_real_test_split_loads_with_its_sha256(tmp_path: Path) -> None:
-    path = shared_gsm8k() / "test.jsonl"
+    path = packaged_gsm8k() / "test.jsonl"
     data = load_gsm8k(str(path), "test", cache_dir=str(tmp_path))
     assert len(data.rows) == 1319
     assert data.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
@@ -76,3 +79,37 @@ def test_broken_json_names_the_file(tmp_path: Path) -> None:
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="GSM8K file not found"):
         load_gsm8k(str(tmp_path / "nope.jsonl"), "test")
+
+
+def test_packaged_is_the_default_source_for_both_splits(tmp_path: Path) -> None:
+    cache = str(tmp_path / "cache")
+    test = load_gsm8k(None, "test", cache_dir=cache)
+    train = load_gsm8k("packaged", "train", cache_dir=cache)
+    assert (len(test.rows), len(train.rows)) == (1319, 7473)
+    # the pins are the real files' digests, computed here independently of the module
+    for data, name in ((test, "test.jsonl"), (train, "train.jsonl")):
+        shipped = packaged_gsm8k() / name
+        assert data.source == str(shipped)
+        assert data.sha256 == hashlib.sha256(shipped.read_bytes()).hexdigest()
+        assert data.content_sha256 == data.sha256  # source-independent fingerprint
+    assert (packaged_gsm8k() / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_hub_source_names_the_hub_id() -> None:
+    assert resolve_source("hub", "test") == HUB_ID
+    assert resolve_source("/some/dir", "test") == "/some/dir"
+
+
+def test_modified_packaged_file_names_file_and_both_digests(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / "gsm8k"
+    copy.mkdir()
+    original = (packaged_gsm8k() / "test.jsonl").read_bytes()
+    (copy / "test.jsonl").write_bytes(original.replace(b"#### 18", b"#### 19", 1))
+    monkeypatch.setattr(dataset_module, "PACKAGED_DIR", copy)
+    with pytest.raises(DatasetError) as info:
+        load_gsm8k("packaged", "test", cache_dir=str(tmp_path / "cache"))
+    message = str(info.value)
+    assert str(copy / "test.jsonl") in message
+    assert hashlib.sha256(original).hexdigest() in message
+    assert hashlib.sha256((copy / "test.jsonl").read_bytes()).hexdigest() in message

@@ -6,7 +6,7 @@ import json
 from decimal import Decimal
 
 import pytest
-from conftest import shared_gsm8k
+from conftest import packaged_gsm8k
 
 from servegate.accuracy.extract import (
     extract,
@@ -19,7 +19,7 @@ from servegate.accuracy.extract import (
 
 
 def test_every_test_gold_answer_extracts_from_its_own_solution() -> None:
-    lines = (shared_gsm8k() / "test.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = (packaged_gsm8k() / "test.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 1319
     strict_ok = flexible_ok = 0
     for line in lines:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import shared_gsm8k
+from conftest import packaged_gsm8k
 
 from servegate.accuracy.dataset import Row
 from servegate.accuracy.extract import gold_answer
@@ -23,12 +23,12 @@ def rows(path: Path) -> list[Row]:
 
 @pytest.fixture(scope="module")
 def train() -> list[Row]:
-    return rows(shared_gsm8k() / "train.jsonl")
+    return rows(packaged_gsm8k() / "train.jsonl")
 
 
 @pytest.fixture(scope="module")
 def test_rows() -> list[Row]:
-    return rows(shared_gsm8k() / "test.jsonl")
+    return rows(packaged_gsm8k() / "test.jsonl")
 
 
 def test_shots_come_from_train_and_are_seeded(train: list[Row], test_rows: list[Row]) -> None:

@@ -9,11 +9,15 @@ from servegate.accuracy.runner import AccuracyConfigError, Settings
 
 def test_defaults_and_cpu_suite_table() -> None:
     assert Settings.parse({}) == Settings(questions=None, shots=5, concurrency=8,
-                                          max_tokens=512, dataset=None, train_dataset=None,
-                                          seed=1234, extraction="flexible")
+                                          max_tokens=512, source="packaged",
+                                          train_dataset=None, seed=1234, extraction="flexible")
     cpu = Settings.parse({"questions": 16, "shots": 5, "concurrency": 4, "max_tokens": 160,
-                          "dataset": "test", "seed": 1234})
-    assert (cpu.questions, cpu.max_tokens, cpu.dataset) == (16, 160, None)  # "test" = default
+                          "source": "packaged", "seed": 1234})
+    assert (cpu.questions, cpu.max_tokens, cpu.source) == (16, 160, "packaged")
+    # the deprecated spelling still reads: dataset = "test" meant the default source
+    assert Settings.parse({"dataset": "test"}).source == "packaged"
+    assert Settings.parse({"dataset": "/data/gsm8k"}).source == "/data/gsm8k"
+    assert Settings.parse({"source": "hub", "train_dataset": "train"}).train_dataset is None
     assert Settings.parse({"questions": "all"}).questions is None
     assert Settings.parse({"extraction": "strict", "shots": 0}).shots == 0
 
@@ -25,7 +29,9 @@ def test_defaults_and_cpu_suite_table() -> None:
     ({"concurrency": True}, r"\[gsm8k\]\.concurrency: expected an integer >= 1"),
     ({"max_tokens": 1.5}, r"\[gsm8k\]\.max_tokens"),
     ({"extraction": "loose"}, r"\[gsm8k\]\.extraction: expected one of"),
-    ({"dataset": ""}, r"\[gsm8k\]\.dataset: expected a hub id or a path"),
+    ({"dataset": ""}, r"\[gsm8k\]\.dataset: expected \"packaged\", \"hub\", a hub id or a path"),
+    ({"source": 3}, r"\[gsm8k\]\.source: expected"),
+    ({"source": "hub", "dataset": "test"}, r"\[gsm8k\]: set source .* not both"),
 ])
 def test_bad_settings_name_the_key(raw: dict[str, object], message: str) -> None:
     with pytest.raises(AccuracyConfigError, match=message):

@@ -120,8 +120,11 @@ def test_readiness_timeout(tmp_path: Path) -> None:
 
 
 DRIVER = textwrap.dedent("""
-    import json, sys, time
+    import json, signal, sys, time
     from pathlib import Path
+    # Set the disposition under test: a driver started in the background of a non-interactive
+    # shell (or by nohup) inherits SIGINT ignored, and Python then installs no Ctrl-C handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from servegate.serve.launch import LaunchSpec
     from servegate.serve.process import Server, descendants, terminate_on_sigterm
     spec = LaunchSpec(**json.loads(sys.argv[1]))

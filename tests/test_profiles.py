@@ -20,7 +20,7 @@ def test_shipped_suites_load() -> None:
     assert set(cpu.modes) == {"off", "on", "forced"}
     assert cpu.server_overrides["chunked_prefill_size"] % cpu.server_overrides["page_size"] == 0
     assert cpu.gsm8k is not None and set(cpu.gsm8k) == {
-        "questions", "shots", "concurrency", "max_tokens", "dataset", "seed"}
+        "questions", "shots", "concurrency", "max_tokens", "source", "seed"}
     assert isinstance(cpu.judge, dict) and "floors" in cpu.judge
     for name in ("premerge", "nightly"):
         suite = load_suite(suite_path(name))

@@ -2,7 +2,7 @@
 # Default runner images per GPU type (sourced by ci/run-in-container.sh).
 #
 # Why here: one place to bump when SGLang publishes a new image. Each must contain
-# sglang >= 0.5.23 (the first release with SGLANG_EXACT_CHUNK_FILL, PR #32888).
+# sglang >= 0.5.20 (the first release with SGLANG_EXACT_CHUNK_FILL, PR #32888; 0.5.19 is the last without).
 # Release tags of lmsysorg/sglang follow <version>-rocm720-mi35x / -mi30x for ROCm. Dated
 # development images (lmsysorg/sglang-rocm:<ver>-rocm720-mi35x-<date>,
 # rocm/sgl-dev:<ver>-rocm720-mi35x-<date>) are chosen per run with SERVEGATE_IMAGE or the

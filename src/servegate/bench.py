@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import importlib
 import os
 import sys
@@ -53,6 +54,7 @@ from servegate.serve.process import (
     signals_deferred,
     terminate_on_sigterm,
 )
+from servegate.serve.support import UnsupportedSglang, locate_sglang, require_exact_fill
 
 EXIT_OK, EXIT_INFRA = 0, 2
 INJECT_PREFIX = "SERVEGATE_INJECT_"     # the hook's controlled-slowdown variables
@@ -66,6 +68,10 @@ class BenchError(RuntimeError):
 
 INFRA_ERRORS = (ServerError, ClientError, ExactFillMismatch, logparse.LogParseError,
                 ModelPrepError, BenchError, OSError)
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def utc_now() -> str:
@@ -270,6 +276,15 @@ def _default_suite(detected: Detected) -> str:
     return "cpu" if detected.runner_class == "cpu" else "premerge"
 
 
+def _require_gate(modes: list[str]) -> None:
+    """on/forced on an sglang without PR #32888 fail now, not after a server start."""
+    try:
+        info = locate_sglang()
+    except UnsupportedSglang:
+        return  # no sglang on this path at all: the server start reports it with its log
+    require_exact_fill(modes, info)
+
+
 def main(argv: list[str]) -> int:
     args = _parse(argv)
     console = Console(stderr=True)
@@ -277,7 +292,8 @@ def main(argv: list[str]) -> int:
         detected = detect(args.runner)
         suite = load_suite(suite_path(args.suite or _default_suite(detected)), args.models_dir)
         modes = _select_modes(suite, args.modes)
-    except (ConfigError, RunnerError) as err:
+        _require_gate(modes)
+    except (ConfigError, RunnerError, UnsupportedSglang) as err:
         print(f"servegate bench: {err}", file=sys.stderr)
         return EXIT_INFRA
     if detected.runner_class not in suite.runners:
@@ -301,6 +317,9 @@ def main(argv: list[str]) -> int:
                                                  runner_profile.chunked_prefill_size),
         "page_size": suite.server_overrides.get("page_size", runner_profile.page_size),  # type: ignore[typeddict-item]
         "points": [],
+        # The judge must use the suite file that was run, not suites/<name>.toml.
+        "suite_source": {"path": str(suite.source), "sha256": file_sha256(suite.source)},
+        "judge_table": suite.judge,
     }
     injected = {k: v for k, v in os.environ.items() if k.startswith(INJECT_PREFIX)}
     if injected:  # a deliberate slowdown (judge validation): never a baseline, always visible

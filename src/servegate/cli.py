@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "accuracy": ("servegate.accuracy.command", "GSM8K accuracy for a suite, paired on/off"),
     "compare": ("servegate.judge.command", "judge a run folder against baselines + A/B claims"),
     "update-baselines": ("servegate.judge.update", "store a complete run as a baseline"),
-    "env": ("servegate.envcli", "build/locate the shared CPU sglang environment"),
+    "env": ("servegate.envcli", "build/locate the shared CPU sglang environment; print its python"),
 }
 
 EXIT_USAGE = 2

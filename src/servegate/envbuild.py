@@ -72,6 +72,11 @@ def _run(step: str, argv: list[str], log: Callable[[str], None]) -> None:
         raise EnvBuildError(f"{step} failed (exit {proc.returncode}):\n{tail}")
 
 
+def is_complete(env_dir: Path) -> bool:
+    """Built to the end (the marker is written last, atomically)."""
+    return (env_dir / COMPLETE_MARKER).is_file()
+
+
 def env_python(env_dir: Path) -> Path:
     return env_dir / "bin" / "python"
 
@@ -105,12 +110,22 @@ def _build(
         return Path(python)
 
 
-def ensure_cpu_env(log: Callable[[str], None] = print) -> Path:
-    """Return the python of the shared CPU sglang environment, building it on first use."""
+def lock_pins(path: Path = CPU_REQUIREMENTS) -> bytes:
+    """The lock's requirement lines only: a comment fix must not rebuild a 6 GB environment."""
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return "\n".join(sorted(line for line in lines if line)).encode()
+
+
+def cpu_env_dir() -> Path:
+    """Where the shared CPU environment for the current lock and interpreter lives (or will)."""
     if not CPU_REQUIREMENTS.exists():
         raise EnvBuildError(f"{CPU_REQUIREMENTS}: missing (the pinned CPU environment)")
-    req_bytes = CPU_REQUIREMENTS.read_bytes()
-    env_dir = cache_root() / "envs" / f"cpu-{_digest(req_bytes, _python_tag(sys.executable))}"
+    return cache_root() / "envs" / f"cpu-{_digest(lock_pins(), _python_tag(sys.executable))}"
+
+
+def ensure_cpu_env(log: Callable[[str], None] = print) -> Path:
+    """Return the python of the shared CPU sglang environment, building it on first use."""
+    env_dir = cpu_env_dir()
     log(f"[servegate env] shared CPU environment: {env_dir}")
     steps = [
         # Every package is pinned in the file, so nothing is resolved at install time;

@@ -103,6 +103,8 @@ class Run(TypedDict, total=False):
     accuracy: dict[str, AccuracyResult]     # by mode
     paired_accuracy: dict[str, Any]         # e.g. "on_vs_off": McNemar analysis
     injected: dict[str, str]                # SERVEGATE_INJECT_* fault injection, if enabled
+    suite_source: dict[str, str]            # {"path", "sha256"} of the suite file that was run
+    judge_table: dict[str, Any] | None      # that file's [judge] table as run (None: defaults)
 
 
 class RunFolderError(ValueError):

@@ -1,4 +1,9 @@
-"""Load GSM8K (hub id, local jsonl, or the HF cache offline), validate it and fingerprint it.
+"""Load GSM8K (the packaged copy, the hub, a local jsonl, or the HF cache offline), validate it
+and fingerprint it.
+
+The default source is the copy servegate ships (``servegate/data/gsm8k``: openai/grade-school-math's
+``train.jsonl`` and ``test.jsonl``, MIT, pinned by sha256 here), so a fresh machine with no dataset
+hub runs GSM8K.
 
 Every source goes through ``datasets`` so a local file and the hub copy are read the same way.
 The sha256 recorded with a result is the file's own bytes for a local file; for a hub dataset
@@ -43,26 +48,37 @@ class GSM8K:
     content_sha256: str  # canonical JSONL of (question, answer) rows, source-independent
 
 
-def shared_gsm8k_dir() -> Path | None:
-    """``../shared/data/gsm8k`` beside the checkout (or under $SERVEGATE_SHARED_DIR), if present."""
-    candidates = []
-    if os.environ.get("SERVEGATE_SHARED_DIR"):
-        candidates.append(Path(os.environ["SERVEGATE_SHARED_DIR"]) / "data" / "gsm8k")
-    # src/servegate/accuracy/dataset.py -> parents[3] is the checkout root.
-    candidates.append(Path(__file__).resolve().parents[3].parent / "shared" / "data" / "gsm8k")
-    candidates.append(Path.cwd().resolve().parent / "shared" / "data" / "gsm8k")
-    for directory in candidates:
-        if (directory / "test.jsonl").is_file():
-            return directory
-    return None
+PACKAGED_DIR = Path(__file__).resolve().parents[1] / "data" / "gsm8k"
+# sha256 of the files servegate ships (openai/grade-school-math, MIT; LICENSE beside them).
+PACKAGED_SHA256 = {
+    "train": "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
+    "test": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
+}
+PACKAGED_ROWS = {"train": 7473, "test": 1319}
+SOURCES = ("packaged", "hub")  # or a path to a jsonl file / a directory of <split>.jsonl
 
 
-def default_source(split: str) -> str:
-    """The shared ``<split>.jsonl`` when present, else the hub id."""
-    shared = shared_gsm8k_dir()
-    if shared is not None and (shared / f"{split}.jsonl").is_file():
-        return str(shared / f"{split}.jsonl")
-    return HUB_ID
+def packaged_file(split: str) -> Path:
+    """The shipped ``<split>.jsonl``, checked against its pinned sha256 (a changed file is an error)."""
+    if split not in PACKAGED_SHA256:
+        raise DatasetError(f"GSM8K split {split!r}: expected one of {sorted(PACKAGED_SHA256)}")
+    path = PACKAGED_DIR / f"{split}.jsonl"
+    if not path.is_file():
+        raise DatasetError(f"{path}: packaged GSM8K file missing (a broken install?)")
+    actual = file_sha256(path)
+    if actual != PACKAGED_SHA256[split]:
+        raise DatasetError(f"{path}: sha256 {actual} does not match the pinned "
+                           f"{PACKAGED_SHA256[split]} (the packaged GSM8K file was modified)")
+    return path
+
+
+def resolve_source(source: str | None, split: str) -> str:
+    """``packaged`` (or None) -> the shipped file; ``hub`` -> the hub id; anything else as given."""
+    if source in (None, "packaged"):
+        return str(packaged_file(split))
+    if source == "hub":
+        return HUB_ID
+    return source
 
 
 def _looks_local(spec: str) -> bool:
@@ -130,14 +146,15 @@ def _validate(columns: dict[str, list[object]], where: str) -> tuple[Row, ...]:
 
 
 def load_gsm8k(spec: str | None, split: str, cache_dir: str | None = None) -> GSM8K:
-    """Load ``split`` from a local jsonl (file or directory) or a hub id (``openai/gsm8k``).
+    """Load ``split`` from ``packaged`` (the default), ``hub``, a local jsonl (file or directory)
+    or a hub id (``openai/gsm8k``).
 
     With ``HF_HUB_OFFLINE=1`` the hub id is served from the local HF cache by ``datasets``.
     """
     import datasets  # heavy; only when actually loading
 
     datasets.disable_progress_bars()
-    spec = spec or default_source(split)
+    spec = resolve_source(spec, split)
     if _looks_local(spec):
         path = resolve_local(spec, split)
         try:
@@ -157,7 +174,7 @@ def load_gsm8k(spec: str | None, split: str, cache_dir: str | None = None) -> GS
         hint = ("not in the local HF cache" if offline else
                 "hub unreachable? set HF_HUB_OFFLINE=1 with a warm cache")
         raise DatasetError(f"{spec} (config {HUB_CONFIG!r}, split {split!r}): could not load "
-                           f"({hint}; or set [gsm8k].dataset to a local jsonl): "
+                           f"({hint}; or set [gsm8k].source = \"packaged\" or a local jsonl): "
                            f"{type(err).__name__}: {err}") from err
     rows = _validate(ds.to_dict(), f"{spec}[{split}]")
     content = canonical_sha256([(r.question, r.answer) for r in rows])

@@ -40,14 +40,14 @@ class Settings:
     shots: int = 5
     concurrency: int = 8
     max_tokens: int = 512
-    dataset: str | None = None       # hub id / local path; None or "test" = shared file or hub
-    train_dataset: str | None = None  # None or "train" = beside ``dataset`` / shared / hub
+    source: str = "packaged"          # "packaged" (shipped, default) | "hub" | a jsonl path/dir
+    train_dataset: str | None = None  # None or "train" = the same source's train split
     seed: int = 1234
     extraction: str = "flexible"
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Settings:
-        known = set(cls.__dataclass_fields__)
+        known = set(cls.__dataclass_fields__) | {"dataset"}  # dataset: source's old name
         unknown = sorted(set(raw) - known)
         if unknown:
             raise AccuracyConfigError(f"[gsm8k]: unknown key(s) {unknown}; expected some of "
@@ -59,13 +59,20 @@ class Settings:
         if "questions" in raw:
             q = raw["questions"]
             values["questions"] = None if q == "all" else _int("questions", q, minimum=1)
-        for key in ("dataset", "train_dataset"):
-            if key in raw:
-                if not isinstance(raw[key], str) or not raw[key]:
-                    raise AccuracyConfigError(f"[gsm8k].{key}: expected a hub id or a path, "
-                                              f"got {raw[key]!r}")
-                # A bare split name means "that split of the default source".
-                values[key] = None if raw[key] == SPLIT_ALIAS[key] else raw[key]
+        if "source" in raw and "dataset" in raw:
+            raise AccuracyConfigError("[gsm8k]: set source (dataset is its deprecated name), "
+                                      "not both")
+        for key in ("source", "dataset", "train_dataset"):
+            if key in raw and (not isinstance(raw[key], str) or not raw[key]):
+                raise AccuracyConfigError(f"[gsm8k].{key}: expected \"packaged\", \"hub\", "
+                                          f"a hub id or a path, got {raw[key]!r}")
+        if "source" in raw:
+            values["source"] = raw["source"]
+        elif "dataset" in raw:  # deprecated spelling: "test" meant the default source
+            values["source"] = "packaged" if raw["dataset"] == SPLIT_ALIAS["dataset"] \
+                else raw["dataset"]
+        if "train_dataset" in raw and raw["train_dataset"] != SPLIT_ALIAS["train_dataset"]:
+            values["train_dataset"] = raw["train_dataset"]
         if "extraction" in raw:
             if raw["extraction"] not in EXTRACTIONS:
                 raise AccuracyConfigError(f"[gsm8k].extraction: expected one of {EXTRACTIONS}, "
@@ -102,13 +109,13 @@ def run_gsm8k(base_url: str, mode: str, run_dir: Path, settings: dict) -> dict:
     the server fails (bench maps both to exit code 2). Returns an AccuracyResult dict.
     """
     config = Settings.parse(settings)
-    evaluated = ds.load_gsm8k(config.dataset, "test")
+    evaluated = ds.load_gsm8k(config.source, "test")
     rows = evaluated.rows[: config.questions] if config.questions else evaluated.rows
     if config.questions and config.questions > len(evaluated.rows):
         raise AccuracyConfigError(f"[gsm8k].questions: {config.questions} but "
                                   f"{evaluated.source} has {len(evaluated.rows)}")
     train_spec = config.train_dataset or (
-        ds.sibling_train(evaluated.source) if config.dataset else ds.default_source("train"))
+        config.source if config.source in ds.SOURCES else ds.sibling_train(evaluated.source))
     if train_spec is None:
         raise AccuracyConfigError(f"[gsm8k].train_dataset: needed (no train.jsonl beside "
                                   f"{evaluated.source}); shots must come from the train split")

@@ -45,7 +45,8 @@ _GSM8K = {  # consumed by servegate.accuracy (its Settings.parse re-checks value
     "shots": Field(int, required=True),
     "concurrency": Field(int, required=True),
     "max_tokens": Field(int, required=True),
-    "dataset": Field(str, required=True),
+    "source": Field(str),          # "packaged" (default) | "hub" | a jsonl path or directory
+    "dataset": Field(str),         # deprecated name of source ("test" = packaged)
     "seed": Field(int, required=True),
     "train_dataset": Field(str),
     "extraction": Field(str),

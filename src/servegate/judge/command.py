@@ -24,7 +24,7 @@ from servegate.judge.baselines import (
 from servegate.judge.checks import EXIT_ERROR, Check, CheckVerdict, exit_code, overall_verdict
 from servegate.judge.claims import claim_pendings
 from servegate.judge.compare import baseline_pendings
-from servegate.judge.config import JudgeConfig, JudgeConfigError, load_judge_config
+from servegate.judge.config import JudgeConfig, JudgeConfigError, judge_config_for_run
 from servegate.judge.stats import per_check_confidence
 from servegate.results import Run, RunFolderError, load_run
 
@@ -68,7 +68,7 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
     except RunFolderError as err:
         return _error_judgement(run_dir, str(err), strict)
     try:
-        config = load_judge_config(run.get("suite"), repo_root)
+        config = judge_config_for_run(dict(run), repo_root)
     except JudgeConfigError as err:
         return _error_judgement(run_dir, str(err), strict, run)
     notes = [f"judge settings from {config.source}"]

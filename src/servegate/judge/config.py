@@ -156,6 +156,20 @@ def suite_path(suite: str, repo_root: Path | None = None) -> Path:
     return Path(repo_root) / "suites" / f"{suite}.toml"
 
 
+def judge_config_for_run(run: dict[str, Any], repo_root: Path | None = None) -> JudgeConfig:
+    """The ``[judge]`` table of the suite file that was run (recorded in run.json by bench);
+    runs from before that was recorded fall back to ``suites/<suite>.toml``."""
+    if "judge_table" not in run:
+        return load_judge_config(run.get("suite"), repo_root)
+    source = run.get("suite_source", {}).get("path", "<unknown suite file>")
+    table = run["judge_table"]
+    if table is None:
+        return JudgeConfig(source=f"<defaults: {source} has no [judge] table>")
+    if not isinstance(table, dict):
+        raise JudgeConfigError(f"run.json: judge_table must be a table (from {source})")
+    return parse_judge_table(table, f"{source} (as recorded in run.json)")
+
+
 def load_judge_config(suite: str | None, repo_root: Path | None = None) -> JudgeConfig:
     """The ``[judge]`` table of ``suites/<suite>.toml``; defaults when file or table is absent."""
     if not suite:
