@@ -1,0 +1,127 @@
+"""The README's main command in a fresh clone: nothing outside the repository and the registries.
+
+Clones this repository's HEAD into a temporary folder with no ``../shared`` beside it, makes a
+new virtual environment from the base interpreter (as a new user's ``python``), and runs exactly
+``python -m pip install nox && python -m nox -s bench`` there with ``HF_HUB_OFFLINE=1`` (no hub).
+The shared CPU environment is keyed by the lock's pins, so the clone reuses it. Then it checks the
+whole pipeline's output: the run.json contract, the alignment read back from the real sglang
+server, GSM8K per mode with every question (from the packaged copy), the paired analysis, a
+verdict against the stored baseline, and that no process of the run is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from servegate.accuracy.report import paired_analysis
+from servegate.config import load_suite, suite_path
+from servegate.results import load_run
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TAG_VAR = "SERVEGATE_E2E_TAG"
+
+
+def _tagged_processes(tag: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if f"{TAG_VAR}={tag}".encode() in (entry / "environ").read_bytes():
+                state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+                if state != "Z":
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _user_env(tag: str) -> dict[str, str]:
+    """This environment minus anything that would point the clone back at this checkout."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"} and not k.startswith("NOX")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if not p.startswith(sys.prefix))
+    return {**env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", TAG_VAR: tag}
+
+
+def _check_points(run: dict) -> None:
+    points = run["points"]
+    assert {(p["mode"], p["concurrency"]) for p in points} == {
+        (m, c) for m in ("off", "on", "forced") for c in (2, 4)}
+    for point in points:
+        a = point["alignment"]
+        assert a["chunk_size"] == 256 and a["saturated_batches"] > 0
+        assert 1 not in a["prefill_tokens"]          # /health probe excluded
+        assert point["metrics"]["completed"] == len(point["requests"]["ttft_ms"])
+        if point["mode"] == "forced":
+            assert a["aligned_fraction"] == 1.0 and a["min_saturated_tokens"] == 256
+            assert point["exact_fill_effective"] is True
+        else:                                        # off, and on (the gate is gfx95-only)
+            assert a["aligned_fraction"] < 1.0
+            assert point["exact_fill_effective"] is False
+
+
+def _check_gsm8k(run_dir: Path, run: dict, questions: int) -> None:
+    for mode in ("off", "on", "forced"):
+        result = run["accuracy"][mode]
+        records = [json.loads(line) for line in
+                   (run_dir / "gsm8k" / f"{mode}.jsonl").read_text().splitlines()]
+        assert result["n"] == len(records) == questions
+        assert [r["id"] for r in records] == list(range(questions))
+        assert result["correct"] == sum(r["correct"] for r in records)
+        assert result["wilson_low"] <= result["accuracy"] <= result["wilson_high"]
+        assert result["dataset"].endswith("servegate/data/gsm8k/test.jsonl")
+        assert "shared" not in result["dataset"] and "shared" not in result["train_dataset"]
+        # The model really answered (an empty output is a legitimate wrong answer, but rare).
+        assert sum(bool(r["output"]) for r in records) > questions // 2
+        assert result["output_tokens"] > 0
+    paired = paired_analysis(run_dir, "forced", "off")
+    assert paired["n"] == questions
+    assert run["paired_accuracy"]["forced_vs_off"] == pytest.approx(paired)
+
+
+@pytest.mark.e2e
+def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
+    clone = tmp_path / "servegate"
+    subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], check=True)
+    assert not (clone.parent / "shared").exists()
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base_python, "-m", "venv", str(tmp_path / "user")], check=True)
+    python = str(tmp_path / "user" / "bin" / "python")
+    tag = uuid.uuid4().hex
+    started = time.monotonic()
+    # README: `python -m pip install nox && python -m nox -s bench`
+    install = subprocess.run([python, "-m", "pip", "install", "-q", "nox"], cwd=clone,
+                             env=_user_env(tag), capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stderr[-3000:]
+    proc = subprocess.run([python, "-m", "nox", "-s", "bench"], cwd=clone, env=_user_env(tag),
+                          capture_output=True, text=True, timeout=2400)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-6000:])
+    run_dir = Path(proc.stdout.strip().splitlines()[-1])        # last line: the run folder
+    assert run_dir.parent == clone / "results" and run_dir.name.startswith("cpu-cpu-")
+
+    run = load_run(run_dir)
+    assert run["complete"] is True and "error" not in run
+    assert run["fingerprint"]["runner_class"] == "cpu" and run["fingerprint"]["sglang"]
+    assert run["suite_source"]["path"] == str(clone / "suites" / "cpu.toml")
+    _check_points(run)
+    suite = load_suite(suite_path("cpu"))
+    assert suite.gsm8k is not None
+    _check_gsm8k(run_dir, run, int(suite.gsm8k["questions"]))
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    assert verdict["overall"] in {"pass", "improvement", "inconclusive"}
+    assert verdict["checks"]
+    summary = (run_dir / "summary.md").read_text()
+    assert "| forced |" in summary and "## Accuracy (GSM8K)" in summary
+    assert _tagged_processes(tag) == []
+    print(f"fresh clone, README main command: {elapsed:.0f} s")
