@@ -77,7 +77,7 @@ def test_suite_file_outside_suites_is_judged_with_its_own_table(
     from judge_runs import make_run
 
     from servegate.config import load_suite, suite_path
-    from servegate.judge import command
+    from servegate.judge.evaluate import judge
 
     shipped = suite_path("cpu").read_text()
     assert "mean_ttft_ms = 0.10" in shipped
@@ -110,7 +110,7 @@ def test_suite_file_outside_suites_is_judged_with_its_own_table(
     run = json.loads((judged / "run.json").read_text())
     run["suite_source"], run["judge_table"] = recorded["suite_source"], recorded["judge_table"]
     (judged / "run.json").write_text(json.dumps(run))
-    judgement = command.judge(judged, baselines_root=root)
+    judgement = judge(judged, baselines_root=root)
     assert str(other) in judgement.config.source
     gated = [c for c in judgement.checks if c.kind == "baseline" and c.metric == "mean_ttft_ms"]
     assert gated and {c.floor for c in gated} == {0.37}

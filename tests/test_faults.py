@@ -41,7 +41,8 @@ import pytest
 from judge_runs import make_run
 
 from servegate import atomic, bench
-from servegate.judge import command, update
+from servegate import compare as command
+from servegate.judge import update
 from servegate.judge.baselines import baseline_from_run, write_baseline
 from servegate.measure.client import ClientError, parse_client_jsonl, run_client
 from servegate.results import load_run

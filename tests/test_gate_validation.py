@@ -36,7 +36,8 @@ def _checks(run_dir: Path) -> dict[str, dict]:
 
 def test_aa_passes_and_injected_slowdown_is_a_regression(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from servegate.judge import command, update
+    from servegate import compare as command
+    from servegate.judge import update
 
     results = tmp_path / "results"
     baseline = tmp_path / "baselines" / "cpu" / "smollm2-135m" / "cpu-gate.json"

@@ -9,10 +9,13 @@ from pathlib import Path
 import pytest
 from judge_runs import make_run
 
-from servegate.judge import command, update
+from servegate import compare as command
+from servegate.judge import update
 from servegate.judge.checks import Check
-from servegate.judge.command import Judgement, judge, write_reports
 from servegate.judge.config import JudgeConfig
+from servegate.judge.evaluate import judge
+from servegate.judge.judgement import Judgement
+from servegate.report import write_reports
 from servegate.judge.stats import Interval
 from servegate.report import junit, pytest_benchmark, summary, verdict_json
 
@@ -47,7 +50,7 @@ def _handmade(run_dir: Path) -> Judgement:
 
 
 def test_junit_counts_and_parses(tmp_path):
-    path = junit.write(_handmade(tmp_path / "run"))
+    [path] = junit.write(_handmade(tmp_path / "run"))
     root = ET.parse(path).getroot()
     suite = root.find("testsuite")
     cases = suite.findall("testcase")
@@ -63,7 +66,8 @@ def test_junit_counts_and_parses(tmp_path):
 
 def test_verdict_json_schema(tmp_path):
     judgement = _handmade(tmp_path / "run")
-    doc = json.loads(verdict_json.write(judgement).read_text())
+    [written] = verdict_json.write(judgement)
+    doc = json.loads(written.read_text())
     verdict_json.validate(doc)
     assert doc["overall"] == "regression" and doc["exit_code"] == 1
     assert doc["counts"] == {"error": 1, "improvement": 1, "inconclusive": 1, "pass": 1,
@@ -148,7 +152,8 @@ def test_pytest_benchmark_format_matches_the_plugin(tmp_path):
     run_dir = make_run(tmp_path / "run", repeats=2, n_requests=31)
     from servegate.results import load_run
 
-    doc = json.loads(pytest_benchmark.write(load_run(run_dir), run_dir).read_text())
+    [path] = pytest_benchmark.write(Judgement(run_dir, load_run(run_dir), JudgeConfig(), []))
+    doc = json.loads(path.read_text())
     assert set(doc) == {"machine_info", "commit_info", "benchmarks", "datetime", "version"}
     assert len(doc["benchmarks"]) == 4
     bench = doc["benchmarks"][0]
@@ -172,7 +177,7 @@ def test_pytest_benchmark_cli_reads_the_file(tmp_path):
     from servegate.results import load_run
 
     run_dir = make_run(tmp_path / "run")
-    path = pytest_benchmark.write(load_run(run_dir), run_dir)
+    [path] = pytest_benchmark.write(Judgement(run_dir, load_run(run_dir), JudgeConfig(), []))
     out = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(path),
                           "--columns=mean,rounds"], capture_output=True, text=True,
                          cwd=tmp_path, check=True, timeout=120)

@@ -1,6 +1,7 @@
 """``servegate bench``: serve a suite's model per mode and measure it with sglang's own client.
 
-config -> plan -> serve -> measure (-> accuracy, judge when those modules are present).
+config -> plan -> serve -> measure -> accuracy -> judge + report (``servegate.compare``).
+The run folder, run.json and summary.md belong to :class:`servegate.session.RunSession`.
 One run folder per invocation (``results/<suite>-<runner>-<UTC stamp>/``); run.json is rewritten
 atomically after every point and says ``complete: true`` only when every planned point finished.
 The last line printed is the run folder's path. Exit 2 on infrastructure or input errors.
@@ -11,17 +12,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import hashlib
-import importlib
 import os
 import sys
 import time
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from rich.console import Console
@@ -34,14 +31,16 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from servegate import atomic
+from servegate.accuracy.runner import run_gsm8k
+from servegate.compare import compare_run
 from servegate.config import ConfigError, Suite, load_suite, suite_path
+from servegate.errors import EXIT_INFRA, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, ServegateError
+from servegate.judge.baselines import baseline_path, run_identity
 from servegate.measure import logparse
 from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl, run_client
 from servegate.measure.exactfill import ExactFillMismatch, check_effective
-from servegate.measure.summary import render
 from servegate.plan import PlannedPoint, ServerSlot, build_plan, total_points
-from servegate.results import MODES, RUN_SCHEMA_VERSION, Point, Run
+from servegate.results import MODES, Point, Run
 from servegate.runner import Detected, RunnerError, detect, fingerprint
 from servegate.serve.launch import build_launch
 from servegate.serve.modelprep import ModelPrepError, ensure_gguf_model
@@ -51,31 +50,22 @@ from servegate.serve.process import (
     ServerError,
     Terminated,
     free_port,
-    signals_deferred,
     terminate_on_sigterm,
 )
 from servegate.serve.support import UnsupportedSglang, locate_sglang, require_exact_fill
+from servegate.session import RunSession
 
-EXIT_OK, EXIT_INFRA = 0, 2
 INJECT_PREFIX = "SERVEGATE_INJECT_"     # the hook's controlled-slowdown variables
-EXIT_SIGINT, EXIT_SIGTERM = 130, 143     # 128 + signal number, as shells and CI runners expect
 PORT_ATTEMPTS = 3                        # fresh ports to try when the chosen one is taken
 
 
-class BenchError(RuntimeError):
+class BenchError(ServegateError, RuntimeError):
     """A failure in a stage bench calls (e.g. GSM8K), reported as an infrastructure error."""
 
 
-INFRA_ERRORS = (ServerError, ClientError, ExactFillMismatch, logparse.LogParseError,
-                ModelPrepError, BenchError, OSError)
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+# Recorded in run.json as the run's cause, exit 2 (every deliberate error is a ServegateError).
+INFRA_ERRORS = (ServegateError, ServerError, ClientError, ExactFillMismatch,
+                logparse.LogParseError, ModelPrepError, OSError)
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -97,36 +87,22 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _optional(module: str, attr: str) -> Any:
-    """An integration point owned by another module; None when that module is not there yet."""
-    try:
-        found: ModuleType = importlib.import_module(module)
-    except ModuleNotFoundError as err:
-        if err.name and (module == err.name or module.startswith(err.name + ".")):
-            return None
-        raise
-    return getattr(found, attr, None)
-
-
 @dataclass
 class Context:
     suite: Suite
     detected: Detected
-    run_dir: Path
-    run: Run
+    session: RunSession
     python: str
     model_dir: str
     console: Console
 
+    @property
+    def run_dir(self) -> Path:
+        return self.session.run_dir
 
-def _save(ctx: Context) -> None:
-    atomic.write_json(ctx.run_dir / "run.json", ctx.run)
-    summary = render(ctx.run)
-    if ctx.run.get("accuracy"):
-        from servegate.accuracy.report import render_section
-
-        summary = summary.rstrip("\n") + "\n\n" + render_section(dict(ctx.run), ctx.run_dir)
-    atomic.write_text(ctx.run_dir / "summary.md", summary)
+    @property
+    def run(self) -> Run:
+        return self.session.run
 
 
 @contextlib.contextmanager
@@ -174,20 +150,12 @@ def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel:
 
 
 def _accuracy(ctx: Context, server: Server, mode: str) -> None:
-    run_gsm8k = _optional("servegate.accuracy.runner", "run_gsm8k")
-    if run_gsm8k is None:
-        ctx.console.log("GSM8K: servegate.accuracy.runner not available; skipped")
-        return
     ctx.console.log(f"GSM8K ({mode}): {ctx.suite.gsm8k}")
     try:
         result = run_gsm8k(server.base_url, mode, ctx.run_dir, dict(ctx.suite.gsm8k or {}))
     except Exception as err:
         raise BenchError(f"GSM8K ({mode}) failed: {type(err).__name__}: {err}") from err
-    ctx.run.setdefault("accuracy", {})[mode] = result
-    from servegate.accuracy.report import paired_for_run
-
-    ctx.run["paired_accuracy"] = paired_for_run(ctx.run_dir, list(ctx.run["accuracy"]))
-    _save(ctx)
+    ctx.session.add_accuracy(mode, result)  # type: ignore[arg-type]
 
 
 def _start_server(ctx: Context, slot: ServerSlot, log_rel: str) -> Server:
@@ -230,8 +198,7 @@ def _run_slot(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
             progress.update(task, description=f"{planned.mode} c={planned.concurrency} "
                                               f"r{planned.repeat} ({planned.num_prompts} prompts)")
             point = _measure_point(ctx, server, planned, log_rel)
-            ctx.run["points"].append(point)
-            _save(ctx)
+            ctx.session.add_point(point)
             a = point["alignment"]
             ctx.console.log(
                 f"{planned.mode} c={planned.concurrency} r{planned.repeat}: median TTFT "
@@ -244,18 +211,11 @@ def _run_slot(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
 
 
 def _baseline_exists(run: Run) -> bool:
-    """The judge's own rule for where a run's baseline lives (if the judge is installed)."""
-    baseline_path = _optional("servegate.judge.baselines", "baseline_path")
-    run_identity = _optional("servegate.judge.baselines", "run_identity")
-    if baseline_path is None or run_identity is None:
-        return False
-    return bool(baseline_path(*run_identity(run)).is_file())
+    """The judge's own rule for where a run's baseline lives."""
+    return baseline_path(*run_identity(run)).is_file()
 
 
 def _compare(ctx: Context) -> int | None:
-    compare_run = _optional("servegate.judge.command", "compare_run")
-    if compare_run is None:
-        return None
     if not _baseline_exists(ctx.run):
         ctx.console.log("no baseline for this suite and runner; not judged")
         return None
@@ -302,37 +262,28 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return EXIT_INFRA
     runner_profile = suite.model.for_runner(detected.runner_class)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    run_dir = (args.results_dir / f"{suite.name}-{detected.runner_class}-{stamp}").resolve()
     try:
-        run_dir.mkdir(parents=True, exist_ok=False)
+        session = RunSession.create(
+            args.results_dir, suite, detected.runner_class, argv,
+            chunk_size=suite.server_overrides.get("chunked_prefill_size",
+                                                  runner_profile.chunked_prefill_size),
+            page_size=suite.server_overrides.get("page_size", runner_profile.page_size))
     except OSError as err:
         print(f"servegate bench: cannot create the run folder: {err}", file=sys.stderr)
         return EXIT_INFRA
-    run: Run = {
-        "schema_version": RUN_SCHEMA_VERSION, "suite": suite.name,
-        "model_profile": suite.model.name, "runner_class": detected.runner_class,
-        "command": ["servegate", "bench", *argv], "started_at": utc_now(), "complete": False,
-        "chunk_size": suite.server_overrides.get("chunked_prefill_size",
-                                                 runner_profile.chunked_prefill_size),
-        "page_size": suite.server_overrides.get("page_size", runner_profile.page_size),  # type: ignore[typeddict-item]
-        "points": [],
-        # The judge must use the suite file that was run, not suites/<name>.toml.
-        "suite_source": {"path": str(suite.source), "sha256": file_sha256(suite.source)},
-        "judge_table": suite.judge,
-    }
+    run, run_dir = session.run, session.run_dir
     injected = {k: v for k, v in os.environ.items() if k.startswith(INJECT_PREFIX)}
     if injected:  # a deliberate slowdown (judge validation): never a baseline, always visible
         run["injected"] = injected
         console.log(f"[bold red]fault injection enabled: {injected}")
-    ctx = Context(suite=suite, detected=detected, run_dir=run_dir, run=run,
-                  python=sys.executable, model_dir=suite.model.path, console=console)
+    ctx = Context(suite=suite, detected=detected, session=session, python=sys.executable,
+                  model_dir=suite.model.path, console=console)
     code = EXIT_OK
     started = time.monotonic()
     try:
         with terminate_on_sigterm():
             run["fingerprint"] = fingerprint(detected, suite.model.path, suite.model.revision)
-            _save(ctx)
+            session.save()
             if suite.model.prepare is not None:
                 console.log(f"preparing model {suite.model.name} (first time: ~30 s)")
                 prepared = ensure_gguf_model(suite.model.name, suite.model.prepare.package_file)
@@ -340,7 +291,7 @@ def main(argv: list[str]) -> int:
                 # The folder name carries the GGUF's digest: that is the weights' revision.
                 run["fingerprint"]["model_revision"] = (
                     f"{suite.model.prepare.package_file} sha256:{prepared.name.rsplit('-', 1)[-1]}")
-                _save(ctx)
+                session.save()
             if args.accuracy_only and not suite.gsm8k:
                 raise BenchError(f"--accuracy-only: suite {suite.name!r} has no [gsm8k] table")
             slots = build_plan(modes, suite.load.concurrency, suite.load.num_prompts,
@@ -350,9 +301,7 @@ def main(argv: list[str]) -> int:
             with _progress(console, total_points(slots)) as (progress, task):
                 for slot in slots:
                     _run_slot(ctx, slot, progress, task, with_accuracy=not args.skip_accuracy)
-            run["complete"] = True
-            run["finished_at"] = utc_now()
-            _save(ctx)
+            session.complete()
             console.log(f"all points done in {time.monotonic() - started:.0f} s")
             if args.accuracy_only:
                 # No load points: the performance baseline does not apply (accuracy is
@@ -363,27 +312,14 @@ def main(argv: list[str]) -> int:
                 if judged is not None:
                     code = judged
     except (KeyboardInterrupt, Terminated) as err:
-        _fail(ctx, f"interrupted ({type(err).__name__}{': ' + str(err) if str(err) else ''})")
+        session.fail(f"interrupted ({type(err).__name__}{': ' + str(err) if str(err) else ''})")
         code = EXIT_SIGINT if isinstance(err, KeyboardInterrupt) else EXIT_SIGTERM
     except INFRA_ERRORS as err:
-        _fail(ctx, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+        session.fail(f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
               getattr(err, "log_tail", "") or "\n".join(str(err).splitlines()[1:]))
         code = EXIT_INFRA
     except Exception as err:  # a bug, but the run folder must still say what happened
-        _fail(ctx, f"{type(err).__name__}: {err}", traceback.format_exc())
+        session.fail(f"{type(err).__name__}: {err}", traceback.format_exc())
         code = EXIT_INFRA
     print(run_dir, flush=True)
     return code
-
-
-def _fail(ctx: Context, cause: str, log_tail: str = "") -> None:
-    """Record the cause; a further Ctrl-C/SIGTERM meanwhile is dropped (bench exits anyway)."""
-    with signals_deferred(redeliver=False):
-        ctx.run["complete"] = False
-        ctx.run["error"] = cause
-        ctx.run["finished_at"] = utc_now()
-        with contextlib.suppress(OSError):
-            _save(ctx)
-        if log_tail:
-            print(f"--- last lines ---\n{log_tail}\n---", file=sys.stderr)
-        print(f"servegate bench: {cause}", file=sys.stderr, flush=True)

@@ -13,8 +13,8 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "admission": ("servegate.admission.cli", "replay the real PrefillAdder (replay, suite)"),
     "bench": ("servegate.bench", "serve + measure a suite (TTFT/TPOT via sglang's client)"),
-    "accuracy": ("servegate.accuracy.command", "GSM8K accuracy for a suite, paired on/off"),
-    "compare": ("servegate.judge.command", "judge a run folder against baselines + A/B claims"),
+    "accuracy": ("servegate.accuracy_command", "GSM8K accuracy for a suite, paired on/off"),
+    "compare": ("servegate.compare", "judge a run folder against baselines + A/B claims"),
     "update-baselines": ("servegate.judge.update", "store a complete run as a baseline"),
     "env": ("servegate.envcli", "build/locate the shared CPU sglang environment; print its python"),
 }

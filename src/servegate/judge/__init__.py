@@ -1,5 +1,7 @@
 """Judge stage: baselines with provenance, direction-aware verdicts with intervals, A/B claims.
 
-Entry points: ``servegate compare`` (:mod:`servegate.judge.command`) and
-``servegate update-baselines`` (:mod:`servegate.judge.update`). No torch/sglang imports here.
+:func:`servegate.judge.evaluate.judge` decides (a :class:`~servegate.judge.judgement.Judgement`,
+written by the report stage); ``servegate compare`` (:mod:`servegate.compare`) and
+``servegate update-baselines`` (:mod:`servegate.judge.update`) are the commands. No torch/sglang
+imports here, and nothing here imports the report stage.
 """

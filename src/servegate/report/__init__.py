@@ -1,5 +1,52 @@
-"""Report stage: verdict.json, summary.md verdict section, junit.xml, plots, pytest-benchmark.
+"""Report stage: verdict.json, summary.md verdict section, junit.xml, pytest-benchmark, plots.
 
-Each writer takes a finished :class:`servegate.judge.command.Judgement` (or the run) and writes
-one artefact atomically into the run folder; none of them decides anything.
+Every writer has one signature, ``write(judgement) -> list[Path]``: it takes a finished
+:class:`servegate.judge.judgement.Judgement`, writes its artefacts atomically into the run folder
+and returns their paths (none when it has nothing to say). None of them decides anything.
+:data:`WRITERS` lists them, in the order ``servegate compare`` runs them.
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from servegate.report import junit, plots, pytest_benchmark, summary, verdict_json
+
+if TYPE_CHECKING:
+    from servegate.judge.judgement import Judgement
+
+ReportWriter = Callable[["Judgement"], list[Path]]
+
+WRITERS: dict[str, ReportWriter] = {
+    "verdict.json": verdict_json.write,
+    "summary.md": summary.write,
+    "junit.xml": junit.write,
+    "pytest_benchmark.json": pytest_benchmark.write,
+    "plots": plots.write,
+}
+
+
+def write_reports(judgement: Judgement, skip: frozenset[str] = frozenset()) -> list[Path]:
+    """Run every registered writer but the ``skip``ped ones; returns the written paths."""
+    if not judgement.run_dir.is_dir():
+        return []
+    written: list[Path] = []
+    for name, writer in WRITERS.items():
+        if name not in skip:
+            written += writer(judgement)
+    return written
+
+
+def print_judgement(judgement: Judgement, stream: object = None) -> None:
+    """The verdict as text on stdout (what CI logs show)."""
+    import sys
+
+    out = stream or sys.stdout
+    print(f"servegate compare: {judgement.run_dir}", file=out)
+    for note in judgement.notes:
+        print(f"  note: {note}", file=out)
+    for check in judgement.checks:
+        print(f"  {check.describe()}", file=out)
+    print(f"verdict: {judgement.overall.upper()} (exit {judgement.exit_code})", file=out)

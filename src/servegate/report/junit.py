@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from servegate.atomic import write_text
 
 if TYPE_CHECKING:
-    from servegate.judge.command import Judgement
+    from servegate.judge.judgement import Judgement
 
 
 def build(judgement: Judgement) -> ET.Element:
@@ -47,10 +47,10 @@ def build(judgement: Judgement) -> ET.Element:
     return root
 
 
-def write(judgement: Judgement) -> Path:
+def write(judgement: Judgement) -> list[Path]:
     root = build(judgement)
     ET.indent(root)
     text = '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode")
     path = judgement.run_dir / "junit.xml"
     write_text(path, text + "\n")
-    return path
+    return [path]

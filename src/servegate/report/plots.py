@@ -10,7 +10,7 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -21,6 +21,9 @@ import numpy as np
 from servegate.judge.baselines import group_points
 from servegate.judge.config import JudgeConfig
 from servegate.results import MODES, Run
+
+if TYPE_CHECKING:
+    from servegate.judge.judgement import Judgement
 
 COLOURS = {"off": "tab:blue", "on": "tab:orange", "forced": "tab:green"}
 
@@ -114,10 +117,13 @@ def _ttft_cdfs(run: Run, path: Path) -> Path:
     return _save(fig, path)
 
 
-def write(run: Run, run_dir: Path, baseline: dict[str, Any] | None,
-          config: JudgeConfig) -> list[Path]:
+def write(judgement: Judgement) -> list[Path]:
     """Write ``plots/ttft_vs_concurrency.png``, ``plots/tpot_vs_concurrency.png``,
-    ``plots/ttft_cdf.png``; returns their paths."""
+    ``plots/ttft_cdf.png`` for a run with points; returns their paths."""
+    run, run_dir, baseline, config = (judgement.run, judgement.run_dir, judgement.baseline,
+                                      judgement.config)
+    if run is None or not run.get("points"):
+        return []
     names = {name for p in run.get("points", []) for name in p.get("metrics", {})}
     ttft = _pick(config, names, "ttft", "mean_ttft_ms")
     tpot = _pick(config, names, "tpot", "median_tpot_ms")

@@ -14,11 +14,14 @@ import platform
 import statistics
 from bisect import bisect_left, bisect_right
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servegate.atomic import write_json
 from servegate.judge.baselines import group_points, point_sort_key
 from servegate.results import Run
+
+if TYPE_CHECKING:
+    from servegate.judge.judgement import Judgement
 
 FORMAT_VERSION = "5.1.0"   # the pytest-benchmark JSON layout this mirrors (fields since 3.1)
 
@@ -127,7 +130,11 @@ def build(run: Run) -> dict[str, Any]:
     }
 
 
-def write(run: Run, run_dir: Path) -> Path:
-    path = Path(run_dir) / "pytest_benchmark.json"
+def write(judgement: Judgement) -> list[Path]:
+    """``pytest_benchmark.json`` for a run with points (nothing for a run without)."""
+    run = judgement.run
+    if run is None or not run.get("points"):
+        return []
+    path = judgement.run_dir / "pytest_benchmark.json"
     write_json(path, build(run))
-    return path
+    return [path]

@@ -14,7 +14,7 @@ from servegate.atomic import write_text
 
 if TYPE_CHECKING:
     from servegate.judge.checks import Check
-    from servegate.judge.command import Judgement
+    from servegate.judge.judgement import Judgement
 
 HEADING = "## Verdict"
 _ICON = {"pass": "pass", "improvement": "improvement", "regression": "**REGRESSION**",
@@ -84,7 +84,7 @@ def replace_section(text: str, section: str) -> str:
     return "".join(lines[:start]) + section + ("\n" + tail if tail else "")
 
 
-def write(judgement: Judgement) -> Path:
+def write(judgement: Judgement) -> list[Path]:
     """Update ``summary.md`` in the run folder; append to ``$GITHUB_STEP_SUMMARY`` when set."""
     section = render(judgement)
     path = judgement.run_dir / "summary.md"
@@ -94,4 +94,4 @@ def write(judgement: Judgement) -> Path:
     if step_summary:
         with Path(step_summary).open("a", encoding="utf-8") as handle:
             handle.write(section + "\n")
-    return path
+    return [path]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from servegate.atomic import write_json
 
 if TYPE_CHECKING:
-    from servegate.judge.command import Judgement
+    from servegate.judge.judgement import Judgement
 
 VERDICT_SCHEMA_VERSION = 1
 CHECK_KEYS = ("kind", "name", "metric", "point", "mode", "concurrency", "reference", "verdict",
@@ -78,9 +78,9 @@ def validate(doc: Any) -> None:
             raise ValueError(f"verdict.json: checks[{i}].interval must be [low, high]")
 
 
-def write(judgement: Judgement) -> Path:
+def write(judgement: Judgement) -> list[Path]:
     path = judgement.run_dir / "verdict.json"
     doc = build(judgement)
     validate(doc)
     write_json(path, doc)
-    return path
+    return [path]

@@ -9,9 +9,8 @@ paired analysis in ``paired_accuracy`` and calls ``accuracy.report.append_summar
 from __future__ import annotations
 
 import argparse
-import sys
 
-EXIT_INFRA = 2
+from servegate import bench
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,9 +31,4 @@ def main(argv: list[str]) -> int:
         forwarded += ["--runner", args.runner]
     if args.modes:
         forwarded += ["--modes", args.modes]
-    try:
-        from servegate import bench
-    except ImportError as err:
-        print(f"servegate accuracy: servegate.bench is unavailable ({err})", file=sys.stderr)
-        return EXIT_INFRA
     return int(bench.main(forwarded + rest))

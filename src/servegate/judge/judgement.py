@@ -1,0 +1,35 @@
+"""The judge's result: one run's checks and the context the report writers need (data only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servegate.judge.checks import Check, CheckVerdict, exit_code, overall_verdict
+from servegate.judge.config import JudgeConfig
+from servegate.results import Run
+
+
+@dataclass
+class Judgement:
+    """Everything the report writers need about one judged run."""
+
+    run_dir: Path
+    run: Run | None
+    config: JudgeConfig
+    checks: list[Check]
+    baseline_file: Path | None = None
+    baseline: dict[str, Any] | None = None
+    family_size: int = 0
+    per_check_confidence: float = 0.95
+    notes: list[str] = field(default_factory=list)
+    strict: bool = False
+
+    @property
+    def overall(self) -> CheckVerdict:
+        return overall_verdict(self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.overall, self.strict)
