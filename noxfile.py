@@ -40,6 +40,7 @@ def unit(session: nox.Session) -> None:
     """Lint and unit tests that need no sglang (fast; runs before the sglang env is built)."""
     session.install("-e", ".[test]")
     session.run("ruff", "check", ".")
+    session.run("lint-imports")  # the layers contract in pyproject.toml
     session.run("pytest", "-m", "not sglang and not e2e and not gpu", *session.posargs)
 
 

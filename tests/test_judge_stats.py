@@ -79,7 +79,7 @@ def test_direction_awareness_throughput():
     assert direction("p99_ttft_ms") == "lower"
     assert direction("median_itl_ms") == "lower"
     assert direction("accuracy") == "higher"
-    with pytest.raises(ValueError, match="unknown direction"):
+    with pytest.raises(ValueError, match="not registered"):
         direction("mystery_metric")
     lower_tp = Interval(0.8, 0.78, 0.82, 0.95, "repeats", 3, 3)
     assert verdict(lower_tp, "higher", 0.05) == "regression"

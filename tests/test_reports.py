@@ -15,9 +15,8 @@ from servegate.judge.checks import Check
 from servegate.judge.config import JudgeConfig
 from servegate.judge.evaluate import judge
 from servegate.judge.judgement import Judgement
-from servegate.report import write_reports
 from servegate.judge.stats import Interval
-from servegate.report import junit, pytest_benchmark, summary, verdict_json
+from servegate.report import junit, pytest_benchmark, summary, verdict_json, write_reports
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -119,9 +118,12 @@ def test_full_pipeline_writes_every_report(tmp_path, monkeypatch, capsys):
     judgement = judge(cur, baselines_root=tmp_path / "baselines")
     paths = write_reports(judgement)
     names = {p.relative_to(cur).as_posix() for p in paths}
+    # the default gated metrics, each plotted against concurrency, plus the TTFT CDFs
     assert names == {"verdict.json", "summary.md", "junit.xml", "pytest_benchmark.json",
-                     "plots/ttft_vs_concurrency.png", "plots/tpot_vs_concurrency.png",
-                     "plots/ttft_cdf.png"}
+                     "plots/mean_ttft_ms_vs_concurrency.png",
+                     "plots/median_tpot_ms_vs_concurrency.png",
+                     "plots/mean_e2e_latency_ms_vs_concurrency.png",
+                     "plots/output_throughput_vs_concurrency.png", "plots/ttft_cdf.png"}
     for png in (cur / "plots").glob("*.png"):
         assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 5000
     verdict_json.validate(json.loads((cur / "verdict.json").read_text()))

@@ -19,6 +19,8 @@ import json
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
+from servegate.errors import ServegateError
+
 RUN_SCHEMA_VERSION = 1
 MODES: tuple[str, ...] = ("off", "on", "forced")
 Mode = Literal["off", "on", "forced"]
@@ -33,7 +35,8 @@ class Alignment(TypedDict):
 
 
 class Requests(TypedDict):
-    """Per-request samples from the client's --output-details (same order as sent)."""
+    """Per-request samples from the client's --output-details (same order as sent): one list per
+    quantity registered in :mod:`servegate.metrics` (these three ship), plus the lengths sent."""
 
     ttft_ms: list[float]
     tpot_ms: list[float]            # (latency - ttft) / (output_len - 1); 1-token outputs dropped
@@ -107,7 +110,7 @@ class Run(TypedDict, total=False):
     judge_table: dict[str, Any] | None      # that file's [judge] table as run (None: defaults)
 
 
-class RunFolderError(ValueError):
+class RunFolderError(ServegateError, ValueError):
     """A run folder or its run.json is missing or malformed; the message names file and field."""
 
 

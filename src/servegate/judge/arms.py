@@ -22,6 +22,7 @@ from servegate.judge.stats import (
     request_statistic,
     widen_for_run_spread,
 )
+from servegate.metrics import QUANTITIES
 
 
 @dataclass
@@ -54,7 +55,7 @@ def arm_from_points(label: str, points: list[dict[str, Any]]) -> Arm:
         vals = [p["metrics"].get(name) for p in points]
         if all(_finite(v) for v in vals):       # a metric missing in one repeat is unusable
             arm.metrics[name] = [float(v) for v in vals]
-    for key in ("ttft_ms", "tpot_ms", "e2e_latency_ms"):
+    for key in QUANTITIES:
         pooled = [float(v) for p in points for v in (p.get("requests") or {}).get(key, [])
                   if _finite(v)]
         if pooled:

@@ -21,15 +21,16 @@ from typing import Any
 import numpy as np
 
 from servegate.atomic import write_text
+from servegate.errors import ServegateError
+from servegate.metrics import QUANTITIES
 from servegate.results import MODES, Run
 
 BASELINE_SCHEMA_VERSION = 1
 REQUEST_SAMPLE_CAP = 512
-REQUEST_KEYS = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
 _SECRET = re.compile(r"(hf_[A-Za-z0-9]{8,}|(TOKEN|SECRET|PASSWORD|KEY)=\S+)", re.IGNORECASE)
 
 
-class BaselineError(ValueError):
+class BaselineError(ServegateError, ValueError):
     """A baseline file is missing or malformed; the message names file and field."""
 
 
@@ -118,7 +119,7 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
                 if _finite(value):
                     metric_values[name].append(float(value))
         requests: dict[str, Any] = {}
-        for req_key in REQUEST_KEYS:
+        for req_key in QUANTITIES:
             sample, total = _request_sample(points, req_key, request_cap, rng)
             if sample:
                 requests[req_key] = sample
@@ -231,7 +232,7 @@ def validate_baseline(data: Any, path: Path) -> dict[str, Any]:
                      "a number or null", spread)
         requests = point.get("requests", {})
         _require(isinstance(requests, dict), path, f"{where}.requests", "an object", requests)
-        for key in REQUEST_KEYS:
+        for key in QUANTITIES:
             if key in requests:
                 vals = requests[key]
                 _require(isinstance(vals, list) and all(_finite(v) for v in vals), path,

@@ -19,48 +19,24 @@ from typing import Literal
 import numpy as np
 from scipy import stats as sps
 
-Direction = Literal["lower", "higher"]
+from servegate.metrics import METRICS, Direction, direction, statistic_fn  # noqa: F401
+
 Verdict = Literal["pass", "regression", "improvement", "inconclusive"]
 VERDICTS: tuple[str, ...] = ("pass", "regression", "improvement", "inconclusive")
 
-_LOWER_SUFFIXES = ("_ttft_ms", "_tpot_ms", "_itl_ms", "_e2e_latency_ms")
-REQUEST_QUANTITIES = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
 POWER_Z = float(sps.norm.ppf(0.8))      # 80 % power for the minimal detectable effect
-
-
-def direction(metric: str) -> Direction:
-    """Which way is better for ``metric`` (ValueError for a metric the judge can't orient)."""
-    if metric.endswith(_LOWER_SUFFIXES):
-        return "lower"
-    if "throughput" in metric or metric == "accuracy" or metric.endswith("_accuracy"):
-        return "higher"
-    raise ValueError(
-        f"metric {metric!r}: unknown direction (lower is better for *{', *'.join(_LOWER_SUFFIXES)};"
-        " higher is better for *throughput* and accuracy)")
 
 
 def request_statistic(metric: str) -> tuple[str, Callable[[np.ndarray], np.ndarray]] | None:
     """For metrics recomputable from per-request samples: (requests key, row-wise statistic).
 
-    ``mean_ttft_ms`` -> (``ttft_ms``, mean over axis -1). ITL and throughput are not per-request
-    quantities in run.json, so they return None and can only be judged over repeats.
+    ``mean_ttft_ms`` -> (``ttft_ms``, mean over axis -1), as the metric registry declares it.
+    Summary-only metrics (ITL, throughput) return None and can only be judged over repeats.
     """
-    for quantity in REQUEST_QUANTITIES:
-        suffix = "_" + quantity
-        if not metric.endswith(suffix):
-            continue
-        prefix = metric[: -len(suffix)]
-        if prefix == "mean":
-            return quantity, lambda a: np.mean(a, axis=-1)
-        if prefix in ("median", "p50"):
-            return quantity, lambda a: np.median(a, axis=-1)
-        if prefix == "std":
-            return quantity, lambda a: np.std(a, axis=-1)
-        if prefix.startswith("p") and prefix[1:].replace(".", "", 1).isdigit():
-            q = float(prefix[1:])
-            if 0 < q < 100:
-                return quantity, lambda a, q=q: np.percentile(a, q, axis=-1)
-    return None
+    registered = METRICS.get(metric)
+    if registered is None or registered.quantity is None or registered.statistic is None:
+        return None
+    return registered.quantity, statistic_fn(registered.statistic)
 
 
 def per_check_confidence(confidence: float, n_checks: int) -> float:

@@ -9,7 +9,6 @@ both avoids prefix reuse and leaves the marker the server-log parser cuts at.
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import time
 from collections.abc import Callable
@@ -17,18 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from servegate.errors import ServegateError
+from servegate.metrics import METRICS, RequestSample, per_request_samples, summarise
 from servegate.results import Requests
 from servegate.serve.process import kill_tree, tail
 
-SUMMARY_STATS = ("mean", "median", "std", "p90", "p95", "p99")
-SUMMARY_METRICS = ("ttft", "tpot", "itl", "e2e_latency")
-OTHER_KEYS = ("completed", "duration", "request_throughput", "input_throughput",
-              "output_throughput", "total_throughput", "total_input_tokens",
-              "total_output_tokens", "concurrency", "max_output_tokens_per_s")
+# Counters kept beside the registered metrics (servegate.metrics), never judged.
+COUNTER_KEYS = ("completed", "duration", "total_input_tokens", "total_output_tokens",
+                "concurrency")
 REQUIRED_KEYS = ("completed", "duration", "median_ttft_ms", "median_tpot_ms")
 
 
-class ClientError(RuntimeError):
+class ClientError(ServegateError, RuntimeError):
     """The client failed or wrote unusable output; the message names the file and the problem."""
 
 
@@ -125,12 +124,11 @@ def parse_client_jsonl(path: Path, expect_prompts: int | None = None
         if _num(record.get(key)) is None:
             raise ClientError(f"{path}: missing or non-numeric {key!r} in the client's record")
     metrics: dict[str, float] = {}
-    for stat in SUMMARY_STATS:
-        for metric in SUMMARY_METRICS:
-            value = _num(record.get(f"{stat}_{metric}_ms"))
-            if value is not None:
-                metrics[f"{stat}_{metric}_ms"] = value
-    for key in OTHER_KEYS:
+    for registered in METRICS.values():
+        value = _num(record.get(registered.client_key))
+        if value is not None:
+            metrics[registered.name] = value
+    for key in COUNTER_KEYS:
         value = _num(record.get(key))
         if value is not None:
             metrics[key] = value
@@ -141,7 +139,13 @@ def parse_client_jsonl(path: Path, expect_prompts: int | None = None
     if expect_prompts is not None and completed != expect_prompts:
         raise ClientError(f"{path}: {completed} of {expect_prompts} requests completed; "
                           f"errors: {_first_errors(record)}")
-    return metrics, _requests(path, record)
+    requests = _requests(path, record)
+    # A registered statistic the client does not report is computed from the samples.
+    for registered in METRICS.values():
+        samples = requests.get(registered.quantity or "") or []
+        if registered.name not in metrics and registered.statistic and samples:
+            metrics[registered.name] = summarise(samples, registered.statistic)
+    return metrics, requests
 
 
 def _first_errors(record: dict[str, Any]) -> str:
@@ -158,25 +162,16 @@ def _requests(path: Path, record: dict[str, Any]) -> Requests:
     lengths = {key: len(record[key]) for key in details}
     if len(set(lengths.values())) != 1:
         raise ClientError(f"{path}: per-request detail lists differ in length {lengths}")
-    ttft_ms: list[float] = []
-    tpot_ms: list[float] = []
-    e2e_ms: list[float] = []
-    input_lens: list[int] = []
-    output_lens: list[int] = []
+    samples: list[RequestSample] = []
     for ttft, itl, n_in, n_out, error in zip(record["ttfts"], record["itls"],
                                             record["input_lens"], record["output_lens"],
                                             record["errors"], strict=True):
         if error or _num(ttft) is None or not ttft:
             continue
-        itl = [float(x) for x in itl or []]
-        latency = float(ttft) + sum(itl)          # the client's details carry no latency
-        ttft_ms.append(float(ttft) * 1000.0)
-        e2e_ms.append(latency * 1000.0)
-        input_lens.append(int(n_in))
-        output_lens.append(int(n_out))
-        if int(n_out) > 1:
-            tpot = (latency - float(ttft)) / (int(n_out) - 1) * 1000.0
-            if math.isfinite(tpot):
-                tpot_ms.append(tpot)
-    return Requests(ttft_ms=ttft_ms, tpot_ms=tpot_ms, e2e_latency_ms=e2e_ms,
-                    input_lens=input_lens, output_lens=output_lens)
+        samples.append(RequestSample(float(ttft), [float(x) for x in itl or []], int(n_in),
+                                     int(n_out)))
+    # Every registered per-request quantity (servegate.metrics), plus the lengths sent.
+    requests: dict[str, Any] = per_request_samples(samples)
+    requests["input_lens"] = [s.input_len for s in samples]
+    requests["output_lens"] = [s.output_len for s in samples]
+    return requests  # type: ignore[return-value]

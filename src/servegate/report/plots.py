@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from servegate.judge.baselines import group_points
-from servegate.judge.config import JudgeConfig
+from servegate.metrics import METRICS
 from servegate.results import MODES, Run
 
 if TYPE_CHECKING:
@@ -43,13 +43,6 @@ def _save(fig: Any, path: Path) -> Path:
     finally:
         plt.close(fig)
     return path
-
-
-def _pick(config: JudgeConfig, names: set[str], needle: str, fallback: str) -> str:
-    for metric in (config.gfx95_ttft_metric if needle == "ttft" else "", *config.metrics):
-        if needle in metric and metric in names:
-            return metric
-    return fallback
 
 
 def _vs_concurrency(run: Run, baseline: dict[str, Any] | None, metric: str,
@@ -87,7 +80,8 @@ def _vs_concurrency(run: Run, baseline: dict[str, Any] | None, metric: str,
     ticks = sorted({c for (_, c) in groups})
     ax.set_xticks(ticks, [str(c) for c in ticks])
     ax.set_xlabel("concurrency")
-    ax.set_ylabel(metric)
+    registered = METRICS.get(metric)
+    ax.set_ylabel(f"{registered.label} ({registered.unit})" if registered else metric)
     ax.set_title(f"{run.get('suite', '?')} on {run.get('runner_class', '?')}: {metric}")
     ax.grid(True, alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
@@ -118,16 +112,15 @@ def _ttft_cdfs(run: Run, path: Path) -> Path:
 
 
 def write(judgement: Judgement) -> list[Path]:
-    """Write ``plots/ttft_vs_concurrency.png``, ``plots/tpot_vs_concurrency.png``,
+    """Write ``plots/<metric>_vs_concurrency.png`` for every gated metric and
     ``plots/ttft_cdf.png`` for a run with points; returns their paths."""
     run, run_dir, baseline, config = (judgement.run, judgement.run_dir, judgement.baseline,
                                       judgement.config)
     if run is None or not run.get("points"):
         return []
     names = {name for p in run.get("points", []) for name in p.get("metrics", {})}
-    ttft = _pick(config, names, "ttft", "mean_ttft_ms")
-    tpot = _pick(config, names, "tpot", "median_tpot_ms")
     out = Path(run_dir) / "plots"
-    return [_vs_concurrency(run, baseline, ttft, out / "ttft_vs_concurrency.png"),
-            _vs_concurrency(run, baseline, tpot, out / "tpot_vs_concurrency.png"),
-            _ttft_cdfs(run, out / "ttft_cdf.png")]
+    # One plot per gated metric the run has (the metric registry gives unit and label).
+    plotted = [m for m in dict.fromkeys(config.metrics) if m in names]
+    return ([_vs_concurrency(run, baseline, m, out / f"{m}_vs_concurrency.png") for m in plotted]
+            + [_ttft_cdfs(run, out / "ttft_cdf.png")])
