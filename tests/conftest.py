@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fault_helpers import SRC, TAG_VAR
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,6 +37,30 @@ def packaged_gsm8k() -> Path:
 def test_data() -> Path:
     """Fixtures recorded from real runs (``tests/data/README.md`` says what each is)."""
     return TEST_DATA
+
+
+# Fixtures of the fault tests (tests/test_faults_*.py; their helpers are in fault_helpers.py).
+
+@pytest.fixture
+def tag(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A unique value in the environment of everything this test starts."""
+    value = uuid.uuid4().hex
+    monkeypatch.setenv(TAG_VAR, value)
+    monkeypatch.setenv("SERVEGATE_RUNNER", "cpu")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    return value
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt in this process, whatever disposition pytest inherited
+    (a test run started with SIGINT ignored, e.g. in the background or under nohup)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -94,7 +94,7 @@ def test_suite_file_outside_suites_is_judged_with_its_own_table(
     recorded = json.loads((run_dir / "run.json").read_text())
     assert recorded["suite_source"]["path"] == str(other)
     assert recorded["judge_table"]["floors"]["mean_ttft_ms"] == 0.37
-    assert recorded["judge_table"] == load_suite(other).judge
+    assert recorded["judge_table"] == load_suite(other).judge_table
 
     # Judge a complete run of that suite, carrying the recorded table, against a baseline.
     from servegate.judge.baselines import baseline_from_run, baseline_path, write_baseline

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from judge_runs import make_run
 
+from servegate.config.judge import JudgeConfig
 from servegate.judge.claims import claim_pendings
-from servegate.judge.config import JudgeConfig
 from servegate.results import load_run
 
 
@@ -25,7 +25,7 @@ def _gfx95(tmp_path, factor, **kw):
 
 
 def test_gfx95_ttft_claim_pass_fail_inconclusive(tmp_path):
-    config = JudgeConfig(gfx95_min_ttft_improvement=0.04, run_to_run_cv=0.0)
+    config = JudgeConfig(gated_min_ttft_improvement=0.04, run_to_run_cv=0.0)
     good = _checks(_gfx95(tmp_path, 0.90), config)
     ttft = _by_prefix(good, "claim: on vs off mean_ttft_ms at c64")[0]
     assert ttft.verdict == "pass" and ttft.concurrency == 64 and ttft.gate

@@ -117,7 +117,8 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
     _check_points(run)
     suite = load_suite(suite_path("cpu"))
     assert suite.gsm8k is not None
-    _check_gsm8k(run_dir, run, int(suite.gsm8k["questions"]))
+    assert suite.gsm8k.questions is not None
+    _check_gsm8k(run_dir, run, suite.gsm8k.questions)
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert verdict["overall"] in {"pass", "improvement", "inconclusive"}
     assert verdict["checks"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from servegate.accuracy.runner import AccuracyConfigError, Settings
+from servegate.config.gsm8k import AccuracyConfigError
+from servegate.config.gsm8k import GSM8KSettings as Settings
 
 
 def test_defaults_and_cpu_suite_table() -> None:

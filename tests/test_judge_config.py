@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servegate.judge.config import JudgeConfigError, load_judge_config
+from servegate.config.judge import JudgeConfigError, load_judge_table, parse_judge_table
 
 
 def _suite(tmp_path, body: str) -> None:
@@ -13,9 +13,9 @@ def _suite(tmp_path, body: str) -> None:
 
 
 def test_missing_file_or_table_gives_defaults(tmp_path):
-    assert load_judge_config("s", tmp_path).metrics[0] == "mean_ttft_ms"
+    assert load_judge_table(tmp_path / "suites" / "s.toml").metrics[0] == "mean_ttft_ms"
     _suite(tmp_path, "[suite]\nname = 's'\n")
-    config = load_judge_config("s", tmp_path)
+    config = load_judge_table(tmp_path / "suites" / "s.toml")
     assert "no [judge] table" in config.source and config.confidence == 0.95
 
 
@@ -28,10 +28,10 @@ confidence = 0.9
 gfx95_min_ttft_improvement = 0.05
 noop_margin = 0.08
 """)
-    config = load_judge_config("s", tmp_path)
+    config = load_judge_table(tmp_path / "suites" / "s.toml")
     assert config.metrics == ("mean_ttft_ms", "output_throughput")
     assert config.floor("mean_ttft_ms") == 0.1 and config.floor("p99_ttft_ms") == 0.05
-    assert (config.gfx95_min_ttft_improvement, config.noop_margin) == (0.05, 0.08)
+    assert (config.gated_min_ttft_improvement, config.noop_margin) == (0.05, 0.08)
 
 
 @pytest.mark.parametrize(("body", "needle"), [
@@ -44,12 +44,20 @@ noop_margin = 0.08
 def test_malformed_names_file_and_key(tmp_path, body, needle):
     _suite(tmp_path, body)
     with pytest.raises(JudgeConfigError) as err:
-        load_judge_config("s", tmp_path)
+        load_judge_table(tmp_path / "suites" / "s.toml")
     assert needle in str(err.value) and "s.toml" in str(err.value)
 
 
 def test_repository_suites_parse():
-    from servegate.envbuild import REPO_ROOT
+    from servegate.paths import SUITES_DIR
 
-    for path in sorted((REPO_ROOT / "suites").glob("*.toml")):
-        load_judge_config(path.stem)
+    for path in sorted(SUITES_DIR.glob("*.toml")):
+        load_judge_table(path)
+
+
+def test_gfx95_claim_keys_still_read_with_a_deprecation_note():
+    config = parse_judge_table({"claims": {"gfx95_min_ttft_improvement": 0.07,
+                                           "gfx95_claim_concurrency": 32}}, "old.toml")
+    assert (config.gated_min_ttft_improvement, config.gated_claim_concurrency) == (0.07, 32)
+    assert len(config.deprecations) == 2
+    assert all("deprecated name, read as gated_" in note for note in config.deprecations)

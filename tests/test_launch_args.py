@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -70,9 +71,8 @@ def test_stale_force_flag_is_not_inherited() -> None:
 def test_cpu_suite_argv_and_env_exact() -> None:
     suite = load_suite(suite_path("cpu"))
     spec = build_launch(python="/env/bin/python", model_path="/cache/models/smol",
-                        runner=SMOL.for_runner("cpu"), mode="forced", port=4321,
-                        chunk_size=suite.server_overrides["chunked_prefill_size"],
-                        page_size=suite.server_overrides["page_size"], base_env=BASE_ENV)
+                        runner=suite.server_for("cpu"), mode="forced", port=4321,
+                        base_env=BASE_ENV)
     assert spec.argv == [
         "/env/bin/python", "-m", "sglang.launch_server", "--model-path", "/cache/models/smol",
         "--host", "127.0.0.1", "--port", "4321", "--chunked-prefill-size", "256",
@@ -105,6 +105,6 @@ def test_revision_and_bad_inputs() -> None:
         build_launch(python="py", model_path="m", runner=GLM.for_runner("gfx95"),
                      mode="fast", port=1, base_env={})
     with pytest.raises(ValueError, match="not a multiple of page size"):
-        build_launch(python="py", model_path="m", runner=SMOL.for_runner("cpu"), mode="off",
-                     port=1, chunk_size=250, base_env={})
+        build_launch(python="py", model_path="m", mode="off", port=1, base_env={},
+                     runner=replace(SMOL.for_runner("cpu"), chunked_prefill_size=250))
     assert launch.MODE_ENV["off"] == {"SGLANG_EXACT_CHUNK_FILL": "0"}

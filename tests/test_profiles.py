@@ -19,9 +19,15 @@ def test_shipped_suites_load() -> None:
     assert cpu.runners == ("cpu",)
     assert set(cpu.modes) == {"off", "on", "forced"}
     assert cpu.server_overrides["chunked_prefill_size"] % cpu.server_overrides["page_size"] == 0
-    assert cpu.gsm8k is not None and set(cpu.gsm8k) == {
+    assert cpu.gsm8k_table is not None and set(cpu.gsm8k_table) == {
         "questions", "shots", "concurrency", "max_tokens", "source", "seed"}
-    assert isinstance(cpu.judge, dict) and "floors" in cpu.judge
+    assert cpu.gsm8k is not None and (cpu.gsm8k.questions, cpu.gsm8k.source) == (16, "packaged")
+    assert cpu.judge_table is not None and "floors" in cpu.judge_table
+    assert cpu.judge.floor("mean_ttft_ms") == cpu.judge_table["floors"]["mean_ttft_ms"]
+    assert str(cpu.source) in cpu.judge.source
+    effective = cpu.server_for("cpu")
+    assert (effective.chunked_prefill_size, effective.page_size) == (
+        cpu.server_overrides["chunked_prefill_size"], cpu.server_overrides["page_size"])
     for name in ("premerge", "nightly"):
         suite = load_suite(suite_path(name))
         assert suite.model.path == "amd/GLM-5.2-MXFP4"

@@ -10,9 +10,9 @@ import pytest
 from judge_runs import make_run
 
 from servegate import compare as command
+from servegate.config.judge import JudgeConfig
 from servegate.judge import update
 from servegate.judge.checks import Check
-from servegate.judge.config import JudgeConfig
 from servegate.judge.evaluate import judge
 from servegate.judge.judgement import Judgement
 from servegate.judge.stats import Interval

@@ -150,9 +150,10 @@ def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel:
 
 
 def _accuracy(ctx: Context, server: Server, mode: str) -> None:
-    ctx.console.log(f"GSM8K ({mode}): {ctx.suite.gsm8k}")
+    assert ctx.suite.gsm8k is not None
+    ctx.console.log(f"GSM8K ({mode}): {ctx.suite.gsm8k_table}")
     try:
-        result = run_gsm8k(server.base_url, mode, ctx.run_dir, dict(ctx.suite.gsm8k or {}))
+        result = run_gsm8k(server.base_url, mode, ctx.run_dir, ctx.suite.gsm8k)
     except Exception as err:
         raise BenchError(f"GSM8K ({mode}) failed: {type(err).__name__}: {err}") from err
     ctx.session.add_accuracy(mode, result)  # type: ignore[arg-type]
@@ -160,13 +161,11 @@ def _accuracy(ctx: Context, server: Server, mode: str) -> None:
 
 def _start_server(ctx: Context, slot: ServerSlot, log_rel: str) -> Server:
     """Start and wait for the slot's server; a taken port is retried on a fresh one."""
-    runner_profile = ctx.suite.model.for_runner(ctx.detected.runner_class)
+    runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
     for attempt in range(1, PORT_ATTEMPTS + 1):
         spec = build_launch(
             python=ctx.python, model_path=ctx.model_dir, runner=runner_profile, mode=slot.mode,
-            port=free_port(), revision=ctx.suite.model.revision,
-            chunk_size=ctx.suite.server_overrides.get("chunked_prefill_size"),
-            page_size=ctx.suite.server_overrides.get("page_size"))
+            port=free_port(), revision=ctx.suite.model.revision)
         server = Server(spec, ctx.run_dir / log_rel)
         ctx.console.log(f"server {slot.index + 1}: mode {slot.mode}, repeat {slot.repeat}: "
                         f"starting ({spec.display()})")
@@ -261,13 +260,11 @@ def main(argv: list[str]) -> int:
               f"this runner is {detected.runner_class!r} (use --runner or another --suite)",
               file=sys.stderr)
         return EXIT_INFRA
-    runner_profile = suite.model.for_runner(detected.runner_class)
+    server = suite.server_for(detected.runner_class)
     try:
         session = RunSession.create(
             args.results_dir, suite, detected.runner_class, argv,
-            chunk_size=suite.server_overrides.get("chunked_prefill_size",
-                                                  runner_profile.chunked_prefill_size),
-            page_size=suite.server_overrides.get("page_size", runner_profile.page_size))
+            chunk_size=server.chunked_prefill_size, page_size=server.page_size)
     except OSError as err:
         print(f"servegate bench: cannot create the run folder: {err}", file=sys.stderr)
         return EXIT_INFRA

@@ -2,13 +2,18 @@
 
 Subcommand modules are imported lazily so ``servegate compare`` never pays for importing torch.
 Every command module exposes ``main(argv: list[str]) -> int``. Exit codes across servegate:
-0 pass/improvement, 1 regression, 2 infrastructure or input error, 3 inconclusive (``--strict``).
+0 pass/improvement, 1 regression, 2 infrastructure or input error, 3 inconclusive (``--strict``)
+(all in :mod:`servegate.errors`). A :class:`~servegate.errors.ServegateError` a command lets
+escape is caught here, once: one line on stderr and its ``exit_code``.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+
+from servegate.errors import EXIT_INFRA as EXIT_USAGE
+from servegate.errors import ServegateError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "admission": ("servegate.admission.cli", "replay the real PrefillAdder (replay, suite)"),
@@ -18,8 +23,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "update-baselines": ("servegate.judge.update", "store a complete run as a baseline"),
     "env": ("servegate.envcli", "build/locate the shared CPU sglang environment; print its python"),
 }
-
-EXIT_USAGE = 2
 
 
 def _usage() -> str:
@@ -38,4 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"servegate: unknown command {name!r}\n{_usage()}", file=sys.stderr)
         return EXIT_USAGE
     module = importlib.import_module(COMMANDS[name][0])
-    return int(module.main(rest))
+    try:
+        return int(module.main(rest))
+    except ServegateError as err:
+        # Last line of defence: commands catch what they expect; a deliberate error that gets
+        # this far still ends as its exit code and one line, never a traceback.
+        print(f"servegate {name}: {err}", file=sys.stderr)
+        return err.exit_code

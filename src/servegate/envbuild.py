@@ -22,12 +22,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from servegate.errors import ServegateError
+from servegate.paths import REPO_ROOT
+
 CPU_REQUIREMENTS = REPO_ROOT / "ci" / "requirements-cpu.txt"
 COMPLETE_MARKER = ".servegate-complete.json"
 
 
-class EnvBuildError(RuntimeError):
+class EnvBuildError(ServegateError, RuntimeError):
     """An environment could not be built; the message names the failing step."""
 
 

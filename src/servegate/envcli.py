@@ -13,8 +13,8 @@ import json
 import sys
 
 from servegate import envbuild
-
-EXIT_MISSING, EXIT_BUILD_FAILED = 1, 2
+from servegate.errors import EXIT_INFRA as EXIT_BUILD_FAILED
+from servegate.errors import EXIT_REGRESSION as EXIT_MISSING  # 1: a failed check
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,12 +23,13 @@ from types import ModuleType
 from typing import Any
 
 from servegate.config.profiles import RUNNER_CLASSES
+from servegate.errors import ServegateError
 from servegate.results import Fingerprint
 
 IMAGE_ENV_VARS = ("SERVEGATE_IMAGE", "SGLANG_IMAGE", "DOCKER_IMAGE", "CONTAINER_IMAGE")
 
 
-class RunnerError(ValueError):
+class RunnerError(ServegateError, ValueError):
     """An unknown ``--runner`` value."""
 
 

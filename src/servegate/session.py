@@ -53,7 +53,7 @@ class RunSession:
             "points": [],
             # The judge must use the suite file that was run, not suites/<name>.toml.
             "suite_source": {"path": str(suite.source), "sha256": file_sha256(suite.source)},
-            "judge_table": suite.judge,
+            "judge_table": suite.judge_table,
         }
         return cls(run_dir, run)
 

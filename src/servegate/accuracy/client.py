@@ -22,10 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from servegate.errors import ServegateError
+
 DEFAULT_STOP = ("Question",)
 
 
-class GenerationError(RuntimeError):
+class GenerationError(ServegateError, RuntimeError):
     """The server answered with an error or a malformed body, or stayed unreachable."""
 
 

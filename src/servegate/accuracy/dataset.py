@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servegate.accuracy.extract import gold_answer
+from servegate.errors import ServegateError
 
 HUB_ID = "openai/gsm8k"
 HUB_CONFIG = "main"
 FIELDS = ("question", "answer")
 
 
-class DatasetError(ValueError):
+class DatasetError(ServegateError, ValueError):
     """A GSM8K source is missing, unreadable or malformed; the message names file and field."""
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
+from servegate.config.gsm8k import EXTRACTIONS
+
 STRICT_RE = re.compile(r"#### (\-?[0-9\.\,]+)")
 FLEXIBLE_RE = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
-EXTRACTIONS = ("flexible", "strict")
 
 
 def to_decimal(text: str) -> Decimal | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from servegate.accuracy.paired import analyse
 from servegate.atomic import write_text
+from servegate.errors import ServegateError
 from servegate.results import MODES, load_run
 
 HEADING = "## Accuracy (GSM8K)"
@@ -16,7 +17,7 @@ REFERENCE = "off"
 PAIRS = (("on", REFERENCE), ("forced", REFERENCE))
 
 
-class RecordsError(ValueError):
+class RecordsError(ServegateError, ValueError):
     """A ``gsm8k/<mode>.jsonl`` file is missing or malformed; the message names file and field."""
 
 

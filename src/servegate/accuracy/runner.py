@@ -10,83 +10,23 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from servegate.accuracy import dataset as ds
 from servegate.accuracy.client import Completion, GenerateClient, GenerationError
-from servegate.accuracy.extract import EXTRACTIONS, extract_flexible, extract_strict, is_correct
+from servegate.accuracy.extract import extract_flexible, extract_strict, is_correct
 from servegate.accuracy.paired import wilson
 from servegate.accuracy.prompts import build_prefix, build_prompt, select_shots
 from servegate.atomic import write_text
+from servegate.config.gsm8k import AccuracyConfigError, GSM8KSettings
 
 RECORDS_DIR = "gsm8k"
-SPLIT_ALIAS = {"dataset": "test", "train_dataset": "train"}
-
-
-class AccuracyConfigError(ValueError):
-    """A ``[gsm8k]`` suite setting is wrong; the message names the key and what was expected."""
 
 
 # What bench should map to exit code 2 (bad suite/dataset input, server failure).
 ACCURACY_ERRORS: tuple[type[Exception], ...] = (
     AccuracyConfigError, ds.DatasetError, GenerationError)
-
-
-@dataclass(frozen=True)
-class Settings:
-    questions: int | None = None     # first N of the evaluated split; None = all
-    shots: int = 5
-    concurrency: int = 8
-    max_tokens: int = 512
-    source: str = "packaged"          # "packaged" (shipped, default) | "hub" | a jsonl path/dir
-    train_dataset: str | None = None  # None or "train" = the same source's train split
-    seed: int = 1234
-    extraction: str = "flexible"
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Settings:
-        known = set(cls.__dataclass_fields__) | {"dataset"}  # dataset: source's old name
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise AccuracyConfigError(f"[gsm8k]: unknown key(s) {unknown}; expected some of "
-                                      f"{sorted(known)}")
-        values: dict[str, Any] = {}
-        for key in ("shots", "concurrency", "max_tokens", "seed"):
-            if key in raw:
-                values[key] = _int(key, raw[key], minimum=0 if key in {"shots", "seed"} else 1)
-        if "questions" in raw:
-            q = raw["questions"]
-            values["questions"] = None if q == "all" else _int("questions", q, minimum=1)
-        if "source" in raw and "dataset" in raw:
-            raise AccuracyConfigError("[gsm8k]: set source (dataset is its deprecated name), "
-                                      "not both")
-        for key in ("source", "dataset", "train_dataset"):
-            if key in raw and (not isinstance(raw[key], str) or not raw[key]):
-                raise AccuracyConfigError(f"[gsm8k].{key}: expected \"packaged\", \"hub\", "
-                                          f"a hub id or a path, got {raw[key]!r}")
-        if "source" in raw:
-            values["source"] = raw["source"]
-        elif "dataset" in raw:  # deprecated spelling: "test" meant the default source
-            values["source"] = "packaged" if raw["dataset"] == SPLIT_ALIAS["dataset"] \
-                else raw["dataset"]
-        if "train_dataset" in raw and raw["train_dataset"] != SPLIT_ALIAS["train_dataset"]:
-            values["train_dataset"] = raw["train_dataset"]
-        if "extraction" in raw:
-            if raw["extraction"] not in EXTRACTIONS:
-                raise AccuracyConfigError(f"[gsm8k].extraction: expected one of {EXTRACTIONS}, "
-                                          f"got {raw['extraction']!r}")
-            values["extraction"] = raw["extraction"]
-        return cls(**values)
-
-
-def _int(key: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        extra = ' or "all"' if key == "questions" else ""
-        raise AccuracyConfigError(f"[gsm8k].{key}: expected an integer >= {minimum}{extra}, "
-                                  f"got {value!r}")
-    return value
 
 
 def _progress(total: int, mode: str) -> Any:
@@ -102,13 +42,12 @@ def _progress(total: int, mode: str) -> Any:
     return on_done
 
 
-def run_gsm8k(base_url: str, mode: str, run_dir: Path, settings: dict) -> dict:
+def run_gsm8k(base_url: str, mode: str, run_dir: Path, config: GSM8KSettings) -> dict:
     """Evaluate GSM8K against the server at ``base_url``; write ``gsm8k/<mode>.jsonl``.
 
     Raises ``AccuracyConfigError`` / ``DatasetError`` on bad input and ``GenerationError`` when
     the server fails (bench maps both to exit code 2). Returns an AccuracyResult dict.
     """
-    config = Settings.parse(settings)
     evaluated = ds.load_gsm8k(config.source, "test")
     rows = evaluated.rows[: config.questions] if config.questions else evaluated.rows
     if config.questions and config.questions > len(evaluated.rows):
@@ -152,7 +91,7 @@ def run_gsm8k(base_url: str, mode: str, run_dir: Path, settings: dict) -> dict:
                      duration)
 
 
-def summarize(records: list[dict[str, Any]], config: Settings, relative: str,
+def summarize(records: list[dict[str, Any]], config: GSM8KSettings, relative: str,
               evaluated: ds.GSM8K, train: ds.GSM8K, shot_ids: list[int],
               duration: float) -> dict[str, Any]:
     n = len(records)

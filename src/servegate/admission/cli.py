@@ -11,9 +11,10 @@ from pathlib import Path
 
 from servegate import atomic
 from servegate.admission.scenario import EXACT_FILL_MODES, Prompt, Scenario, ScenarioError
-from servegate.envbuild import REPO_ROOT
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+from servegate.errors import EXIT_INFRA as EXIT_USAGE
+from servegate.errors import EXIT_OK
+from servegate.errors import EXIT_REGRESSION as EXIT_FAIL  # 1: a failed check
+from servegate.paths import BASELINES_DIR, RESULTS_DIR, SUITES_DIR
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,9 +82,9 @@ def replay_main(argv: list[str]) -> int:
 def _suite_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="servegate admission suite",
                 description="Replay the admission matrix, check it, compare with golden traces.")
-    p.add_argument("--suite", type=Path, default=REPO_ROOT / "suites" / "admission.toml")
-    p.add_argument("--golden", type=Path, default=REPO_ROOT / "baselines" / "admission")
-    p.add_argument("--results-dir", type=Path, default=REPO_ROOT / "results")
+    p.add_argument("--suite", type=Path, default=SUITES_DIR / "admission.toml")
+    p.add_argument("--golden", type=Path, default=BASELINES_DIR / "admission")
+    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     p.add_argument("--update", action="store_true",
                    help="rewrite the golden traces from this run (atomically)")
     return p

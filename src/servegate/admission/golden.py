@@ -16,11 +16,12 @@ from typing import Any
 
 from servegate import atomic
 from servegate.admission.replay import Trace
+from servegate.errors import ServegateError
 
 GOLDEN_SCHEMA = 1
 
 
-class GoldenError(ValueError):
+class GoldenError(ServegateError, ValueError):
     """A golden file is missing or malformed; the message names the file and field."""
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from servegate.errors import ServegateError
+
 EXACT_FILL_MODES: tuple[str, ...] = ("off", "on", "forced")
 PATHS: tuple[str, ...] = ("radix", "no-radix", "no-radix-ignore-eos")
 
 
-class ScenarioError(ValueError):
+class ScenarioError(ServegateError, ValueError):
     """A scenario's parameters are invalid; the message names the option."""
 
 

@@ -1,19 +1,21 @@
-"""Suites (``suites/<name>.toml``): which model, modes, load points, repeats; plus the tables
-other stages read (``[gsm8k]`` for accuracy, ``[judge]`` for the judge, kept as plain dicts)."""
+"""Suites (``suites/<name>.toml``): which model, modes, load points, repeats, and the tables the
+other stages read, validated here once: ``[gsm8k]`` (:class:`GSM8KSettings`) and ``[judge]``
+(:class:`JudgeConfig`). :meth:`Suite.server_for` gives the effective server settings per runner
+class (the profile's, with the suite's ``[server]`` overrides applied) - the one place they are
+worked out."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from servegate.config._schema import ConfigError, Field, check_table, load_toml
-from servegate.config.profiles import RUNNER_CLASSES, ModelProfile, load_profile
+from servegate.config.gsm8k import AccuracyConfigError, GSM8KSettings
+from servegate.config.judge import JudgeConfig, parse_judge_table
+from servegate.config.profiles import RUNNER_CLASSES, ModelProfile, RunnerProfile, load_profile
+from servegate.paths import MODELS_DIR, SUITES_DIR
 from servegate.results import MODES
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
-SUITES_DIR = REPO_ROOT / "suites"
-MODELS_DIR = REPO_ROOT / "models"
 
 _TOP = {
     "suite": Field(dict, required=True),
@@ -40,7 +42,7 @@ _LOAD = {
     "warmup_requests": Field(int, required=True),
     "point_timeout_s": Field(int, required=True),
 }
-_GSM8K = {  # consumed by servegate.accuracy (its Settings.parse re-checks values)
+_GSM8K = {  # types here; values checked by GSM8KSettings.parse
     "questions": Field((int, str), required=True),     # a count, or "all"
     "shots": Field(int, required=True),
     "concurrency": Field(int, required=True),
@@ -74,9 +76,19 @@ class Suite:
     seed: int
     load: Load
     server_overrides: dict[str, int] = field(default_factory=dict)
-    gsm8k: dict[str, Any] | None = None
-    judge: dict[str, Any] | None = None
+    gsm8k: GSM8KSettings | None = None
+    gsm8k_table: dict[str, Any] | None = None     # as written (recorded with results)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    judge_table: dict[str, Any] | None = None     # as written (recorded in run.json)
     description: str = ""
+
+    def server_for(self, runner_class: str) -> RunnerProfile:
+        """The model profile's settings for ``runner_class`` with this suite's ``[server]``
+        overrides (chunk size, page size) applied."""
+        profile = self.model.for_runner(runner_class)
+        return replace(profile, chunked_prefill_size=self.server_overrides.get(
+                           "chunked_prefill_size", profile.chunked_prefill_size),
+                       page_size=self.server_overrides.get("page_size", profile.page_size))
 
 
 def _positive_ints(path: Path, name: str, values: list[int] | tuple[int, ...]) -> None:
@@ -123,9 +135,15 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
                               f"got {gsm8k['questions']!r}")
         counts = [gsm8k[k] for k in ("questions", "concurrency", "max_tokens")]
         _positive_ints(path, "gsm8k", [c for c in counts if c != "all"])
-    judge = data.get("judge")
-    if judge is not None and not isinstance(judge, dict):
+    try:
+        gsm8k_settings = GSM8KSettings.parse(gsm8k) if gsm8k is not None else None
+    except AccuracyConfigError as err:
+        raise AccuracyConfigError(f"{path}: {err}") from err
+    judge_table = data.get("judge")
+    if judge_table is not None and not isinstance(judge_table, dict):
         raise ConfigError(f"{path}: [judge]: expected a table")
+    judge = (parse_judge_table(judge_table, str(path)) if judge_table is not None
+             else JudgeConfig(source=f"<defaults: {path} has no [judge] table>"))
     profile = load_profile((models_dir or MODELS_DIR) / f"{head['model']}.toml")
     for runner in head["runners"]:
         profile.for_runner(runner)
@@ -142,7 +160,8 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
                   num_prompts=tuple(load["num_prompts"]),
                   warmup_requests=load["warmup_requests"],
                   point_timeout_s=load["point_timeout_s"]),
-        server_overrides=dict(server), gsm8k=gsm8k, judge=judge,
+        server_overrides=dict(server), gsm8k=gsm8k_settings, gsm8k_table=gsm8k, judge=judge,
+        judge_table=judge_table,
         description=head.get("description", ""))
 
 

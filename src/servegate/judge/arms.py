@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from servegate.config.judge import JudgeConfig
 from servegate.judge.checks import Check
-from servegate.judge.config import JudgeConfig
 from servegate.judge.stats import (
     Interval,
     check_seed,

@@ -23,6 +23,7 @@ import numpy as np
 from servegate.atomic import write_text
 from servegate.errors import ServegateError
 from servegate.metrics import QUANTITIES
+from servegate.paths import BASELINES_DIR
 from servegate.results import MODES, Run
 
 BASELINE_SCHEMA_VERSION = 1
@@ -39,9 +40,7 @@ class BaselineMismatchError(BaselineError):
 
 
 def default_root() -> Path:
-    from servegate.envbuild import REPO_ROOT
-
-    return REPO_ROOT / "baselines"
+    return BASELINES_DIR
 
 
 def baseline_path(runner_class: str, model_profile: str, suite: str,

@@ -10,12 +10,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from servegate.errors import EXIT_INCONCLUSIVE, EXIT_INFRA, EXIT_OK, EXIT_REGRESSION
 from servegate.judge.stats import Interval
 
 CheckVerdict = Literal["pass", "regression", "improvement", "inconclusive", "error"]
 Kind = Literal["baseline", "accuracy", "claim", "experiment", "integrity"]
-
-EXIT_OK, EXIT_REGRESSION, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
 @dataclass
@@ -130,7 +129,7 @@ def exit_code(verdict: CheckVerdict, strict: bool) -> int:
     if verdict == "regression":
         return EXIT_REGRESSION
     if verdict == "error":
-        return EXIT_ERROR
+        return EXIT_INFRA
     if verdict == "inconclusive" and strict:
         return EXIT_INCONCLUSIVE
     return EXIT_OK

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from servegate.config.judge import JudgeConfig
 from servegate.judge.arms import Arm, NotJudgeable, Pending, arm_from_points, ratio_interval
 from servegate.judge.baselines import group_points, run_identity
 from servegate.judge.checks import Check
-from servegate.judge.config import JudgeConfig
 from servegate.judge.stats import (
     Interval,
     direction,
@@ -53,10 +53,10 @@ def _ratio_check(check: Check, current: Arm, reference: Arm, config: JudgeConfig
 
 def _ttft_claim(groups: dict[tuple[str, int], list[dict[str, Any]]],
                 config: JudgeConfig) -> Pending:
-    metric = config.gfx95_ttft_metric
-    required = config.gfx95_min_ttft_improvement
+    metric = config.gated_ttft_metric
+    required = config.gated_min_ttft_improvement
     concs = _concurrencies(groups, "on", "off")
-    conc = config.gfx95_claim_concurrency or (concs[-1] if concs else None)
+    conc = config.gated_claim_concurrency or (concs[-1] if concs else None)
     name = f"claim: on vs off {metric} at c{conc} improves >= {100 * required:.1f}%"
 
     def evaluate(confidence: float) -> Check:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from servegate.config.judge import JudgeConfig
 from servegate.judge.arms import (
     NotJudgeable,
     Pending,
@@ -13,7 +14,6 @@ from servegate.judge.arms import (
 )
 from servegate.judge.baselines import baseline_point, group_points, point_sort_key
 from servegate.judge.checks import Check
-from servegate.judge.config import JudgeConfig
 from servegate.judge.stats import direction, newcombe_difference, verdict
 from servegate.results import Run
 

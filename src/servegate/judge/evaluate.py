@@ -5,7 +5,14 @@ interval Bonferroni-corrected over the checks judged together. Pure decision: no
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from servegate.config.judge import (
+    JudgeConfig,
+    JudgeConfigError,
+    load_judge_table,
+    parse_judge_table,
+)
 from servegate.judge.baselines import (
     BaselineError,
     baseline_path,
@@ -16,10 +23,26 @@ from servegate.judge.baselines import (
 from servegate.judge.checks import Check
 from servegate.judge.claims import claim_pendings
 from servegate.judge.compare import baseline_pendings
-from servegate.judge.config import JudgeConfig, JudgeConfigError, judge_config_for_run
 from servegate.judge.judgement import Judgement
 from servegate.judge.stats import per_check_confidence
+from servegate.paths import SUITES_DIR
 from servegate.results import Run, RunFolderError, load_run
+
+
+def judge_config_for_run(run: dict[str, Any], suites_dir: Path = SUITES_DIR) -> JudgeConfig:
+    """The ``[judge]`` table of the suite file that was run (recorded in run.json by bench);
+    runs from before that was recorded fall back to ``suites/<suite>.toml``."""
+    if "judge_table" not in run:
+        if not run.get("suite"):
+            return JudgeConfig()
+        return load_judge_table(Path(suites_dir) / f"{run['suite']}.toml")
+    source = run.get("suite_source", {}).get("path", "<unknown suite file>")
+    table = run["judge_table"]
+    if table is None:
+        return JudgeConfig(source=f"<defaults: {source} has no [judge] table>")
+    if not isinstance(table, dict):
+        raise JudgeConfigError(f"run.json: judge_table must be a table (from {source})")
+    return parse_judge_table(table, f"{source} (as recorded in run.json)")
 
 
 def error_judgement(run_dir: Path, message: str, strict: bool,
@@ -29,7 +52,7 @@ def error_judgement(run_dir: Path, message: str, strict: bool,
 
 
 def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = False,
-          repo_root: Path | None = None, baselines_root: Path | None = None) -> Judgement:
+          suites_dir: Path = SUITES_DIR, baselines_root: Path | None = None) -> Judgement:
     """Load run, suite [judge] table and baseline; evaluate every check with one family size."""
     run_dir = Path(run_dir)
     try:
@@ -37,10 +60,10 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
     except RunFolderError as err:
         return error_judgement(run_dir, str(err), strict)
     try:
-        config = judge_config_for_run(dict(run), repo_root)
+        config = judge_config_for_run(dict(run), suites_dir)
     except JudgeConfigError as err:
         return error_judgement(run_dir, str(err), strict, run)
-    notes = [f"judge settings from {config.source}"]
+    notes = [f"judge settings from {config.source}", *config.deprecations]
     baseline = None
     explicit = baseline_file is not None
     if baseline_file is None:

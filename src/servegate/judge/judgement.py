@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servegate.config.judge import JudgeConfig
 from servegate.judge.checks import Check, CheckVerdict, exit_code, overall_verdict
-from servegate.judge.config import JudgeConfig
 from servegate.results import Run
 
 

@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats as sps
 
+from servegate.accuracy.paired import wilson  # the one Wilson interval (scipy)
 from servegate.metrics import METRICS, Direction, direction, statistic_fn  # noqa: F401
 
 Verdict = Literal["pass", "regression", "improvement", "inconclusive"]
@@ -245,18 +246,6 @@ def equivalence(interval: Interval, margin: float) -> Verdict:
 def tost_confidence(confidence: float) -> float:
     """Two one-sided tests at alpha each == a two-sided interval at 1 - 2*alpha."""
     return 1.0 - 2.0 * (1.0 - confidence)
-
-
-def wilson(correct: int, n: int, confidence: float) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion."""
-    if n <= 0:
-        return 0.0, 1.0
-    z = float(sps.norm.ppf(0.5 + confidence / 2))
-    p = correct / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def newcombe_difference(correct_a: int, n_a: int, correct_b: int, n_b: int,

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from servegate.errors import EXIT_INFRA as EXIT_REFUSED
+from servegate.errors import EXIT_OK
 from servegate.judge.baselines import (
     BaselineError,
     baseline_from_run,
@@ -23,8 +25,6 @@ from servegate.judge.baselines import (
     write_baseline,
 )
 from servegate.results import Run, RunFolderError, load_run
-
-EXIT_OK, EXIT_REFUSED = 0, 2
 
 
 def refusal_reasons(run: Run, target: Path, existing: dict[str, Any] | None) -> list[str]:

@@ -9,11 +9,12 @@ runner class imply is an error, never a silent pass: e.g. ``on`` on gfx95 with t
 
 from __future__ import annotations
 
+from servegate.errors import ServegateError
 from servegate.measure.logparse import forced_hook_pids, gate_values
 from servegate.results import Alignment
 
 
-class ExactFillMismatch(RuntimeError):
+class ExactFillMismatch(ServegateError, RuntimeError):
     """What the server did differs from what the mode asked for."""
 
 

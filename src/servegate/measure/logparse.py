@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from servegate.errors import ServegateError
 from servegate.results import Alignment
 
 PREFILL = re.compile(r"Prefill batch(?: \[\d+\])?, #new-seq: (?P<seq>\d+), "
@@ -34,7 +35,7 @@ FORCED_HOOK = re.compile(r"servegate-hook: exact chunk fill forced in pid (\d+)"
 GATE_HOOK = re.compile(r"servegate-hook: exact chunk fill gate=(True|False) in pid (\d+)")
 
 
-class LogParseError(ValueError):
+class LogParseError(ServegateError, ValueError):
     """The server log does not contain what the measurement needs (names file and reason)."""
 
 

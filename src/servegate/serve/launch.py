@@ -51,16 +51,14 @@ def build_launch(
     port: int,
     host: str = "127.0.0.1",
     revision: str | None = None,
-    chunk_size: int | None = None,
-    page_size: int | None = None,
     base_env: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
 ) -> LaunchSpec:
-    """argv + env for ``python -m sglang.launch_server``; suite overrides win over the profile."""
+    """argv + env for ``python -m sglang.launch_server`` from the effective runner settings
+    (``Suite.server_for``: the profile with the suite's overrides already applied)."""
     if mode not in MODE_ENV:
         raise ValueError(f"unknown exact-fill mode {mode!r} (expected {tuple(MODE_ENV)})")
-    chunk = chunk_size or runner.chunked_prefill_size
-    page = page_size or runner.page_size
+    chunk, page = runner.chunked_prefill_size, runner.page_size
     if page and chunk % page:
         raise ValueError(f"chunked prefill size {chunk} is not a multiple of page size {page}")
     argv = [python, "-m", "sglang.launch_server", "--model-path", model_path,

@@ -18,11 +18,12 @@ import tempfile
 from pathlib import Path
 
 from servegate import envbuild
+from servegate.errors import ServegateError
 
 DONE_MARKER = ".servegate-converted"
 
 
-class ModelPrepError(RuntimeError):
+class ModelPrepError(ServegateError, RuntimeError):
     """The model could not be located or converted; the message says which step failed."""
 
 

@@ -23,10 +23,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
+from servegate.errors import ServegateError
 from servegate.serve.launch import LaunchSpec
 
 
-class ServerError(RuntimeError):
+class ServerError(ServegateError, RuntimeError):
     """The server failed to start or died; ``log_tail`` holds the end of its log."""
 
     def __init__(self, message: str, log_tail: str = "") -> None:

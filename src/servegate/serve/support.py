@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from servegate.errors import ServegateError
+
 MIN_VERSION = "0.5.20"
 GATE_FILE = Path("srt") / "managers" / "schedule_policy.py"
 GATE_DEF = "def _use_exact_chunk_fill("
@@ -23,7 +25,7 @@ EXACT_FILL_MODES = ("on", "forced")
 _VERSION = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.M)
 
 
-class UnsupportedSglang(RuntimeError):
+class UnsupportedSglang(ServegateError, RuntimeError):
     """The sglang servegate would run cannot do what the requested modes need."""
 
 

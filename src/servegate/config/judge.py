@@ -6,22 +6,19 @@ malformed key is an input error naming the file and the key (never silently repl
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on 3.10
-    import tomli as tomllib
+from servegate.config._schema import ConfigError, load_toml
+from servegate.metrics import direction
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "mean_ttft_ms", "median_tpot_ms", "mean_e2e_latency_ms", "output_throughput")
 DEFAULT_FLOOR = 0.05
 
 
-class JudgeConfigError(ValueError):
+class JudgeConfigError(ConfigError):
     """The suite's ``[judge]`` table is malformed; the message names file and key."""
 
 
@@ -39,22 +36,24 @@ class JudgeConfig:
     # run-to-run CV assumed when neither side has >= 2 repeats to estimate it (CPU A/A: 4.5-7.5 %)
     run_to_run_cv: float = 0.05
     accuracy_floor: float = 0.02           # absolute accuracy drop vs baseline that counts
-    # A/B claims judged inside one run
-    gfx95_min_ttft_improvement: float = 0.04
-    gfx95_ttft_metric: str = "mean_ttft_ms"
-    gfx95_claim_concurrency: int | None = None   # None: the highest concurrency in the run
+    # A/B claims judged inside one run; "gated": runner classes whose architecture has the
+    # exact-fill gate on (servegate.runners), where `on` must show the PR's improvement
+    gated_min_ttft_improvement: float = 0.04
+    gated_ttft_metric: str = "mean_ttft_ms"
+    gated_claim_concurrency: int | None = None   # None: the highest concurrency in the run
     noop_margin: float = 0.05
     noop_metrics: tuple[str, ...] | None = None  # None: same as metrics
     accuracy_noninferiority_margin: float = 0.02
     experiment_metrics: tuple[str, ...] | None = None  # forced-vs-off; None: same as metrics
     source: str = "<defaults>"
+    deprecations: tuple[str, ...] = ()     # old key names read, for a note in the verdict
 
     def floor(self, metric: str) -> float:
         """Practical floor (relative change) for ``metric``."""
         return float(self.floors.get(metric, self.default_floor))
 
 
-_FLOAT_FRACTION = ("default_floor", "accuracy_floor", "run_to_run_cv", "gfx95_min_ttft_improvement",
+_FLOAT_FRACTION = ("default_floor", "accuracy_floor", "run_to_run_cv", "gated_min_ttft_improvement",
                    "noop_margin", "accuracy_noninferiority_margin")
 
 
@@ -66,9 +65,12 @@ def _metric_list(value: Any, where: str) -> tuple[str, ...]:
 
 _TOP_KEYS = ("metrics", "floors", "default_floor", "confidence", "bootstrap_resamples", "seed",
              "min_repeats_for_repeat_bootstrap", "accuracy_floor", "run_to_run_cv", "claims")
-_CLAIM_KEYS = ("gfx95_min_ttft_improvement", "gfx95_ttft_metric", "gfx95_claim_concurrency",
+_CLAIM_KEYS = ("gated_min_ttft_improvement", "gated_ttft_metric", "gated_claim_concurrency",
                "noop_margin", "noop_metrics", "accuracy_noninferiority_margin",
                "experiment_metrics")
+# Claim keys were named after gfx95 before runner classes had a registry; still read.
+DEPRECATED_CLAIM_KEYS = {f"gfx95_{k[len('gated_'):]}": k for k in _CLAIM_KEYS
+                         if k.startswith("gated_")}
 
 
 def _fraction(value: Any, where: str) -> float:
@@ -97,11 +99,11 @@ def _parse_value(key: str, value: Any, where: str) -> Any:
             raise JudgeConfigError(f"{where}: expected a float in [0.5, 1), got {value!r}")
         return value
     if key in ("bootstrap_resamples", "seed", "min_repeats_for_repeat_bootstrap",
-               "gfx95_claim_concurrency"):
+               "gated_claim_concurrency"):
         low = {"bootstrap_resamples": 200, "seed": 0,
-               "min_repeats_for_repeat_bootstrap": 2, "gfx95_claim_concurrency": 1}[key]
+               "min_repeats_for_repeat_bootstrap": 2, "gated_claim_concurrency": 1}[key]
         return _integer(value, where, low)
-    if key == "gfx95_ttft_metric":
+    if key == "gated_ttft_metric":
         if not isinstance(value, str) or "ttft" not in value:
             raise JudgeConfigError(f"{where}: expected a TTFT metric name, got {value!r}")
         return value
@@ -115,6 +117,7 @@ def parse_judge_table(table: dict[str, Any], source: str) -> JudgeConfig:
     the ones it gates), else to :data:`DEFAULT_METRICS`. Claim settings live in ``[judge.claims]``.
     """
     values: dict[str, Any] = {"source": source}
+    deprecated: list[str] = []
     for key, value in table.items():
         where = f"{source}: [judge].{key}"
         if key not in _TOP_KEYS:
@@ -127,6 +130,10 @@ def parse_judge_table(table: dict[str, Any], source: str) -> JudgeConfig:
                                        f"{', '.join(_CLAIM_KEYS)}, got {value!r}")
             for ckey, cvalue in value.items():
                 cwhere = f"{source}: [judge.claims].{ckey}"
+                if ckey in DEPRECATED_CLAIM_KEYS:
+                    deprecated.append(f"{cwhere}: deprecated name, read as "
+                                      f"{DEPRECATED_CLAIM_KEYS[ckey]}")
+                    ckey = DEPRECATED_CLAIM_KEYS[ckey]
                 if ckey not in _CLAIM_KEYS:
                     raise JudgeConfigError(
                         f"{cwhere}: unknown key (known: {', '.join(_CLAIM_KEYS)})")
@@ -135,9 +142,7 @@ def parse_judge_table(table: dict[str, Any], source: str) -> JudgeConfig:
         values[key] = _parse_value(key, value, where)
     if "metrics" not in values and values.get("floors"):
         values["metrics"] = tuple(values["floors"])
-    config = JudgeConfig(**values)
-    from servegate.judge.stats import direction  # local: keeps this module light
-
+    config = JudgeConfig(**values, deprecations=tuple(deprecated))
     for metric in (*config.metrics, *(config.noop_metrics or ()),
                    *(config.experiment_metrics or ()), *config.floors):
         try:
@@ -147,41 +152,12 @@ def parse_judge_table(table: dict[str, Any], source: str) -> JudgeConfig:
     return config
 
 
-def suite_path(suite: str, repo_root: Path | None = None) -> Path:
-    """``suites/<suite>.toml`` under the repository root."""
-    if repo_root is None:
-        from servegate.envbuild import REPO_ROOT
-
-        repo_root = REPO_ROOT
-    return Path(repo_root) / "suites" / f"{suite}.toml"
-
-
-def judge_config_for_run(run: dict[str, Any], repo_root: Path | None = None) -> JudgeConfig:
-    """The ``[judge]`` table of the suite file that was run (recorded in run.json by bench);
-    runs from before that was recorded fall back to ``suites/<suite>.toml``."""
-    if "judge_table" not in run:
-        return load_judge_config(run.get("suite"), repo_root)
-    source = run.get("suite_source", {}).get("path", "<unknown suite file>")
-    table = run["judge_table"]
-    if table is None:
-        return JudgeConfig(source=f"<defaults: {source} has no [judge] table>")
-    if not isinstance(table, dict):
-        raise JudgeConfigError(f"run.json: judge_table must be a table (from {source})")
-    return parse_judge_table(table, f"{source} (as recorded in run.json)")
-
-
-def load_judge_config(suite: str | None, repo_root: Path | None = None) -> JudgeConfig:
-    """The ``[judge]`` table of ``suites/<suite>.toml``; defaults when file or table is absent."""
-    if not suite:
-        return JudgeConfig()
-    path = suite_path(suite, repo_root)
+def load_judge_table(path: Path) -> JudgeConfig:
+    """The ``[judge]`` table of one suite file; defaults when the file or the table is absent."""
+    path = Path(path)
     if not path.is_file():
         return JudgeConfig(source=f"<defaults: {path} not found>")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise JudgeConfigError(f"{path}: not valid TOML ({err})") from err
-    table = data.get("judge")
+    table = load_toml(path).get("judge")
     if table is None:
         return JudgeConfig(source=f"<defaults: {path} has no [judge] table>")
     if not isinstance(table, dict):

@@ -1,0 +1,269 @@
+"""Faults of the server and bench lifecycle: the server failing to start, never getting ready,
+dying mid-run or losing its port; SIGINT/SIGTERM during a run and during teardown.
+
+The ``e2e`` cases run ``servegate bench`` against the real sglang CPU server (a one-point suite,
+see :mod:`fault_helpers`); the unmarked ones need no server. What every fault test asserts
+(one-line cause, exit code, no process left, no half-written JSON) is in :mod:`fault_helpers`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+from fault_helpers import (
+    FAKE_CLIENT,
+    _assert_no_half_json,
+    _assert_no_process_left,
+    _bench_proc,
+    _cause,
+    _communicate,
+    _failed_run,
+    _fault_suite,
+    _run_dir,
+    _wait_for,
+)
+
+from servegate import bench
+from servegate.results import load_run
+from servegate.serve import process
+
+# --------------------------------------------------------------------------- server faults (e2e)
+
+@pytest.mark.e2e
+def test_server_crashes_at_start(tmp_path: Path, tag: str) -> None:
+    """The real server rejects an invalid argument and exits: exit 2, cause + sglang's error."""
+    args = _fault_suite(tmp_path, extra_args=("--dtype", "not-a-dtype"))
+    out, err = _communicate(_bench_proc(args), timeout_s=240)
+    run_dir = Path(out.strip().splitlines()[-1])
+    cause = _cause(err)
+    assert re.fullmatch(r"ServerError: server exited with code \d+ before it was ready "
+                        r"\(log: .*/server/off-r0\.log\)", cause), cause
+    assert "--- last lines ---" in err and "not-a-dtype" in err      # sglang's own error
+    _failed_run(run_dir, cause)
+    _assert_no_process_left(tag, run_dir)
+
+
+@pytest.mark.e2e
+def test_server_never_ready(tmp_path: Path, tag: str) -> None:
+    """Readiness timeout while the real server is still loading (scheduler already spawned)."""
+    args = _fault_suite(tmp_path, launch_timeout_s=12)
+    started = time.monotonic()
+    out, err = _communicate(_bench_proc(args), timeout_s=240)
+    run_dir = Path(out.strip().splitlines()[-1])
+    cause = _cause(err)
+    assert cause.startswith("ServerError: server not ready after 12 s (http://127.0.0.1:"), cause
+    assert "--- last lines ---" in err
+    _failed_run(run_dir, cause)
+    _assert_no_process_left(tag, run_dir)
+    assert time.monotonic() - started < 120          # no hang past the timeout + teardown
+
+
+@pytest.mark.e2e
+def test_sigterm_during_server_start(tmp_path: Path, tag: str) -> None:
+    """SIGTERM (CI cancel) while the server is spawning its scheduler: 143, whole tree gone."""
+    proc = _bench_proc(_fault_suite(tmp_path))
+    try:
+        _wait_for(tag, "sglang.launch_server", ready=lambda p: bool(p.children()))
+        proc.send_signal(signal.SIGTERM)
+    finally:
+        out, err = _communicate(proc)
+    assert proc.returncode == 143, err[-3000:]
+    run_dir = Path(out.strip().splitlines()[-1])
+    cause = _cause(err)
+    assert cause == "interrupted (Terminated: received signal 15)"
+    _failed_run(run_dir, cause)
+    _assert_no_process_left(tag, run_dir)
+
+
+@pytest.mark.e2e
+def test_ctrl_c_during_client(tmp_path: Path, tag: str) -> None:
+    """Ctrl-C (SIGINT to bench's process group) while sglang's client drives the server, and
+    an impatient second Ctrl-C during the teardown: still 130, still nothing left behind."""
+    proc = _bench_proc(_fault_suite(tmp_path))
+    try:
+        _wait_for(tag, "sglang.benchmark.serving")
+        time.sleep(1.0)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.3)
+        os.killpg(proc.pid, signal.SIGINT)
+    finally:
+        out, err = _communicate(proc)
+    assert proc.returncode == 130, err[-3000:]
+    run_dir = Path(out.strip().splitlines()[-1])
+    cause = _cause(err)
+    assert cause == "interrupted (KeyboardInterrupt)"
+    _failed_run(run_dir, cause)
+    _assert_no_process_left(tag, run_dir)
+
+
+@pytest.mark.e2e
+def test_server_dies_during_run(tmp_path: Path, tag: str) -> None:
+    """The server's launcher is killed (as by the OOM killer) mid-point: bench notices at once
+    (not after the point timeout), blames the server, and reaps its orphaned scheduler."""
+    proc = _bench_proc(_fault_suite(tmp_path))
+    try:
+        _wait_for(tag, "sglang.benchmark.serving")
+        time.sleep(1.0)
+        server = _wait_for(tag, "sglang.launch_server")
+        orphans = server.children(recursive=True)
+        assert orphans                                  # scheduler + detokenizer
+        server.kill()
+        killed_at = time.monotonic()
+    finally:
+        out, err = _communicate(proc)
+    assert proc.returncode == 2, err[-3000:]
+    assert time.monotonic() - killed_at < 60
+    run_dir = Path(out.strip().splitlines()[-1])
+    cause = _cause(err)
+    assert re.fullmatch(r"ServerError: server died with code -9 \(log: .*/server/off-r0\.log\)",
+                        cause), cause
+    assert "--- last lines ---" in err
+    run = _failed_run(run_dir, cause)
+    assert run["points"] == []
+    _assert_no_process_left(tag, run_dir)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in orphans)
+
+
+@pytest.mark.e2e
+def test_client_returns_garbage(tmp_path: Path, tag: str, monkeypatch: pytest.MonkeyPatch,
+                                capfd: pytest.CaptureFixture[str]) -> None:
+    """The load client exits 0 but its result file is not JSON (test double at the client
+    boundary, against the real server): exit 2 naming the file; server torn down."""
+    script = tmp_path / "fake_client.py"
+    script.write_text(FAKE_CLIENT)
+    monkeypatch.setattr(bench, "client_argv", lambda python, point: [
+        python, str(script), str(point.output_file), "garbage"])
+    code = bench.main(_fault_suite(tmp_path))
+    out, err = capfd.readouterr()
+    assert code == 2, err[-3000:]
+    run_dir = _run_dir(tmp_path)
+    assert out.strip().splitlines()[-1] == str(run_dir)
+    cause = _cause(err)
+    assert re.fullmatch(r"ClientError: .*/client/off-c2-r0\.jsonl: last line is not JSON .*",
+                        cause), cause
+    _failed_run(run_dir, cause)
+    _assert_no_process_left(tag, run_dir)
+
+
+@pytest.mark.e2e
+def test_port_in_use_is_retried_and_secret_stays_out(
+        tmp_path: Path, tag: str, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """Two port faults, then a complete run with HF_TOKEN in the environment.
+
+    1st port: already bound before launch -> refused without starting a server.
+    2nd port: free at launch, taken while the real server loads (the race free_port leaves);
+    sglang logs "address already in use" and hangs -> bench sees it in the log, kills the tree.
+    3rd port: the run completes. The secret reached the server's environment but appears in
+    no file of the run folder, not in stdout/stderr and not in the server logs.
+    """
+    secret = f"hf_{uuid.uuid4().hex}"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen(1)
+    taken_port = held.getsockname()[1]
+    stolen: list[socket.socket] = []
+    stolen_port: list[int] = []
+    ports = iter([taken_port, process.free_port()])
+    monkeypatch.setattr(bench, "free_port", lambda: next(ports, None) or process.free_port())
+    secret_seen: list[bool] = []
+    log = tmp_path / "results"
+
+    def steal_second_port() -> None:
+        """Bind the 2nd port as soon as the server using it has been launched."""
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not stolen:
+            for path in log.glob("*/server/off-r0.log"):
+                match = re.search(r"--port (\d+)", path.read_text(errors="replace"))
+                if match and int(match.group(1)) != taken_port:
+                    sock = socket.socket()
+                    sock.bind(("127.0.0.1", int(match.group(1))))
+                    sock.listen(1)
+                    stolen.append(sock)
+                    stolen_port.append(int(match.group(1)))
+                    server = _wait_for(tag, "sglang.launch_server", timeout_s=60)
+                    secret_seen.append(server.environ().get("HF_TOKEN") == secret)
+                    return
+            time.sleep(0.05)
+
+    thief = threading.Thread(target=steal_second_port, daemon=True)
+    thief.start()
+    try:
+        code = bench.main(_fault_suite(tmp_path))
+    finally:
+        thief.join(timeout=5)
+        held.close()
+        for sock in stolen:
+            sock.close()
+    out, err = capfd.readouterr()
+    assert code == 0, err[-3000:]
+    run_dir = _run_dir(tmp_path)
+    flat = re.sub(r"\s+", " ", re.sub(r"\S+\.py:\d+", "", err))   # undo rich's wrapping
+    assert f"port {taken_port} on 127.0.0.1 is already in use; retrying on another port" in flat
+    assert stolen_port and f"could not bind port {stolen_port[0]}: already in use" in flat
+    assert "address already in use" in (run_dir / "server/off-r0.attempt2.log").read_text()
+    final_port = int(re.search(r"--port (\d+)", (run_dir / "server/off-r0.log").read_text())[1])
+    assert final_port not in {taken_port, stolen_port[0]}
+    run = load_run(run_dir)
+    assert run["complete"] is True and len(run["points"]) == 1
+    _assert_no_half_json(run_dir)
+    _assert_no_process_left(tag, run_dir)
+
+    assert secret_seen == [True]                     # the server did get the token
+    assert secret not in out and secret not in err
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert any(p.parent.name == "server" for p in files)
+    assert [p for p in files if secret.encode() in p.read_bytes()] == []
+
+
+# --------------------------------------------------------------------------- teardown vs signals
+
+def test_second_signal_during_teardown_forces_kill(tmp_path: Path, tag: str,
+                                                   ctrl_c_raises: None) -> None:
+    """A process that ignores SIGTERM plus a Ctrl-C during kill_tree's grace: the grace is cut
+    short (SIGKILL now), the tree is gone, and the Ctrl-C is re-raised afterwards."""
+    stubborn = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+         "signal.SIG_IGN); print('up', flush=True); time.sleep(3600)"],
+        stdout=subprocess.PIPE, start_new_session=True)
+    assert stubborn.stdout is not None and stubborn.stdout.readline() == b"up\n"
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        process.kill_tree(stubborn, grace_s=60)
+    assert time.monotonic() - started < 10
+    assert stubborn.poll() == -signal.SIGKILL
+    stubborn.stdout.close()
+    _assert_no_process_left(tag, None)
+
+
+# --------------------------------------------------------------------------- port (no server)
+
+def test_taken_port_refused_before_launch(tmp_path: Path) -> None:
+    """The server is never launched onto a taken port (its /health could be someone else's)."""
+    from servegate.serve.launch import LaunchSpec
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        spec = LaunchSpec(argv=[sys.executable, "-c", "pass", "--port", str(port)], env={},
+                          set_env={}, health_path="/health", timeout_s=5, chunk_size=256,
+                          page_size=64)
+        server = process.Server(spec, tmp_path / "server.log")
+        with pytest.raises(process.PortInUse, match=f"port {port} on 127.0.0.1 is already in use"):
+            server.start()
+        assert server.proc is None and not (tmp_path / "server.log").exists()
