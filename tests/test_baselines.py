@@ -75,11 +75,11 @@ def test_provenance_present_and_secret_free(tmp_path):
 
 def test_wrong_runner_or_model_names_both(tmp_path):
     path, doc = _stored(tmp_path)
-    other = load_run(make_run(tmp_path / "gpu", runner_class="gfx95", model_profile="glm-5.2"))
+    other = load_run(make_run(tmp_path / "gpu", runner_class="mi355x", model_profile="glm-5.2"))
     with pytest.raises(bl.BaselineMismatchError) as err:
         bl.ensure_matches(doc, path, other, "results/gpu-run")
     message = str(err.value)
-    for needle in ("'cpu'", "'gfx95'", "'smollm2-135m'", "'glm-5.2'", str(path),
+    for needle in ("'cpu'", "'mi355x'", "'smollm2-135m'", "'glm-5.2'", str(path),
                    "results/gpu-run"):
         assert needle in message
 

@@ -19,7 +19,7 @@ def _by_prefix(checks, prefix):
 
 
 def _gfx95(tmp_path, factor, **kw):
-    return make_run(tmp_path / f"gfx95-{factor}", runner_class="gfx95",
+    return make_run(tmp_path / f"gfx95-{factor}", runner_class="mi355x",
                     model_profile="glm-5.2-mxfp4", concurrencies=(4, 64), n_requests=200,
                     request_cv=0.03, effect=lambda m, c: factor if m == "on" else 1.0, **kw)
 
@@ -34,7 +34,7 @@ def test_gfx95_ttft_claim_pass_fail_inconclusive(tmp_path):
     # a true effect right at the stated 4 % with noisy data: the interval straddles 0.96
     verdicts = []
     for seed in range(5):
-        noisy = make_run(tmp_path / f"noisy{seed}", runner_class="gfx95", concurrencies=(64,),
+        noisy = make_run(tmp_path / f"noisy{seed}", runner_class="mi355x", concurrencies=(64,),
                          n_requests=20, request_cv=0.1, seed=seed,
                          effect=lambda m, c: 0.96 if m == "on" else 1)
         verdicts.append(_by_prefix(_checks(noisy, config), "claim: on vs off")[0].verdict)
@@ -71,7 +71,7 @@ def test_gfx95_gsm8k_unpaired_fallback(tmp_path):
 
 
 def test_noop_claims_on_other_runners(tmp_path):
-    same = make_run(tmp_path / "same", runner_class="gfx942", n_requests=3000, request_cv=0.05,
+    same = make_run(tmp_path / "same", runner_class="mi300x", n_requests=3000, request_cv=0.05,
                     concurrencies=(8,), modes=("off", "on"))
     checks = _checks(same, JudgeConfig(metrics=("mean_ttft_ms",), noop_margin=0.05,
                                        run_to_run_cv=0.0))
@@ -82,7 +82,7 @@ def test_noop_claims_on_other_runners(tmp_path):
 
 
 def test_noop_prefill_difference_and_effective_flag(tmp_path):
-    diff = make_run(tmp_path / "diff", runner_class="nvidia",
+    diff = make_run(tmp_path / "diff", runner_class="h200",
                     prefill_tokens={"off": [256, 236, 256], "on": [256, 256, 236]})
     check = _by_prefix(_checks(diff), "no-op: on@c2 prefill")[0]
     assert check.verdict == "regression" and "batch 1: off=236 on=256" in check.reason

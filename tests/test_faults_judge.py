@@ -78,10 +78,10 @@ def test_compare_baseline_malformed(judged_run: Path, tmp_path: Path, content: s
 
 def test_compare_baseline_for_another_runner(judged_run: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    other = _baseline_for(tmp_path, runner_class="gfx942")
+    other = _baseline_for(tmp_path, runner_class="mi300x")
     code, out = _compare(judged_run, other, capsys)
     assert code == 2
-    assert "baseline does not belong to this run: runner_class 'gfx942'" in _error_line(out)
+    assert "baseline does not belong to this run: runner_class 'mi300x'" in _error_line(out)
 
 
 def test_compare_reports_unwritable(judged_run: Path, monkeypatch: pytest.MonkeyPatch,
@@ -115,11 +115,11 @@ def test_update_baselines_malformed_target_untouched(judged_run: Path, tmp_path:
 
 def test_update_baselines_other_runner_refused(judged_run: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    target = _baseline_for(tmp_path, runner_class="gfx942")
+    target = _baseline_for(tmp_path, runner_class="mi300x")
     before = target.read_bytes()
     code, err = _update(judged_run, target, capsys)
     assert code == 2
-    assert "runner_class: run has 'cpu' but baseline" in err and "'gfx942'" in err
+    assert "runner_class: run has 'cpu' but baseline" in err and "'mi300x'" in err
     assert target.read_bytes() == before
 
 

@@ -106,7 +106,11 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
     proc = subprocess.run([python, "-m", "nox", "-s", "bench"], cwd=clone, env=_user_env(tag),
                           capture_output=True, text=True, timeout=2400)
     elapsed = time.monotonic() - started
-    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-6000:])
+    if proc.returncode != 0:
+        verdicts = [line for line in proc.stdout.splitlines()
+                    if line.strip().startswith(("[REGRESSION", "[ERROR", "verdict:"))]
+        pytest.fail(f"README main command exited {proc.returncode}\n" + "\n".join(verdicts)
+                    + f"\n--- stderr tail ---\n{proc.stderr[-4000:]}", pytrace=False)
     run_dir = Path(proc.stdout.strip().splitlines()[-1])        # last line: the run folder
     assert run_dir.parent == clone / "results" and run_dir.name.startswith("cpu-cpu-")
 

@@ -95,16 +95,16 @@ def test_exact_fill_read_back(test_data: Path) -> None:
     stats_off = logparse.alignment(logparse.parse_prefill_lines(off)[2:], 256)
     assert check_effective("forced", "cpu", forced, stats_forced) is True
     with pytest.raises(ExactFillMismatch, match="no 'servegate-hook: exact chunk fill forced'"):
-        check_effective("forced", "gfx942", off, stats_off)
+        check_effective("forced", "mi300x", off, stats_off)
     gate_off = off + "\nservegate-hook: exact chunk fill gate=False in pid 7\n"
     assert check_effective("off", "cpu", gate_off, stats_off) is False
-    assert check_effective("on", "gfx942", gate_off, stats_off) is False
-    with pytest.raises(ExactFillMismatch, match="mode on on runner gfx95: exact fill expected "
+    assert check_effective("on", "mi300x", gate_off, stats_off) is False
+    with pytest.raises(ExactFillMismatch, match="mode on on runner mi355x: exact fill expected "
                                                 "effective"):
-        check_effective("on", "gfx95", gate_off, stats_off)
+        check_effective("on", "mi355x", gate_off, stats_off)
     gate_on = off + "\nservegate-hook: exact chunk fill gate=True in pid 7\n"
     with pytest.raises(ExactFillMismatch, match="saturated prefill batches are exactly 256"):
-        check_effective("on", "gfx95", gate_on, stats_off)
+        check_effective("on", "mi355x", gate_on, stats_off)
     with pytest.raises(ExactFillMismatch, match="forcing hook ran"):
         check_effective("off", "cpu", forced, stats_forced)
     with pytest.raises(ExactFillMismatch, match="never reported"):

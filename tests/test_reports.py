@@ -143,10 +143,10 @@ def test_main_exit_codes(tmp_path, monkeypatch):
     assert command.main([str(same), "--baseline", str(file), "--no-plots"]) == 0
     assert command.main([str(same), "--baseline", str(file), "--no-plots", "--strict"]) == 3
     assert command.main([str(tmp_path / "nowhere"), "--no-plots"]) == 2
-    other = make_run(tmp_path / "gpu", runner_class="gfx942", seed=4)
+    other = make_run(tmp_path / "gpu", runner_class="mi300x", seed=4)
     assert command.main([str(other), "--baseline", str(file), "--no-plots"]) == 2
     doc = json.loads((other / "verdict.json").read_text())
-    assert doc["overall"] == "error" and "'gfx942'" in doc["checks"][0]["reason"]
+    assert doc["overall"] == "error" and "'mi300x'" in doc["checks"][0]["reason"]
 
 
 def test_pytest_benchmark_format_matches_the_plugin(tmp_path):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import types
 
 import pytest
 
-from servegate import runner
+from servegate import runner, runners
 
 
 class FakeTorch(types.ModuleType):
@@ -29,49 +30,74 @@ def _no_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SERVEGATE_RUNNER", raising=False)
 
 
-@pytest.mark.parametrize(("arch", "expected"), [
-    ("gfx950:sramecc+:xnack-", "gfx95"),
-    ("gfx950", "gfx95"),
-    ("gfx942:sramecc+:xnack-", "gfx942"),
-    ("gfx90a:sramecc+:xnack-", "rocm-other"),
-    ("gfx1100", "rocm-other"),
+@pytest.mark.parametrize(("arch", "name", "expected"), [
+    ("gfx950:sramecc+:xnack-", "AMD Instinct MI355X", "mi355x"),
+    ("gfx950", "", "mi355x"),                       # the only registered gfx95 model
+    ("gfx942:sramecc+:xnack-", "AMD Instinct MI300X", "mi300x"),
+    ("gfx942:sramecc+:xnack-", "AMD Instinct MI325X", "mi325x"),
 ])
-def test_rocm_arch_classes(arch: str, expected: str) -> None:
-    fake = FakeTorch(hip="6.4.1", arch=arch, name="AMD Instinct MI355X", count=8)
+def test_rocm_models(arch: str, name: str, expected: str) -> None:
+    fake = FakeTorch(hip="6.4.1", arch=arch, name=name, count=8)
     found = runner.detect(torch_module=fake)
     assert found.runner_class == expected
     assert found.gpu_arch == arch.split(":")[0]
     assert found.gpu_count == 8 and found.how == "torch"
 
 
+@pytest.mark.parametrize(("arch", "name", "needle"), [
+    ("gfx942", "", "not one of the registered gfx942 models (mi300x, mi325x)"),
+    ("gfx90a:sramecc+:xnack-", "AMD Instinct MI250X", "GPU architecture 'gfx90a"),
+    ("gfx1100", "Radeon", "GPU architecture 'gfx1100'"),
+])
+def test_unknown_gpu_is_named_not_guessed(arch: str, name: str, needle: str) -> None:
+    with pytest.raises(runners.UnknownRunner, match=re.escape(needle)):
+        runner.detect(torch_module=FakeTorch(hip="6.4", arch=arch, name=name, count=8))
+
+
 def test_nvidia_and_cpu() -> None:
-    nvidia = runner.detect(torch_module=FakeTorch(cuda="12.8", name="NVIDIA H200", count=4))
-    assert (nvidia.runner_class, nvidia.gpu_arch, nvidia.gpu_count) == ("nvidia", "sm_90", 4)
+    h200 = runner.detect(torch_module=FakeTorch(cuda="12.8", name="NVIDIA H200", count=4))
+    assert (h200.runner_class, h200.gpu_arch, h200.gpu_count) == ("h200", "sm_90", 4)
+    b200 = runner.detect(torch_module=FakeTorch(cuda="12.8", name="NVIDIA B200", major=10,
+                                                  count=8))
+    assert b200.runner_class == "b200"
     assert runner.detect(torch_module=FakeTorch()).runner_class == "cpu"
 
 
 def test_detect_imports_torch_when_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
     """Detection also works through ``import torch`` (a fake module in sys.modules)."""
     monkeypatch.setitem(__import__("sys").modules, "torch",
-                        FakeTorch(hip="6.3", arch="gfx942:sramecc+:xnack-", count=8))
-    assert runner.detect().runner_class == "gfx942"
+                        FakeTorch(hip="6.3", arch="gfx942:sramecc+:xnack-",
+                                  name="AMD Instinct MI325X", count=8))
+    assert runner.detect().runner_class == "mi325x"
 
 
 def test_override_wins_and_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeTorch(hip="6.4", arch="gfx950", count=8)
-    assert runner.detect("gfx942", torch_module=fake).runner_class == "gfx942"
+    assert runner.detect("mi300x", torch_module=fake).runner_class == "mi300x"
     monkeypatch.setenv("SERVEGATE_RUNNER", "cpu")
     assert runner.detect(torch_module=fake).runner_class == "cpu"
-    with pytest.raises(runner.RunnerError, match="--runner 'mi355'"):
-        runner.detect("mi355", torch_module=fake)
+    with pytest.raises(runner.RunnerError, match="--runner 'gfx95': expected one of cpu, mi355x"):
+        runner.detect("gfx95", torch_module=fake)
 
 
 def test_tools_used_only_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    outputs = {"rocminfo": "  Name:                    gfx942\n  Name:  gfx942\n"}
+    outputs = {"rocminfo": "  Name:                    gfx942\n  Marketing Name:  AMD Instinct "
+                           "MI300X\n  Name:  gfx942\n  Marketing Name:  AMD Instinct MI300X\n"}
     monkeypatch.setattr(runner, "_run", lambda argv: outputs.get(argv[0], ""))
     monkeypatch.setattr(runner, "_import_torch", lambda: None)
     found = runner.detect()
-    assert (found.runner_class, found.how, found.gpu_count) == ("gfx942", "rocminfo", 2)
+    assert (found.runner_class, found.how, found.gpu_count) == ("mi300x", "rocminfo", 2)
+
+
+def test_registry_is_consistent() -> None:
+    """Every class has a known architecture; only gfx95 is gated (sglang's is_gfx95_supported);
+    CI labels belong to one class each."""
+    labels = [label for c in runners.REGISTRY.values() for label in c.ci_labels]
+    assert len(labels) == len(set(labels))
+    for cls in runners.REGISTRY.values():
+        assert cls.arch in runners.ARCHES
+        assert cls.gated == (cls.arch == "gfx95")
+        assert (cls.experiment_modes is None) == (cls.gated or cls.arch == "cpu")
 
 
 def test_fingerprint_fields_and_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,7 +108,7 @@ def test_fingerprint_fields_and_no_secrets(monkeypatch: pytest.MonkeyPatch) -> N
                      count=8)
     detected = runner.detect(torch_module=fake)
     fp = runner.fingerprint(detected, "amd/GLM-5.2-MXFP4", "abc123", torch_module=fake)
-    assert fp["runner_class"] == "gfx95"
+    assert fp["runner_class"] == "mi355x"
     assert (fp["gpu_name"], fp["gpu_count"], fp["gpu_arch"]) == ("AMD Instinct MI355X", 8, "gfx950")
     assert fp["rocm"] == "7.0.0" and "cuda" not in fp
     assert fp["torch"] == "2.14.1+fake" and fp["driver"] == "amdgpu 6.12.12"

@@ -50,13 +50,13 @@ def test_refuses_incomplete_and_failed_runs(tmp_path, capsys):
 def test_refuses_other_runner_class_or_model(tmp_path, capsys):
     root = tmp_path / "b"
     assert update.update(make_run(tmp_path / "cpu"), root=root) == 0
-    gpu = make_run(tmp_path / "gpu", runner_class="gfx95", model_profile="glm-5.2-mxfp4")
+    gpu = make_run(tmp_path / "gpu", runner_class="mi355x", model_profile="glm-5.2-mxfp4")
     before = _target(root).read_text()
     assert update.main([str(gpu), "--baseline", str(_target(root))]) == 2
     err = capsys.readouterr().err
-    assert "'gfx95'" in err and "'cpu'" in err and "glm-5.2-mxfp4" in err
+    assert "'mi355x'" in err and "'cpu'" in err and "glm-5.2-mxfp4" in err
     assert _target(root).read_text() == before
-    lying = make_run(tmp_path / "lying", fingerprint_runner="nvidia")
+    lying = make_run(tmp_path / "lying", fingerprint_runner="h200")
     assert update.update(lying, root=root) == 2
     assert "contradicts its fingerprint" in capsys.readouterr().err
 

@@ -255,7 +255,7 @@ def main(argv: list[str]) -> int:
     except (ConfigError, RunnerError, UnsupportedSglang) as err:
         print(f"servegate bench: {err}", file=sys.stderr)
         return EXIT_INFRA
-    if detected.runner_class not in suite.runners:
+    if not suite.runs_on(detected.runner_class):
         print(f"servegate bench: suite {suite.name!r} runs on {', '.join(suite.runners)}, "
               f"this runner is {detected.runner_class!r} (use --runner or another --suite)",
               file=sys.stderr)

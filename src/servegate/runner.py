@@ -1,9 +1,11 @@
-"""Runner detection (which hardware class the server runs on) and the provenance fingerprint.
+"""Runner detection (which registered runner class this machine is) and the provenance
+fingerprint.
 
-The class decides which ``[runners.<class>]`` profile section is used and what ``on`` must do
-(the real exact-fill gate is gfx95-only). torch is asked first, the way sglang itself decides
-(``get_device_properties(0).gcnArchName`` on ROCm); ``rocminfo`` / ``nvidia-smi`` are used only
-when torch is not importable. ``--runner`` (or env ``SERVEGATE_RUNNER``) overrides detection.
+The class (a GPU model, :mod:`servegate.runners`) keys baselines; its architecture decides the
+profile section and what ``on`` must do (the real exact-fill gate is gfx95-only). torch is asked
+first, the way sglang itself decides (``get_device_properties(0).gcnArchName`` on ROCm);
+``rocminfo`` / ``nvidia-smi`` are used only when torch is not importable. ``--runner`` (or env
+``SERVEGATE_RUNNER``) overrides detection.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from servegate.config.profiles import RUNNER_CLASSES
+from servegate import runners
 from servegate.errors import ServegateError
 from servegate.results import Fingerprint
 
@@ -42,16 +44,6 @@ class Detected:
     gpu_count: int = 0
 
 
-def classify_arch(arch: str) -> str:
-    """ROCm arch string (``gfx950:sramecc+:xnack-``) -> runner class."""
-    base = arch.split(":", 1)[0].strip().lower()
-    if base.startswith("gfx95"):
-        return "gfx95"
-    if base == "gfx942":
-        return "gfx942"
-    return "rocm-other"
-
-
 def _import_torch() -> ModuleType | None:
     try:
         return importlib.import_module("torch")
@@ -68,11 +60,12 @@ def _from_torch(torch: ModuleType) -> Detected | None:
     name = str(getattr(props, "name", ""))
     if getattr(torch.version, "hip", None):
         arch = str(getattr(props, "gcnArchName", ""))
-        return Detected(classify_arch(arch), "torch", name, arch.split(":", 1)[0], count)
+        return Detected(runners.classify(arch, name).name, "torch", name, arch.split(":", 1)[0],
+                        count)
     if getattr(torch.version, "cuda", None):
         major, minor = getattr(props, "major", None), getattr(props, "minor", None)
-        arch = f"sm_{major}{minor}" if major is not None else ""
-        return Detected("nvidia", "torch", name, arch, count)
+        arch = f"sm_{major}{minor}" if major is not None else "cuda"
+        return Detected(runners.classify(arch, name).name, "torch", name, arch, count)
     return None
 
 
@@ -87,13 +80,18 @@ def _run(argv: list[str]) -> str:
 
 
 def _from_tools() -> Detected | None:
-    archs = re.findall(r"^\s*Name:\s*(gfx9\w+)", _run(["rocminfo"]), flags=re.M)
+    info = _run(["rocminfo"])
+    archs = re.findall(r"^\s*Name:\s*(gfx9\w+)", info, flags=re.M)
     if archs:
-        return Detected(classify_arch(archs[0]), "rocminfo", "", archs[0], len(archs))
+        names = re.findall(r"^\s*Marketing Name:\s*(.+?)\s*$", info, flags=re.M)
+        name = next((n for n in names if "MI" in n), "")
+        return Detected(runners.classify(archs[0], name).name, "rocminfo", name, archs[0],
+                        len(archs))
     names = [line.strip() for line in _run(
         ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]).splitlines() if line.strip()]
     if names:
-        return Detected("nvidia", "nvidia-smi", names[0], "", len(names))
+        return Detected(runners.classify("cuda", names[0]).name, "nvidia-smi", names[0], "",
+                        len(names))
     return None
 
 
@@ -101,8 +99,9 @@ def detect(override: str | None = None, torch_module: ModuleType | None = None) 
     """The runner class: explicit override, else torch's device 0, else vendor tools, else cpu."""
     choice = override or os.environ.get("SERVEGATE_RUNNER") or None
     if choice:
-        if choice not in RUNNER_CLASSES:
-            raise RunnerError(f"--runner {choice!r}: expected one of {', '.join(RUNNER_CLASSES)}")
+        if choice not in runners.REGISTRY:
+            raise RunnerError(f"--runner {choice!r}: expected one of "
+                              f"{', '.join(runners.names())}")
         return Detected(choice, "override")
     torch = torch_module if torch_module is not None else _import_torch()
     found = _from_torch(torch) if torch is not None else _from_tools()

@@ -1,8 +1,8 @@
 """config stage: load and validate suites (what to run) and model profiles (how to serve)."""
 
 from servegate.config._schema import ConfigError
-from servegate.config.profiles import RUNNER_CLASSES, ModelProfile, RunnerProfile, load_profile
+from servegate.config.profiles import ModelProfile, RunnerProfile, load_profile
 from servegate.config.suites import Load, Suite, load_suite, suite_path
 
-__all__ = ["RUNNER_CLASSES", "ConfigError", "Load", "ModelProfile", "RunnerProfile", "Suite",
+__all__ = ["ConfigError", "Load", "ModelProfile", "RunnerProfile", "Suite",
            "load_profile", "load_suite", "suite_path"]

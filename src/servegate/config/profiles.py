@@ -1,13 +1,19 @@
-"""Model profiles (``models/<name>.toml``): how to serve one model on each runner class."""
+"""Model profiles (``models/<name>.toml``): how to serve one model on each runner class.
+
+A ``[runners.<key>]`` section is keyed by a runner class (``mi355x``) or by an architecture
+(``gfx95``, ``gfx942``, ``nvidia``, ``cpu``; see :mod:`servegate.runners`): a class uses its own
+section when the profile has one, else its architecture's.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servegate import runners
 from servegate.config._schema import ConfigError, Field, check_table, load_toml
 
-RUNNER_CLASSES: tuple[str, ...] = ("cpu", "gfx95", "gfx942", "rocm-other", "nvidia")
+SECTION_KEYS: tuple[str, ...] = (*runners.ARCHES, *runners.names())
 HEALTH_PATHS = ("/health", "/health_generate")
 PREPARE_KINDS = ("gguf-from-package",)
 
@@ -67,11 +73,17 @@ class ModelProfile:
     description: str = ""
 
     def for_runner(self, runner_class: str) -> RunnerProfile:
-        if runner_class not in self.runners:
-            raise ConfigError(
-                f"{self.source}: no [runners.{runner_class}] section (model {self.name!r} has "
-                f"{', '.join(sorted(self.runners)) or 'none'})")
-        return self.runners[runner_class]
+        """The class's own section, else its architecture's (``runner_class`` may itself be an
+        architecture, e.g. for preflight)."""
+        keys = [runner_class]
+        if runner_class in runners.REGISTRY:
+            keys.append(runners.REGISTRY[runner_class].arch)
+        for key in keys:
+            if key in self.runners:
+                return self.runners[key]
+        raise ConfigError(
+            f"{self.source}: no [runners.{'] or [runners.'.join(keys)}] section (model "
+            f"{self.name!r} has {', '.join(sorted(self.runners)) or 'none'})")
 
 
 def _positive(path: Path, name: str, value: int | None) -> None:
@@ -82,9 +94,9 @@ def _positive(path: Path, name: str, value: int | None) -> None:
 def _runner(path: Path, cls: str, raw: object) -> RunnerProfile:
     where = f"runners.{cls}"
     table = check_table(path, where, raw, _RUNNER)
-    if cls not in RUNNER_CLASSES:
-        raise ConfigError(f"{path}: [runners.{cls}]: unknown runner class "
-                          f"(expected one of {', '.join(RUNNER_CLASSES)})")
+    if cls not in SECTION_KEYS:
+        raise ConfigError(f"{path}: [runners.{cls}]: unknown runner class or architecture "
+                          f"(expected one of {', '.join(SECTION_KEYS)})")
     for key in ("launch_timeout_s", "chunked_prefill_size", "page_size"):
         _positive(path, f"{where}.{key}", table.get(key))
     chunk, page = table["chunked_prefill_size"], table.get("page_size")

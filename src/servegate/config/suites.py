@@ -10,10 +10,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from servegate import runners as runner_registry
 from servegate.config._schema import ConfigError, Field, check_table, load_toml
 from servegate.config.gsm8k import AccuracyConfigError, GSM8KSettings
 from servegate.config.judge import JudgeConfig, parse_judge_table
-from servegate.config.profiles import RUNNER_CLASSES, ModelProfile, RunnerProfile, load_profile
+from servegate.config.profiles import ModelProfile, RunnerProfile, load_profile
 from servegate.paths import MODELS_DIR, SUITES_DIR
 from servegate.results import MODES
 
@@ -82,6 +83,14 @@ class Suite:
     judge_table: dict[str, Any] | None = None     # as written (recorded in run.json)
     description: str = ""
 
+    def runs_on(self, runner_class: str) -> bool:
+        """``runners`` lists this class, or its architecture."""
+        return any(runner_registry.selects(entry, runner_class) for entry in self.runners)
+
+    def runner_classes(self) -> tuple[str, ...]:
+        """Every registered class this suite covers (architectures expand to their models)."""
+        return tuple(c.name for c in runner_registry.expand(self.runners))
+
     def server_for(self, runner_class: str) -> RunnerProfile:
         """The model profile's settings for ``runner_class`` with this suite's ``[server]``
         overrides (chunk size, page size) applied."""
@@ -110,9 +119,11 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
             raise ConfigError(f"{path}: suite.modes: {mode!r} is not one of {MODES}")
     if not head["modes"] or len(set(head["modes"])) != len(head["modes"]):
         raise ConfigError(f"{path}: suite.modes: expected a non-empty list without duplicates")
+    known = (*runner_registry.ARCHES, *runner_registry.names())
     for runner in head["runners"]:
-        if runner not in RUNNER_CLASSES:
-            raise ConfigError(f"{path}: suite.runners: {runner!r} is not one of {RUNNER_CLASSES}")
+        if runner not in known:
+            raise ConfigError(f"{path}: suite.runners: {runner!r} is not a runner class or "
+                              f"architecture ({', '.join(known)})")
     _positive_ints(path, "suite.repeats", [head["repeats"]])
     load = check_table(path, "load", data["load"], _LOAD)
     if len(load["concurrency"]) != len(load["num_prompts"]) or not load["concurrency"]:
@@ -145,10 +156,11 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
     judge = (parse_judge_table(judge_table, str(path)) if judge_table is not None
              else JudgeConfig(source=f"<defaults: {path} has no [judge] table>"))
     profile = load_profile((models_dir or MODELS_DIR) / f"{head['model']}.toml")
-    for runner in head["runners"]:
-        profile.for_runner(runner)
-        chunk = server.get("chunked_prefill_size", profile.runners[runner].chunked_prefill_size)
-        page = server.get("page_size", profile.runners[runner].page_size)
+    for cls in runner_registry.expand(head["runners"]):
+        runner = cls.name
+        section = profile.for_runner(runner)   # the class's section, else its architecture's
+        chunk = server.get("chunked_prefill_size", section.chunked_prefill_size)
+        page = server.get("page_size", section.page_size)
         if page and chunk % page:
             raise ConfigError(f"{path}: chunk size {chunk} is not a multiple of page size {page} "
                               f"for runner {runner!r}")

@@ -1,7 +1,8 @@
 """A/B claims judged inside one run (same machine, interleaved repeats), by runner class.
 
-- gfx95: ``on`` vs ``off`` TTFT at high concurrency improves by at least the suite's stated amount
-  (the whole interval must clear it), and GSM8K is non-inferior within a margin (paired).
+- gated classes (architecture gfx95, :mod:`servegate.runners`): ``on`` vs ``off`` TTFT at high
+  concurrency improves by at least the suite's stated amount (the whole interval must clear
+  it), and GSM8K is non-inferior within a margin (paired).
 - every other runner: ``on`` is an exact no-op — the prefill-batch token sequence equals ``off``'s,
   exact fill was not effective, and metrics are *equivalent* within a margin (TOST), which is a
   stronger statement than "no significant difference".
@@ -25,8 +26,7 @@ from servegate.judge.stats import (
     verdict,
 )
 from servegate.results import Run
-
-GATED_RUNNER = "gfx95"
+from servegate.runners import REGISTRY
 
 
 def _concurrencies(groups: dict[tuple[str, int], list[dict[str, Any]]], a: str,
@@ -226,7 +226,9 @@ def claim_pendings(run: Run, config: JudgeConfig) -> list[Pending]:
     groups = group_points(run)
     runner = run_identity(run)[0]
     pendings: list[Pending] = []
-    if runner == GATED_RUNNER:
+    # Where the architecture has sglang's gate on (gfx95), `on` must show the improvement;
+    # elsewhere (an unregistered class included) it must be a no-op.
+    if runner in REGISTRY and REGISTRY[runner].gated:
         if _concurrencies(groups, "on", "off"):
             pendings.append(_ttft_claim(groups, config))
             pendings.append(_accuracy_claim(run, config))   # inconclusive when GSM8K was skipped

@@ -9,6 +9,7 @@ runner class imply is an error, never a silent pass: e.g. ``on`` on gfx95 with t
 
 from __future__ import annotations
 
+from servegate import runners
 from servegate.errors import ServegateError
 from servegate.measure.logparse import forced_hook_pids, gate_values
 from servegate.results import Alignment
@@ -19,7 +20,8 @@ class ExactFillMismatch(ServegateError, RuntimeError):
 
 
 def expected_effective(mode: str, runner_class: str) -> bool:
-    return mode == "forced" or (mode == "on" and runner_class == "gfx95")
+    """forced: always; on: where the runner's architecture has sglang's gate on (gfx95)."""
+    return mode == "forced" or (mode == "on" and runners.get(runner_class).gated)
 
 
 def check_effective(mode: str, runner_class: str, server_log_text: str,

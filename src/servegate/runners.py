@@ -1,0 +1,126 @@
+"""The one registry of runner classes: what a machine is, and what exact fill must do there.
+
+A runner class is a GPU *model* (``mi355x``, ``mi300x``, ...), because that is what a measurement
+depends on (clocks, memory): baselines and history are keyed by it, and a run on one model is
+never judged against another model's baseline. Its *architecture* (``gfx95``, ``gfx942``,
+``nvidia``, ``cpu``) decides what sglang's exact-fill gate does (``gated``: on only where
+``is_gfx95_supported()`` is true) and which model-profile section applies when a profile has no
+section for the class itself. Detection, profile lookup, the judge's claims, ``--runner`` help
+and the CI matrices (``servegate runners --matrix``) all read this table.
+
+Adding a runner class: one :class:`RunnerClass` entry here (plus a profile section only if the
+model needs settings other than its architecture's, plus its CI labels).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servegate.errors import ServegateError
+
+ARCHES: tuple[str, ...] = ("cpu", "gfx95", "gfx942", "nvidia")
+
+
+class UnknownRunner(ServegateError, ValueError):
+    """A runner class (or GPU) servegate has no registry entry for."""
+
+
+@dataclass(frozen=True)
+class RunnerClass:
+    name: str                       # e.g. "mi355x": baselines/<name>/..., run.json runner_class
+    arch: str                       # one of ARCHES
+    gated: bool                     # sglang's exact-fill gate is on here (gfx95 only)
+    gpu_names: tuple[str, ...] = ()  # substrings of the device name that identify the model
+    ci_labels: tuple[str, ...] = ()  # GitHub runner labels that provide this class
+    image_var: str = ""             # repository variable naming the container image
+    description: str = ""
+
+    @property
+    def gate_modes(self) -> tuple[str, ...]:
+        """The modes a gating cell runs: the real gate off and on, paired in one run."""
+        return ("off", "on") if self.arch != "cpu" else ("off", "on", "forced")
+
+    @property
+    def experiment_modes(self) -> tuple[str, ...] | None:
+        """Where the gate is off, ``forced`` shows what exact fill would do (reported only)."""
+        return ("off", "forced") if self.arch != "cpu" and not self.gated else None
+
+
+# CI labels: upstream sglang's AMD runners (.github/workflows/*amd*.yml in sgl-project/sglang).
+REGISTRY: dict[str, RunnerClass] = {c.name: c for c in (
+    RunnerClass("cpu", "cpu", gated=False, description="no GPU: the CPU tier (real sglang on CPU)"),
+    RunnerClass("mi355x", "gfx95", gated=True, gpu_names=("MI355X",),
+                ci_labels=("linux-mi35x-gpu-8",), image_var="SERVEGATE_IMAGE_GFX95",
+                description="AMD Instinct MI355X (gfx950)"),
+    RunnerClass("mi300x", "gfx942", gated=False, gpu_names=("MI300X",),
+                ci_labels=("linux-mi300-gpu-8",), image_var="SERVEGATE_IMAGE_GFX942",
+                description="AMD Instinct MI300X (gfx942)"),
+    RunnerClass("mi325x", "gfx942", gated=False, gpu_names=("MI325X",),
+                ci_labels=("linux-mi325-8gpu-sglang", "linux-mi325-4gpu-sglang"),
+                image_var="SERVEGATE_IMAGE_GFX942", description="AMD Instinct MI325X (gfx942)"),
+    RunnerClass("h100", "nvidia", gated=False, gpu_names=("H100",),
+                image_var="SERVEGATE_IMAGE_NVIDIA", description="NVIDIA H100 (sm_90)"),
+    RunnerClass("h200", "nvidia", gated=False, gpu_names=("H200",),
+                image_var="SERVEGATE_IMAGE_NVIDIA", description="NVIDIA H200 (sm_90)"),
+    RunnerClass("b200", "nvidia", gated=False, gpu_names=("B200",),
+                image_var="SERVEGATE_IMAGE_NVIDIA", description="NVIDIA B200 (sm_100)"),
+)}
+
+
+def names() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+def get(name: str) -> RunnerClass:
+    """The registered class ``name`` (an error listing the known ones otherwise)."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UnknownRunner(f"runner class {name!r}: expected one of {', '.join(REGISTRY)} "
+                            f"(a new GPU model is one entry in servegate/runners.py)") from None
+
+
+def of_arch(arch: str) -> tuple[RunnerClass, ...]:
+    return tuple(c for c in REGISTRY.values() if c.arch == arch)
+
+
+def arch_of(device_arch: str) -> str:
+    """A device's architecture string (``gfx950:sramecc+:xnack-``, ``sm_90``) -> one of ARCHES."""
+    base = device_arch.split(":", 1)[0].strip().lower()
+    if base.startswith("gfx95"):
+        return "gfx95"
+    if base == "gfx942":
+        return "gfx942"
+    if base.startswith("sm_") or base == "cuda":
+        return "nvidia"
+    raise UnknownRunner(f"GPU architecture {device_arch!r}: servegate knows {', '.join(ARCHES)}")
+
+
+def classify(device_arch: str, gpu_name: str) -> RunnerClass:
+    """The runner class of a device: its architecture, then the model named in its name (a
+    single registered model of that architecture is taken when the name says nothing)."""
+    arch = arch_of(device_arch)
+    candidates = of_arch(arch)
+    named = [c for c in candidates if any(n.lower() in gpu_name.lower() for n in c.gpu_names)]
+    if len(named) == 1:
+        return named[0]
+    if len(candidates) == 1:
+        return candidates[0]
+    raise UnknownRunner(
+        f"GPU {gpu_name or '<no name>'!r} ({device_arch}): not one of the registered "
+        f"{arch} models ({', '.join(c.name for c in candidates)}); pass --runner or add a "
+        f"RunnerClass entry in servegate/runners.py")
+
+
+def selects(entry: str, runner: str) -> bool:
+    """A suite's ``runners`` entry (a class name or an architecture) covers class ``runner``."""
+    return entry == runner or entry == get(runner).arch
+
+
+def expand(entries: tuple[str, ...] | list[str]) -> tuple[RunnerClass, ...]:
+    """The classes a suite's ``runners`` list covers (architectures expand to their models)."""
+    out: dict[str, RunnerClass] = {}
+    for entry in entries:
+        for cls in (of_arch(entry) if entry in ARCHES else (get(entry),)):
+            out[cls.name] = cls
+    return tuple(out.values())
