@@ -154,7 +154,21 @@ def test_nightly_matrix_covers_gfx95_and_non_gfx95_with_off_and_on() -> None:
     # Paired A/B claims are judged inside one run: each gating cell runs off AND on together.
     for cell in gating:
         assert {"off", "on"} <= _modes(cell), f"gating cell {cell['cell']} is not paired"
-    assert {c["label"] for c in other} >= {"linux-mi300-gpu-8", "linux-mi325-8gpu-sglang"}
+
+
+def test_workflow_matrices_derive_from_the_runner_registry() -> None:
+    """The GPU matrices are exactly what `servegate runners --matrix` generates, so adding a
+    runner class (or a label) is a registry entry, and the files cannot drift from it."""
+    from servegate import runners
+
+    assert nightly_cells() == runners.ci_cells("nightly")
+    premerge = jobs(WORKFLOW_DIR / "premerge.yml")["gpu"]["strategy"]["matrix"]["include"]
+    assert premerge == [{k: c[k] for k in ("label", "gpu", "image_var")}
+                        for c in runners.ci_cells("premerge")]
+    options = load(WORKFLOW_DIR / "baselines.yml")["on"]["workflow_dispatch"]["inputs"][
+        "runner_class"]["options"]
+    assert set(options) == {c.name for c in runners.REGISTRY.values()
+                            if c.ci_labels or c.arch == "cpu"}
 
 
 def test_nightly_labels_match_their_gpu_type() -> None:
@@ -251,7 +265,7 @@ def test_baselines_dispatch_update_and_pull_request() -> None:
     workflow = load(WORKFLOW_DIR / "baselines.yml")
     inputs = workflow["on"]["workflow_dispatch"]["inputs"]
     assert {"runner_class", "suite"} <= set(inputs)
-    assert any(o.startswith("gfx95") for o in inputs["runner_class"]["options"])
+    assert "mi355x" in inputs["runner_class"]["options"]
     scripts = "\n".join(script for _, script in run_scripts(WORKFLOW_DIR / "baselines.yml"))
     assert "-s update_baselines" in scripts and "| tee update.out" in scripts
     assert "cat update.out" in scripts, "the old -> new table must go into the PR body"

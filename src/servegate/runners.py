@@ -46,14 +46,18 @@ class RunnerClass:
         return ("off", "forced") if self.arch != "cpu" and not self.gated else None
 
 
-# CI labels: upstream sglang's AMD runners (.github/workflows/*amd*.yml in sgl-project/sglang).
+# CI labels as upstream sglang's AMD CI uses them (sgl-project/sglang runner table in its AMD
+# test docs; .github/workflows/nightly-test-amd.yml): `linux-mi35x-gpu-{1,8}` for MI35x (MI355X)
+# and `linux-mi325-{1,2,4,8}gpu-sglang` for the MI30x pool; `linux-mi300-gpu-*` appears only in
+# older pr-test-amd.yml revisions. The MI30x pool may hand out an MI300X: detection names the
+# model from the device, so a run there is keyed (and judged) as mi300x, never as mi325x.
 REGISTRY: dict[str, RunnerClass] = {c.name: c for c in (
     RunnerClass("cpu", "cpu", gated=False, description="no GPU: the CPU tier (real sglang on CPU)"),
     RunnerClass("mi355x", "gfx95", gated=True, gpu_names=("MI355X",),
                 ci_labels=("linux-mi35x-gpu-8",), image_var="SERVEGATE_IMAGE_GFX95",
                 description="AMD Instinct MI355X (gfx950)"),
     RunnerClass("mi300x", "gfx942", gated=False, gpu_names=("MI300X",),
-                ci_labels=("linux-mi300-gpu-8",), image_var="SERVEGATE_IMAGE_GFX942",
+                image_var="SERVEGATE_IMAGE_GFX942",
                 description="AMD Instinct MI300X (gfx942)"),
     RunnerClass("mi325x", "gfx942", gated=False, gpu_names=("MI325X",),
                 ci_labels=("linux-mi325-8gpu-sglang", "linux-mi325-4gpu-sglang"),
@@ -124,3 +128,23 @@ def expand(entries: tuple[str, ...] | list[str]) -> tuple[RunnerClass, ...]:
         for cls in (of_arch(entry) if entry in ARCHES else (get(entry),)):
             out[cls.name] = cls
     return tuple(out.values())
+
+
+def ci_cells(workflow: str) -> list[dict[str, str]]:
+    """The GPU job matrix of a workflow (``nightly``: gate cells plus the ``forced`` experiment
+    where the gate is off; ``premerge``: gate cells), one cell per class with a CI label, on
+    its first label. The workflow files hold exactly this list (a test compares them)."""
+    if workflow not in ("nightly", "premerge"):
+        raise ValueError(f"workflow {workflow!r}: expected nightly or premerge")
+    cells: list[dict[str, str]] = []
+    for cls in REGISTRY.values():
+        if not cls.ci_labels:
+            continue
+        runs = [("gate", cls.gate_modes)]
+        if workflow == "nightly" and cls.experiment_modes:
+            runs.append(("experiment", cls.experiment_modes))
+        for role, modes in runs:
+            cells.append({"label": cls.ci_labels[0], "gpu": cls.arch, "modes": ",".join(modes),
+                          "role": role, "cell": f"{cls.arch}-{cls.name}-{'-'.join(modes)}",
+                          "image_var": cls.image_var})
+    return cells
