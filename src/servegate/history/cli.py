@@ -1,0 +1,142 @@
+"""``servegate history``: keep every accepted run and read the nights back.
+
+``add RUN_DIR [--store DIR]``          append a complete run (refuses incomplete, failed,
+                                        fault-injected runs; the same run twice is a no-op)
+``report [--store DIR] [--json] [--plots DIR] [--metric M] [--skip-malformed]``
+                                        change points, sglang commit ranges, noise budget
+``baseline RUN_DIR [--nights N] [--store DIR] [--out FILE]``
+                                        the rolling baseline (history:N) for that run, as a
+                                        baseline file ``compare --baseline FILE`` can read
+
+Default store: ``$SERVEGATE_HISTORY``, else ``results/history`` under the repository.
+Exit codes: 0 ok, 2 bad input (the message names the file and line; nothing is written).
+A malformed or other-schema store line makes ``report`` exit 2 unless ``--skip-malformed``
+(then it is listed and the rest analysed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from servegate.errors import EXIT_INFRA, EXIT_OK, ServegateError
+from servegate.history.store import HistoryError, RunRefusedError, add_run, read_store
+
+ENV_STORE = "SERVEGATE_HISTORY"
+
+
+def default_store() -> Path:
+    """``$SERVEGATE_HISTORY`` or ``<repo>/results/history``."""
+    if os.environ.get(ENV_STORE):
+        return Path(os.environ[ENV_STORE])
+    from servegate.paths import RESULTS_DIR
+
+    return RESULTS_DIR / "history"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="servegate history", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    add = sub.add_parser("add", help="add a complete run folder to the store")
+    add.add_argument("run_dir", type=Path)
+    add.add_argument("--store", type=Path, default=None)
+    report = sub.add_parser("report", help="change points, commit ranges and noise budget")
+    report.add_argument("--store", type=Path, default=None)
+    report.add_argument("--json", action="store_true", help="print the JSON document")
+    report.add_argument("--plots", type=Path, default=None, help="write PNGs into this folder")
+    report.add_argument("--metric", action="append", default=None,
+                        help="only this metric (repeatable; default: every metric)")
+    report.add_argument("--alpha", type=float, default=0.05,
+                        help="two-sided significance for the noise budget (default 0.05)")
+    report.add_argument("--skip-malformed", action="store_true",
+                        help="list unreadable lines and analyse the rest instead of exiting 2")
+    base = sub.add_parser("baseline", help="the rolling baseline (history:N) for a run")
+    base.add_argument("run_dir", type=Path)
+    base.add_argument("--nights", type=int, default=5)
+    base.add_argument("--store", type=Path, default=None)
+    base.add_argument("--out", type=Path, default=None, help="write it here (else stdout)")
+    return parser
+
+
+def _add(args: argparse.Namespace, out: TextIO) -> int:
+    store = args.store or default_store()
+    result = add_run(args.run_dir, store)
+    verb = "added" if result.status == "added" else "already in the store (unchanged)"
+    print(f"history: {args.run_dir} {verb}: {result.path} ({result.lines} lines)", file=out)
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace, out: TextIO) -> int:
+    from servegate.history.report import analyse, render_text, to_json
+
+    if not 0 < args.alpha < 1:
+        raise HistoryError(f"--alpha must be in (0, 1), got {args.alpha}")
+    store = args.store or default_store()
+    contents = read_store(store, strict=not args.skip_malformed)
+    for problem in contents.problems:
+        print(f"history report: skipped {problem}", file=sys.stderr)
+    reports = analyse(contents.records, alpha=args.alpha, metrics=args.metric)
+    if args.json:
+        print(json.dumps(to_json(reports, contents.problems, args.alpha), indent=2), file=out)
+    else:
+        out.write(render_text(reports, contents.problems, args.alpha))
+    if args.plots is not None:
+        from servegate.history.plots import write_plots
+
+        if args.plots.exists() and not args.plots.is_dir():
+            raise HistoryError(f"{args.plots}: --plots must be a folder, it is a file")
+        written = write_plots(reports, args.plots)
+        print(f"history report: {len(written)} plot(s) in {args.plots}",
+              file=sys.stderr if args.json else out)
+    return EXIT_OK
+
+
+def _baseline(args: argparse.Namespace, out: TextIO) -> int:
+    from servegate.atomic import write_text
+    from servegate.history.rolling import as_baseline, rolling_from_store
+    from servegate.judge.baselines import dumps_baseline, run_identity, validate_baseline
+    from servegate.results import load_run
+
+    run = load_run(args.run_dir)
+    runner, model, suite = run_identity(run)
+    rolling = rolling_from_store(args.store or default_store(), runner, model, suite,
+                                 nights=args.nights,
+                                 exclude_run_ids=[args.run_dir.resolve().name])
+    for problem in rolling.problems:
+        print(f"history baseline: skipped {problem}", file=sys.stderr)
+    document: dict[str, Any] = as_baseline(rolling)
+    target = args.out or Path("<stdout>")
+    validate_baseline(document, target)
+    text = dumps_baseline(document)
+    if args.out is None:
+        out.write(text)
+    else:
+        write_text(args.out, text)
+        print(f"history baseline: history:{args.nights} from {len(rolling.run_ids)} run(s) "
+              f"-> {args.out}", file=out)
+    return EXIT_OK
+
+
+def main(argv: list[str], out: TextIO | None = None) -> int:
+    """Entry point for ``servegate history``; 0 ok, 2 bad input (message on stderr)."""
+    out = out or sys.stdout
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as stop:          # argparse: --help is 0, a usage error is 2
+        return EXIT_OK if stop.code == 0 else EXIT_INFRA
+    handlers = {"add": _add, "report": _report, "baseline": _baseline}
+    try:
+        return handlers[args.command](args, out)
+    except RunRefusedError as err:
+        print(f"history {args.command}: refusing to add {args.run_dir}:", file=sys.stderr)
+        for reason in err.reasons:
+            print(f"  - {reason}", file=sys.stderr)
+        return EXIT_INFRA
+    except (ServegateError, ValueError, OSError) as err:
+        print(f"history {args.command}: {err}", file=sys.stderr)
+        return getattr(err, "exit_code", EXIT_INFRA)

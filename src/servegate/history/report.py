@@ -1,0 +1,222 @@
+"""``history report``: change points per series, their sglang commit range, and the noise budget.
+
+A series is (runner class, model, suite, mode, concurrency, metric); its nights are the store's
+runs in time order. The JSON form is a contract (issue 12)::
+
+    {"series": [{"runner", "model", "suite", "mode", "concurrency", "metric", "n",
+                 "change_points": [{"index", "run_id", "before", "after", "ratio",
+                                    "sglang_commits": [before, after], "status", ...}]}]}
+
+Extra keys (``status``, ``transients``, ``noise``, top-level ``problems``) only add to it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from servegate.history.changepoints import Detection, detect
+from servegate.history.noise import Budget, budget, log_spread
+from servegate.history.store import ACCURACY_METRIC, Problem, Record, SeriesKey, group_series
+
+
+@dataclass(frozen=True)
+class SeriesReport:
+    key: SeriesKey
+    nights: tuple[Record, ...]
+    detection: Detection
+    budget: Budget | None = None
+    budget_note: str = ""
+
+    @property
+    def label(self) -> str:
+        runner, model, suite, mode, conc, metric = self.key
+        point = mode if conc is None else f"{mode}@c{conc}"
+        return f"{runner}/{model}/{suite} {point} {metric}"
+
+
+def effect(metric: str, ratio: float) -> str:
+    """regression / improvement by the metric's direction (``change`` when it has none)."""
+    from servegate.metrics import direction
+
+    try:
+        better = direction(metric)
+    except ValueError:
+        return "change"
+    worse = ratio > 1 if better == "lower" else ratio < 1
+    return "regression" if worse else "improvement"
+
+
+def stable_nights(report: Detection, nights: Sequence[Record]) -> list[Record]:
+    """Nights at the current level: after the last confirmed change point, before a suspected
+    one, transients left out (the run-to-run spread of the present, not of old steps)."""
+    start, end = 0, len(nights)
+    for cp in report.change_points:
+        if cp.status == "confirmed":
+            start = cp.index
+        else:
+            end = min(end, cp.index)
+    return [night for i, night in enumerate(nights)
+            if start <= i < end and i not in set(report.transients)]
+
+
+def _floors(suite: str) -> tuple[dict[str, float], str]:
+    """Gated metrics -> practical floor from the suite's [judge] table (reason when unusable)."""
+    from servegate.config.judge import load_judge_table
+    from servegate.errors import ServegateError
+    from servegate.paths import SUITES_DIR
+
+    try:
+        config = load_judge_table(SUITES_DIR / f"{suite}.toml")
+    except (ServegateError, ValueError, OSError) as err:
+        return {}, f"no floors: {err}"
+    return {metric: config.floor(metric) for metric in config.metrics}, ""
+
+
+def _minutes_per_repeat(durations: Sequence[Record] | None) -> float | None:
+    if not durations:
+        return None
+    latest = durations[-1].values
+    return sum(latest) / len(latest) / 60.0
+
+
+def analyse(records: Sequence[Record], *, alpha: float = 0.05,
+            metrics: Sequence[str] | None = None) -> list[SeriesReport]:
+    """Detect change points in every series and, for gated metrics, the noise budget."""
+    grouped = group_series(records)
+    floors_by_suite: dict[str, tuple[dict[str, float], str]] = {}
+    reports = []
+    for key, nights in grouped.items():
+        runner, model, suite, mode, conc, metric = key
+        if metrics and metric not in metrics:
+            continue
+        detection = detect([night.values for night in nights])
+        if suite not in floors_by_suite:
+            floors_by_suite[suite] = _floors(suite)
+        floors, why = floors_by_suite[suite]
+        found: Budget | None = None
+        note = ""
+        if metric == ACCURACY_METRIC:
+            note = "accuracy: judged on questions (binomial), not on repeats"
+        elif metric not in floors:
+            note = why or "not a gated metric of the suite"
+        elif not detection.analysed:
+            note = detection.reason
+        else:
+            spread = log_spread([night.values for night in stable_nights(detection, nights)])
+            if spread is None:
+                note = "fewer than 2 values at the current level"
+            else:
+                durations = grouped.get((runner, model, suite, mode, conc, "duration"))
+                found = budget(spread, floors[metric], len(nights[-1].values),
+                               _minutes_per_repeat(durations), alpha)
+        reports.append(SeriesReport(key, tuple(nights), detection, found, note))
+    return reports
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def change_point_json(report: SeriesReport) -> list[dict[str, Any]]:
+    nights = report.nights
+    out = []
+    for cp in report.detection.change_points:
+        previous = max((i for i in range(cp.index) if i not in report.detection.transients),
+                       default=cp.index - 1)
+        out.append({
+            "index": cp.index, "run_id": nights[cp.index].run_id,
+            "time": nights[cp.index].time,
+            "before": _round(cp.before), "after": _round(cp.after), "ratio": _round(cp.ratio),
+            "sglang_commits": [nights[previous].sglang_commit, nights[cp.index].sglang_commit],
+            "sglang_versions": [nights[previous].sglang_version,
+                                nights[cp.index].sglang_version],
+            "status": cp.status, "nights_after": cp.nights_after,
+            "effect": effect(report.key[5], cp.ratio),
+        })
+    return out
+
+
+def _budget_json(found: Budget | None, note: str) -> dict[str, Any] | None:
+    if found is None:
+        return {"note": note} if note else None
+    return {
+        "sigma": _round(found.spread.sigma), "dof": found.spread.dof,
+        "nights": found.spread.nights, "floor": found.floor,
+        "repeats_today": found.repeats_today, "repeats_needed": found.repeats_needed,
+        "reachable_floor": _round(found.reachable_floor),
+        "minutes_per_repeat": _round(found.minutes_per_repeat, 3),
+        "minutes_needed": _round(found.minutes_needed, 3),
+    }
+
+
+def to_json(reports: Sequence[SeriesReport], problems: Sequence[Problem],
+            alpha: float = 0.05) -> dict[str, Any]:
+    """The ``--json`` document (issue 12 contract, plus status/transients/noise/problems)."""
+    series = []
+    for report in reports:
+        runner, model, suite, mode, conc, metric = report.key
+        detection = report.detection
+        series.append({
+            "runner": runner, "model": model, "suite": suite, "mode": mode,
+            "concurrency": conc, "metric": metric, "n": detection.n,
+            "change_points": change_point_json(report),
+            "transients": [{"index": i, "run_id": report.nights[i].run_id}
+                           for i in detection.transients],
+            "analysed": detection.analysed,
+            **({"reason": detection.reason} if detection.reason else {}),
+            "sigma": _round(detection.sigma),
+            "noise": _budget_json(report.budget, report.budget_note),
+        })
+    return {"series": series, "problems": [str(p) for p in problems],
+            "noise_design": {"power": 0.8, "alpha": alpha, "two_sided": True,
+                             "arms": "n repeats vs n repeats, log scale"}}
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f} %"
+
+
+def render_text(reports: Sequence[SeriesReport], problems: Sequence[Problem],
+                alpha: float = 0.05) -> str:
+    """The human report: change points first, then the noise budget of gated metrics."""
+    lines = []
+    runs = {night.run_id for report in reports for night in report.nights}
+    with_cp = [r for r in reports if r.detection.change_points]
+    lines.append(f"history: {len(reports)} series, {len(runs)} runs; change points in "
+                 f"{len(with_cp)} series")
+    for report in with_cp:
+        for cp in change_point_json(report):
+            before, after = cp["sglang_commits"]
+            lines.append(
+                f"  {report.label}: night {cp['index']} ({cp['run_id']}) "
+                f"{cp['before']:.4g} -> {cp['after']:.4g} (x{cp['ratio']:.3f}, {cp['effect']}) "
+                f"{cp['status']} after {cp['nights_after']} night(s); sglang {before} -> {after}")
+    blips = [r for r in reports if r.detection.transients]
+    for report in blips:
+        ids = ", ".join(report.nights[i].run_id for i in report.detection.transients)
+        lines.append(f"  {report.label}: one-off night(s) set aside: {ids}")
+    budgets = [r for r in reports if r.budget is not None]
+    if budgets:
+        lines.append("")
+        lines.append(f"noise budget (80 % power, two-sided alpha {alpha}, n repeats vs n, "
+                     "spread of the nights at the current level):")
+        lines.append(f"  {'series':<58} {'sd':>7} {'df':>4} {'floor':>7} {'today':>5} "
+                     f"{'reach':>8} {'needed':>6} {'minutes':>8}")
+        for report in budgets:
+            found = report.budget
+            assert found is not None
+            needed = "-" if found.repeats_needed is None else str(found.repeats_needed)
+            minutes = found.minutes_needed
+            lines.append(
+                f"  {report.label:<58} {_pct(found.spread.sigma):>7} {found.spread.dof:>4} "
+                f"{_pct(found.floor):>7} {found.repeats_today:>5} "
+                f"{_pct(found.reachable_floor):>8} {needed:>6} "
+                f"{'-' if minutes is None else f'{minutes:.1f}':>8}")
+    if problems:
+        lines.append("")
+        lines.append(f"{len(problems)} unreadable store line(s):")
+        lines.extend(f"  {problem}" for problem in problems)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,223 @@
+"""Rolling baseline: the last N accepted nights at the current level, pooled per series.
+
+Why: one stored run as the reference lets one lucky or unlucky night skew every later verdict,
+and the suite's ``run_to_run_cv`` is an assumption. Pooling the last N nights averages the
+reference and measures the spread: the night-to-night CV (log-sd of the nights' means, N - 1
+degrees of freedom) is what should replace ``run_to_run_cv``. The window walks back from the
+newest night and stops at the series' latest *confirmed* change point (older nights are another
+level); nights set aside as one-off blips are not accepted; a suspected change point does not
+stop it (one night is not yet a new level).
+
+:func:`as_baseline` renders the window in the shape :mod:`servegate.judge.baselines` loads, with
+``provenance.source_run = "history:N"`` and the run ids, so ``compare`` judges against it
+unchanged.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from servegate.history.changepoints import detect
+from servegate.history.store import (
+    ACCURACY_METRIC,
+    HistoryError,
+    Problem,
+    Record,
+    group_series,
+    read_store,
+)
+from servegate.judge.baselines import BASELINE_SCHEMA_VERSION, point_sort_key
+from servegate.results import MODES
+
+DEFAULT_NIGHTS = 5
+
+
+@dataclass(frozen=True)
+class PooledSeries:
+    """One (mode, concurrency, metric) over the window, oldest night first."""
+
+    mode: str
+    concurrency: int | None
+    metric: str
+    run_ids: tuple[str, ...]
+    values: tuple[float, ...]           # every repeat of every night in the window
+    night_means: tuple[float, ...]
+    cv: float | None                    # log-sd of the night means (ddof 1); None with 1 night
+    cv_dof: int                         # nights - 1
+    stopped_at: str | None              # run id of the confirmed change point that bounded it
+    n: tuple[int, ...] = ()             # GSM8K questions per night (accuracy series only)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.values))
+
+
+@dataclass(frozen=True)
+class RollingBaseline:
+    runner_class: str
+    model: str
+    suite: str
+    nights: int                         # N asked for
+    series: tuple[PooledSeries, ...]
+    problems: tuple[Problem, ...] = field(default_factory=tuple)
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for series in self.series:
+            seen.update(dict.fromkeys(series.run_ids))
+        return tuple(seen)
+
+
+def night_cv(night_means: Sequence[float]) -> float | None:
+    """Night-to-night log-sd with N - 1 degrees of freedom (None below two positive nights)."""
+    array = np.asarray(night_means, dtype=float)
+    if array.size < 2 or np.any(array <= 0):
+        return None
+    return float(np.std(np.log(array), ddof=1))
+
+
+def window(nights: Sequence[Record], count: int) -> tuple[list[Record], str | None]:
+    """The last ``count`` accepted nights after the latest confirmed change point."""
+    detection = detect([night.values for night in nights])
+    start, stopped_at = 0, None
+    for cp in detection.change_points:
+        if cp.status == "confirmed":
+            start, stopped_at = cp.index, nights[cp.index].run_id
+    transients = set(detection.transients)
+    accepted = [night for i, night in enumerate(nights) if i >= start and i not in transients]
+    return accepted[-count:], stopped_at
+
+
+def night_ratio_interval(current: Sequence[float], series: PooledSeries,
+                         confidence: float) -> tuple[float, float, float]:
+    """current / reference as (estimate, low, high), tonight against the pooled nights.
+
+    For the judge when a run has too few repeats to bootstrap: tonight is one more night, so
+    its mean's log differs from the N nights' mean log by ``cv * sqrt(1 + 1/N)`` (cv the
+    night-to-night log-sd, N - 1 degrees of freedom: a t interval).
+    """
+    if series.cv is None or series.cv_dof < 1:
+        raise HistoryError(f"{series.mode}@c{series.concurrency} {series.metric}: needs >= 2 "
+                           f"nights in the history window for a night-to-night spread, "
+                           f"has {len(series.run_ids)}")
+    values = np.asarray(current, dtype=float)
+    if values.size == 0 or np.any(values <= 0):
+        raise HistoryError(f"{series.metric}: current values must be positive, got {current}")
+    centre = float(np.log(values).mean() - np.log(np.asarray(series.night_means)).mean())
+    from scipy import stats
+
+    half = float(stats.t.ppf(0.5 + confidence / 2, series.cv_dof)) * series.cv \
+        * math.sqrt(1.0 + 1.0 / len(series.night_means))
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
+
+
+def rolling_baseline(records: Iterable[Record], runner_class: str, model: str, suite: str, *,
+                     nights: int = DEFAULT_NIGHTS, exclude_run_ids: Iterable[str] = (),
+                     problems: Sequence[Problem] = ()) -> RollingBaseline:
+    """Pool the last ``nights`` accepted nights of every series of (runner, model, suite)."""
+    if nights < 1:
+        raise HistoryError(f"history:{nights}: the number of nights must be >= 1")
+    excluded = set(exclude_run_ids)
+    mine = [r for r in records if r.identity == (runner_class, model, suite)
+            and r.run_id not in excluded]
+    pooled = []
+    for key, series in group_series(mine).items():
+        chosen, stopped_at = window(series, nights)
+        means = [float(np.mean(night.values)) for night in chosen]
+        cv = night_cv(means)
+        pooled.append(PooledSeries(
+            mode=key[3], concurrency=key[4], metric=key[5],
+            run_ids=tuple(night.run_id for night in chosen),
+            values=tuple(v for night in chosen for v in night.values),
+            night_means=tuple(means), cv=cv, cv_dof=len(chosen) - 1, stopped_at=stopped_at,
+            n=tuple(night.n or 0 for night in chosen) if key[5] == ACCURACY_METRIC else ()))
+    if not pooled:
+        raise HistoryError(f"history has no accepted nights for runner_class {runner_class!r}, "
+                           f"model {model!r}, suite {suite!r}")
+    return RollingBaseline(runner_class, model, suite, nights, tuple(pooled), tuple(problems))
+
+
+def rolling_from_store(store: Path, runner_class: str, model: str, suite: str, *,
+                       nights: int = DEFAULT_NIGHTS,
+                       exclude_run_ids: Iterable[str] = ()) -> RollingBaseline:
+    """Read the store (malformed lines skipped and listed in ``problems``) and pool."""
+    contents = read_store(store)
+    return rolling_baseline(contents.records, runner_class, model, suite, nights=nights,
+                            exclude_run_ids=exclude_run_ids, problems=contents.problems)
+
+
+def _entry(series: PooledSeries, all_runs: tuple[str, ...]) -> dict[str, Any]:
+    values = np.asarray(series.values, dtype=float)
+    spread = float(values.std(ddof=1)) if values.size > 1 else None
+    return {
+        "value": round(float(values.mean()), 6),
+        "spread": None if spread is None else round(spread, 6),
+        "cv": None if series.cv is None else round(series.cv, 6),
+        "cv_dof": series.cv_dof,
+        "n_repeats": int(values.size),
+        "repeats": [round(float(v), 6) for v in values],
+        # only when this series' window differs from provenance.run_ids (a change point)
+        **({"nights": list(series.run_ids)} if series.run_ids != all_runs else {}),
+    }
+
+
+def as_baseline(rolling: RollingBaseline) -> dict[str, Any]:
+    """The window as a baseline document (same shape as ``judge.baselines``; validates there).
+
+    Per metric: ``value`` the pooled mean, ``repeats`` every pooled repeat (so the judge
+    bootstraps over nights x repeats), ``spread`` their sd, ``cv`` the night-to-night log-sd with
+    ``cv_dof`` = N - 1 (the measured replacement for ``run_to_run_cv``). Per-request samples
+    are not kept in the history, so ``requests`` is empty. Accuracy pools the nights' questions.
+    """
+    points: dict[tuple[str, int], dict[str, Any]] = {}
+    accuracy: dict[str, dict[str, Any]] = {}
+    for series in rolling.series:
+        if series.metric == ACCURACY_METRIC:
+            n = sum(series.n)
+            correct = sum(round(v * k) for v, k in zip(series.values, series.n, strict=True))
+            if n > 0:
+                accuracy[series.mode] = {"n": n, "correct": correct,
+                                         "accuracy": round(correct / n, 6),
+                                         "nights": list(series.run_ids)}
+            continue
+        if series.mode not in MODES or series.concurrency is None:
+            continue
+        point = points.setdefault((series.mode, series.concurrency), {
+            "mode": series.mode, "concurrency": series.concurrency, "repeats": [],
+            "metrics": {}, "requests": {}})
+        point["metrics"][series.metric] = _entry(series, rolling.run_ids)
+    for point in points.values():
+        longest = max(entry["n_repeats"] for entry in point["metrics"].values())
+        point["repeats"] = list(range(longest))
+    cvs = [s.cv for s in rolling.series if s.cv is not None and math.isfinite(s.cv)]
+    return {
+        "schema_version": BASELINE_SCHEMA_VERSION,
+        "runner_class": rolling.runner_class,
+        "model_profile": rolling.model,
+        "suite": rolling.suite,
+        "chunk_size": None,
+        "page_size": None,
+        "provenance": {
+            "created_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "created_by": "servegate history (rolling baseline)",
+            "source_run": f"history:{rolling.nights}",
+            "run_ids": list(rolling.run_ids),
+            "nights_requested": rolling.nights,
+            "stopped_at_change_points": sorted({s.stopped_at for s in rolling.series
+                                                if s.stopped_at}),
+            "max_night_cv": None if not cvs else round(max(cvs), 6),
+            "skipped_store_lines": [str(p) for p in rolling.problems],
+            "forced": False,
+            "forced_reasons": [],
+        },
+        "points": [points[key] for key in sorted(points, key=point_sort_key)],
+        "accuracy": accuracy,
+    }
