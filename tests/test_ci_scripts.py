@@ -94,6 +94,7 @@ BAD_ARGUMENTS = {
     "ci/lib/in-container.sh": [],                 # every argument is nox's; none is an error
     "ci/lib/run-dir.sh": ["a", "b"],
     "ci/lib/judge-runs.sh": [],
+    "ci/lib/history-store.sh": ["restore"],
 }
 
 
@@ -553,3 +554,26 @@ def test_judge_with_real_compare_on_a_malformed_run(tmp_path: Path) -> None:
     proc = run([str(JUDGE), str(gathered)], env=judge_env(tmp_path), timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "| nightly-run-gate-gfx942-mi300x-off-on | gate | 2 |" in proc.stdout
+
+
+def test_judge_uses_and_feeds_the_history_store(tmp_path: Path) -> None:
+    """With SERVEGATE_HISTORY: the first night is judged against the stored baseline (none:
+    claims only) and added; once there are enough nights, a cell is judged against them."""
+    from judge_runs import make_run
+
+    store = tmp_path / "store"
+    env = judge_env(tmp_path, SERVEGATE_HISTORY=str(store), SERVEGATE_HISTORY_NIGHTS="3")
+    for night in range(4):
+        gathered = tmp_path / f"gathered{night}"
+        cell = make_run(gathered / "nightly-run-gate-gfx942-mi325x-off-on",
+                        runner_class="mi325x", model_profile="glm-5.2-mxfp4", suite="nightly",
+                        repeats=3, seed=night, run_cv=0.02)
+        # every night's artifact folder has the cell's name; run.json carries the run's own id
+        recorded = json.loads((cell / "run.json").read_text())
+        recorded["run_id"] = f"nightly-mi325x-2026120{night}T021700Z"
+        (cell / "run.json").write_text(json.dumps(recorded))
+        proc = run([str(JUDGE), str(gathered)], env=env, timeout=120)
+        assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+        used_history = "judged against the last 3 nights" in proc.stderr
+        assert used_history == (night >= 3), (night, proc.stderr)
+    assert len(list(store.glob("*.jsonl"))) == 4

@@ -276,6 +276,17 @@ def test_baselines_dispatch_update_and_pull_request() -> None:
     assert pr_job["permissions"] == {"contents": "write", "pull-requests": "write"}
 
 
+def test_nightly_keeps_the_history_store() -> None:
+    judge = jobs(WORKFLOW_DIR / "nightly.yml")["judge"]
+    steps = [s.get("run", "") for s in judge["steps"]]
+    restore = next(i for i, r in enumerate(steps) if "history-store.sh restore" in r)
+    judged = next(i for i, r in enumerate(steps) if "judge-runs.sh" in r)
+    save = next(i for i, r in enumerate(steps) if "history-store.sh save" in r)
+    assert restore < judged < save
+    assert judge["steps"][save]["if"] == "always()", "a failed night must still be kept"
+    assert judge["env"]["SERVEGATE_HISTORY"]
+
+
 def test_only_the_pull_request_job_can_write() -> None:
     for workflow in WORKFLOWS:
         data = load(workflow)
@@ -284,6 +295,8 @@ def test_only_the_pull_request_job_can_write() -> None:
             granted = job.get("permissions", {})
             writes = {k for k, v in granted.items() if v == "write"}
             allowed = {"contents", "pull-requests"} if job_id == "pull-request" else {"checks"}
+            if (workflow.name, job_id) == ("nightly.yml", "judge"):
+                allowed = {"checks", "contents"}   # pushes the servegate-history branch only
             assert writes <= allowed, f"{workflow.name}:{job_id} may write {writes}"
 
 

@@ -53,6 +53,10 @@ def _user_env(tag: str) -> dict[str, str]:
     return {**env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", TAG_VAR: tag}
 
 
+def _history(store: Path) -> dict[str, str]:
+    return {"SERVEGATE_HISTORY": str(store)}
+
+
 def _check_points(run: dict) -> None:
     points = run["points"]
     assert {(p["mode"], p["concurrency"]) for p in points} == {
@@ -103,7 +107,9 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
     install = subprocess.run([python, "-m", "pip", "install", "-q", "nox"], cwd=clone,
                              env=_user_env(tag), capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stderr[-3000:]
-    proc = subprocess.run([python, "-m", "nox", "-s", "bench"], cwd=clone, env=_user_env(tag),
+    store = tmp_path / "history"
+    proc = subprocess.run([python, "-m", "nox", "-s", "bench"], cwd=clone,
+                          env={**_user_env(tag), **_history(store)},
                           capture_output=True, text=True, timeout=2400)
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
@@ -128,5 +134,8 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
     assert verdict["checks"]
     summary = (run_dir / "summary.md").read_text()
     assert "| forced |" in summary and "## Accuracy (GSM8K)" in summary
+    # the complete run was kept in the nightly history store (one file per run)
+    assert [p.name for p in store.glob("*.jsonl")] == [f"{run['run_id']}.jsonl"]
+    assert run["run_id"] == run_dir.name and run["servegate_commit"]
     assert _tagged_processes(tag) == []
     print(f"fresh clone, README main command: {elapsed:.0f} s")

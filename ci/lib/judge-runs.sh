@@ -25,6 +25,11 @@ usage() {
 gathered="$1"
 [[ -d "$gathered" ]] || sg_die "$gathered: no such folder (did the download step run?)"
 python="${SERVEGATE_PYTHON:-python3}"
+# With a history store (SERVEGATE_HISTORY), a cell is judged against its last nights (the
+# rolling history:N baseline) once there are enough of them, else against the stored baseline;
+# every complete run is then added to the store.
+store="${SERVEGATE_HISTORY:-}"
+nights="${SERVEGATE_HISTORY_NIGHTS:-5}"
 
 describe() {
     case "$1" in
@@ -58,7 +63,17 @@ for cell_dir in "${cells[@]}"; do
         sg_log "judging $cell ($role)"
         # Capture the code instead of exiting: one broken cell must not hide the others' verdicts.
         code=0
-        "$python" -m servegate compare "$cell_dir" || code=$?
+        baseline=()
+        if [[ -n "$store" ]] && "$python" -m servegate history baseline "$cell_dir" \
+                --store "$store" --nights "$nights" >/dev/null 2>&1; then
+            baseline=(--baseline "history:$nights" --history-store "$store")
+            sg_log "$cell: judged against the last $nights nights in $store"
+        fi
+        "$python" -m servegate compare "$cell_dir" "${baseline[@]}" || code=$?
+        if [[ -n "$store" ]]; then
+            "$python" -m servegate history add "$cell_dir" --store "$store" \
+                || sg_log "$cell: not added to the history store"
+        fi
     fi
     rows+=("| $cell | $role | $code | $(describe "$code") |")
     if [[ "$role" == gate ]]; then

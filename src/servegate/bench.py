@@ -35,6 +35,8 @@ from servegate.accuracy.runner import run_gsm8k
 from servegate.compare import compare_run
 from servegate.config import ConfigError, Suite, load_suite, suite_path
 from servegate.errors import EXIT_INFRA, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, ServegateError
+from servegate.history.cli import ENV_STORE as HISTORY_ENV
+from servegate.history.store import HistoryError, add_run
 from servegate.judge.baselines import baseline_path, run_identity
 from servegate.measure import logparse
 from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl, run_client
@@ -221,6 +223,20 @@ def _compare(ctx: Context) -> int | None:
     return int(compare_run(ctx.run_dir, strict=False))
 
 
+def _add_to_history(ctx: Context) -> None:
+    """With ``$SERVEGATE_HISTORY`` set, keep every complete run in the nightly history store
+    (a refused run, e.g. fault-injected, is logged and left out; it never fails the run)."""
+    store = os.environ.get(HISTORY_ENV)
+    if not store:
+        return
+    try:
+        result = add_run(ctx.run_dir, Path(store))
+    except HistoryError as err:
+        ctx.console.log(f"history: not added: {err}")
+        return
+    ctx.console.log(f"history: {result.status} {result.path} ({result.lines} lines)")
+
+
 def _select_modes(suite: Suite, modes_arg: str | None) -> list[str]:
     if not modes_arg:
         return list(suite.modes)
@@ -308,6 +324,8 @@ def main(argv: list[str]) -> int:
                 judged = _compare(ctx)
                 if judged is not None:
                     code = judged
+            if not args.accuracy_only:
+                _add_to_history(ctx)
     except (KeyboardInterrupt, Terminated) as err:
         session.fail(f"interrupted ({type(err).__name__}{': ' + str(err) if str(err) else ''})")
         code = EXIT_SIGINT if isinstance(err, KeyboardInterrupt) else EXIT_SIGTERM

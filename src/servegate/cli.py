@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "accuracy": ("servegate.accuracy_command", "GSM8K accuracy for a suite, paired on/off"),
     "compare": ("servegate.compare", "judge a run folder against baselines + A/B claims"),
     "update-baselines": ("servegate.judge.update", "store a complete run as a baseline"),
+    "history": ("servegate.history.cli", "nightly history: add, report (change points), baseline"),
     "runners": ("servegate.runners_command", "runner classes (GPU models), CI matrices"),
     "env": ("servegate.envcli", "build/locate the shared CPU sglang environment; print its python"),
 }

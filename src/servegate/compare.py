@@ -12,16 +12,49 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-from servegate.errors import EXIT_INFRA
+from servegate.errors import EXIT_INFRA, ServegateError
+from servegate.history.store import HistoryError
+from servegate.judge.baselines import run_identity
 from servegate.judge.evaluate import judge
 from servegate.report import print_judgement, write_reports
+from servegate.results import load_run
+
+HISTORY_PREFIX = "history"
+
+
+def history_baseline(run_dir: Path, spec: str, store: Path | None = None) -> dict[str, Any]:
+    """``history[:N]``: the last N accepted nights of this run's series (rolling baseline)."""
+    from servegate.history.cli import default_store
+    from servegate.history.rolling import DEFAULT_NIGHTS, as_baseline, rolling_from_store
+
+    _, _, count = spec.partition(":")
+    if count and not (count.isdigit() and int(count) >= 2):
+        raise HistoryError(f"--baseline {spec!r}: expected history or history:N with N >= 2")
+    run = load_run(Path(run_dir))
+    rolling = rolling_from_store(store or default_store(), *run_identity(run),
+                                 nights=int(count) if count else DEFAULT_NIGHTS, full_window=True,
+                                 exclude_run_ids=[str(run.get("run_id") or Path(run_dir).name)])
+    return as_baseline(rolling)
 
 
 def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | None = None,
-                plots: bool = True) -> int:
-    """Judge, print, write reports; returns the servegate exit code (bench calls this)."""
-    judgement = judge(Path(run_dir), baseline_file=baseline_file, strict=strict)
+                plots: bool = True, baseline_spec: str | None = None,
+                history_store: Path | None = None) -> int:
+    """Judge, print, write reports; returns the servegate exit code (bench calls this).
+
+    ``baseline_spec`` ``history[:N]`` judges against the rolling baseline from the history
+    store instead of the stored reviewed baseline file."""
+    baseline_doc = None
+    if baseline_spec is not None:
+        try:
+            baseline_doc = history_baseline(Path(run_dir), baseline_spec, history_store)
+        except ServegateError as err:
+            print(f"servegate compare: {err}", file=sys.stderr)
+            return EXIT_INFRA
+    judgement = judge(Path(run_dir), baseline_file=baseline_file, strict=strict,
+                      baseline_doc=baseline_doc)
     print_judgement(judgement)
     try:
         written = write_reports(judgement, skip=frozenset() if plots else frozenset({"plots"}))
@@ -36,11 +69,18 @@ def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | No
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="servegate compare", description=__doc__)
     parser.add_argument("run_dir", type=Path, help="run folder (results/<suite>-<runner>-...)")
-    parser.add_argument("--baseline", type=Path, default=None,
-                        help="baseline file (default: baselines/<runner>/<model>/<suite>.json)")
+    parser.add_argument("--baseline", default=None,
+                        help="baseline file (default: baselines/<runner>/<model>/<suite>.json), "
+                             "or history[:N]: the last N accepted nights in the history store")
+    parser.add_argument("--history-store", type=Path, default=None,
+                        help="history store for --baseline history[:N] (default: "
+                             "$SERVEGATE_HISTORY or results/history)")
     parser.add_argument("--strict", action="store_true",
                         help="exit 3 when the verdict is inconclusive")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     args = parser.parse_args(argv)
-    return compare_run(args.run_dir, args.strict, baseline_file=args.baseline,
-                       plots=not args.no_plots)
+    spec = args.baseline if args.baseline and args.baseline.split(":")[0] == HISTORY_PREFIX \
+        else None
+    return compare_run(args.run_dir, args.strict, plots=not args.no_plots,
+                       baseline_file=Path(args.baseline) if args.baseline and not spec else None,
+                       baseline_spec=spec, history_store=args.history_store)

@@ -91,6 +91,7 @@ class AccuracyResult(TypedDict, total=False):
 
 class Run(TypedDict, total=False):
     schema_version: int
+    run_id: str                     # the run folder's name as bench made it (unique per run)
     suite: str
     model_profile: str
     runner_class: str
@@ -108,6 +109,7 @@ class Run(TypedDict, total=False):
     injected: dict[str, str]                # SERVEGATE_INJECT_* fault injection, if enabled
     suite_source: dict[str, str]            # {"path", "sha256"} of the suite file that was run
     judge_table: dict[str, Any] | None      # that file's [judge] table as run (None: defaults)
+    servegate_commit: str | None            # the servegate checkout's commit ("-dirty" if changed)
 
 
 class RunFolderError(ServegateError, ValueError):

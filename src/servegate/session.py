@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,12 +20,28 @@ from servegate import atomic
 from servegate.accuracy.report import paired_for_run, render_section
 from servegate.config import Suite
 from servegate.measure.summary import render
+from servegate.paths import REPO_ROOT
 from servegate.results import RUN_SCHEMA_VERSION, AccuracyResult, Point, Run
 from servegate.serve.process import signals_deferred
 
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def servegate_commit() -> str | None:
+    """The checkout's git commit (with ``-dirty`` when it has local changes), if it is one."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
 def file_sha256(path: Path) -> str:
@@ -46,7 +63,7 @@ class RunSession:
         run_dir = (Path(results_dir) / f"{suite.name}-{runner_class}-{stamp}").resolve()
         run_dir.mkdir(parents=True, exist_ok=False)
         run: Run = {
-            "schema_version": RUN_SCHEMA_VERSION, "suite": suite.name,
+            "schema_version": RUN_SCHEMA_VERSION, "run_id": run_dir.name, "suite": suite.name,
             "model_profile": suite.model.name, "runner_class": runner_class,
             "command": ["servegate", "bench", *argv], "started_at": utc_now(), "complete": False,
             "chunk_size": chunk_size, "page_size": page_size,  # type: ignore[typeddict-item]
@@ -54,6 +71,7 @@ class RunSession:
             # The judge must use the suite file that was run, not suites/<name>.toml.
             "suite_source": {"path": str(suite.source), "sha256": file_sha256(suite.source)},
             "judge_table": suite.judge_table,
+            "servegate_commit": servegate_commit(),
         }
         return cls(run_dir, run)
 

@@ -105,8 +105,9 @@ def _baseline(args: argparse.Namespace, out: TextIO) -> int:
     run = load_run(args.run_dir)
     runner, model, suite = run_identity(run)
     rolling = rolling_from_store(args.store or default_store(), runner, model, suite,
-                                 nights=args.nights,
-                                 exclude_run_ids=[args.run_dir.resolve().name])
+                                 nights=args.nights, full_window=True,
+                                 exclude_run_ids=[str(run.get("run_id")
+                                                      or args.run_dir.resolve().name)])
     for problem in rolling.problems:
         print(f"history baseline: skipped {problem}", file=sys.stderr)
     document: dict[str, Any] = as_baseline(rolling)

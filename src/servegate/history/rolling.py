@@ -146,12 +146,19 @@ def rolling_baseline(records: Iterable[Record], runner_class: str, model: str, s
 
 
 def rolling_from_store(store: Path, runner_class: str, model: str, suite: str, *,
-                       nights: int = DEFAULT_NIGHTS,
-                       exclude_run_ids: Iterable[str] = ()) -> RollingBaseline:
-    """Read the store (malformed lines skipped and listed in ``problems``) and pool."""
+                       nights: int = DEFAULT_NIGHTS, exclude_run_ids: Iterable[str] = (),
+                       full_window: bool = False) -> RollingBaseline:
+    """Read the store (malformed lines skipped and listed in ``problems``) and pool.
+
+    ``full_window``: refuse (HistoryError) unless ``nights`` accepted nights are there - what
+    ``compare --baseline history:N`` requires before it replaces the reviewed baseline."""
     contents = read_store(store)
-    return rolling_baseline(contents.records, runner_class, model, suite, nights=nights,
-                            exclude_run_ids=exclude_run_ids, problems=contents.problems)
+    rolling = rolling_baseline(contents.records, runner_class, model, suite, nights=nights,
+                               exclude_run_ids=exclude_run_ids, problems=contents.problems)
+    if full_window and len(rolling.run_ids) < nights:
+        raise HistoryError(f"history:{nights}: only {len(rolling.run_ids)} accepted night(s) for "
+                           f"{runner_class}/{model}/{suite} in {store}")
+    return rolling
 
 
 def _entry(series: PooledSeries, all_runs: tuple[str, ...]) -> dict[str, Any]:

@@ -198,7 +198,9 @@ def add_run(run_dir: Path, store: Path) -> AddResult:
     run_dir, store = Path(run_dir), Path(store)
     check_store_dir(store, must_exist=False)
     run = load_run(run_dir)             # RunFolderError (exit 2) for another schema version
-    run_id = run_dir.resolve().name
+    # bench records the run folder's own name; a downloaded CI artifact is renamed after its
+    # cell (the same name every night), so run.json's id wins over the folder's.
+    run_id = str(run.get("run_id") or run_dir.resolve().name)
     reasons = refusal_reasons(run)
     if not _RUN_ID.match(run_id):
         reasons.append(f"run folder name {run_id!r} cannot be a run id ([A-Za-z0-9._-])")

@@ -19,6 +19,7 @@ from servegate.judge.baselines import (
     ensure_matches,
     load_baseline,
     run_identity,
+    validate_baseline,
 )
 from servegate.judge.checks import Check
 from servegate.judge.claims import claim_pendings
@@ -52,7 +53,8 @@ def error_judgement(run_dir: Path, message: str, strict: bool,
 
 
 def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = False,
-          suites_dir: Path = SUITES_DIR, baselines_root: Path | None = None) -> Judgement:
+          suites_dir: Path = SUITES_DIR, baselines_root: Path | None = None,
+          baseline_doc: dict[str, Any] | None = None) -> Judgement:
     """Load run, suite [judge] table and baseline; evaluate every check with one family size."""
     run_dir = Path(run_dir)
     try:
@@ -66,13 +68,24 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
     notes = [f"judge settings from {config.source}", *config.deprecations]
     baseline = None
     explicit = baseline_file is not None
-    if baseline_file is None:
+    if baseline_doc is not None:   # e.g. the rolling history:N baseline, built by the caller
+        label = Path(str(baseline_doc.get("provenance", {}).get("source_run", "<given>")))
+        try:
+            baseline = validate_baseline(baseline_doc, label)
+            ensure_matches(baseline, label, run, str(run_dir))
+        except BaselineError as err:
+            return error_judgement(run_dir, str(err), strict, run)
+        notes.append(f"baseline {label}: {len(baseline.get('points', []))} points")
+        baseline_file, explicit = label, True
+    elif baseline_file is None:
         try:
             baseline_file = baseline_path(*run_identity(run), root=baselines_root)
         except BaselineError as err:
             return error_judgement(run_dir, str(err), strict, run)
     try:
-        if explicit or baseline_file.is_file():
+        if baseline is not None:
+            pass
+        elif explicit or baseline_file.is_file():
             baseline = load_baseline(baseline_file)
             ensure_matches(baseline, baseline_file, run, str(run_dir))
         else:
