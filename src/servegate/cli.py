@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("servegate.compare", "judge a run folder against baselines + A/B claims"),
     "update-baselines": ("servegate.judge.update", "store a complete run as a baseline"),
     "history": ("servegate.history.cli", "nightly history: add, report (change points), baseline"),
+    "upgrade": ("servegate.upgrade", "rewrite run/baseline/golden files to the current schema"),
     "runners": ("servegate.runners_command", "runner classes (GPU models), CI matrices"),
     "env": ("servegate.envcli", "build/locate the shared CPU sglang environment; print its python"),
 }

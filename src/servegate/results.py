@@ -17,16 +17,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from typing_extensions import NotRequired, Required, TypedDict
+
+from servegate import runners
 from servegate.errors import ServegateError
+from servegate.versioned import Schema, SchemaVersionError
 
-RUN_SCHEMA_VERSION = 1
+# 2: runner_class is a registered GPU model (servegate.runners), no longer an architecture.
+RUN_SCHEMA_VERSION = 2
 MODES: tuple[str, ...] = ("off", "on", "forced")
 Mode = Literal["off", "on", "forced"]
 
 
 class Alignment(TypedDict):
+    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
+
     chunk_size: int
     saturated_batches: int          # prefill batches that were limited by the chunk budget
     aligned_fraction: float         # saturated batches exactly at chunk_size / saturated_batches
@@ -34,9 +42,11 @@ class Alignment(TypedDict):
     prefill_tokens: list[int]       # every prefill batch's #new-token, health/warm-up excluded
 
 
-class Requests(TypedDict):
+class Requests(TypedDict, total=False):
     """Per-request samples from the client's --output-details (same order as sent): one list per
     quantity registered in :mod:`servegate.metrics` (these three ship), plus the lengths sent."""
+
+    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
 
     ttft_ms: list[float]
     tpot_ms: list[float]            # (latency - ttft) / (output_len - 1); 1-token outputs dropped
@@ -46,19 +56,23 @@ class Requests(TypedDict):
 
 
 class Point(TypedDict):
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
     mode: Mode
     concurrency: int
     repeat: int                     # 0-based repeat index (a server restart per repeat)
-    order: int                      # position in the interleaved execution order
+    order: NotRequired[int]         # position in the interleaved execution order
     metrics: dict[str, float]       # the client's summary keys, e.g. median_ttft_ms, mean_tpot_ms
-    requests: Requests
-    alignment: Alignment
-    exact_fill_effective: bool      # read back from the server (hook line / prefill batches)
-    files: dict[str, str]           # paths relative to the run folder: client_jsonl, server_log
+    requests: NotRequired[Requests]
+    alignment: NotRequired[Alignment]
+    exact_fill_effective: NotRequired[bool]   # read back from the server (hook line / batches)
+    files: NotRequired[dict[str, str]]        # relative paths: client_jsonl, server_log, ...
 
 
 class Fingerprint(TypedDict, total=False):
-    runner_class: str               # cpu | gfx95 | gfx942 | rocm-other | nvidia
+    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
+
+    runner_class: str               # a registered class: cpu | mi355x | mi300x | mi325x | h200 ...
     gpu_name: str
     gpu_count: int
     gpu_arch: str
@@ -76,6 +90,8 @@ class Fingerprint(TypedDict, total=False):
 
 
 class AccuracyResult(TypedDict, total=False):
+    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
+
     n: int
     correct: int
     accuracy: float
@@ -90,7 +106,9 @@ class AccuracyResult(TypedDict, total=False):
 
 
 class Run(TypedDict, total=False):
-    schema_version: int
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    schema_version: Required[int]
     run_id: str                     # the run folder's name as bench made it (unique per run)
     suite: str
     model_profile: str
@@ -102,8 +120,8 @@ class Run(TypedDict, total=False):
     complete: bool
     error: str                      # one-line cause when the run failed (complete is false)
     chunk_size: int
-    page_size: int
-    points: list[Point]
+    page_size: int | None
+    points: Required[list[Point]]
     accuracy: dict[str, AccuracyResult]     # by mode
     paired_accuracy: dict[str, Any]         # e.g. "on_vs_off": McNemar analysis
     injected: dict[str, str]                # SERVEGATE_INJECT_* fault injection, if enabled
@@ -116,8 +134,48 @@ class RunFolderError(ServegateError, ValueError):
     """A run folder or its run.json is missing or malformed; the message names file and field."""
 
 
+def _run_v1_to_v2(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """v1 named the architecture (gfx95, gfx942, nvidia, rocm-other); v2 names the GPU model."""
+    runner = data.get("runner_class")
+    if runner not in (None, "cpu"):
+        fingerprint = data.get("fingerprint") or {}
+        arch = {"gfx95": "gfx950", "gfx942": "gfx942", "nvidia": "cuda"}.get(str(runner), "")
+        try:
+            model = runners.classify(fingerprint.get("gpu_arch") or arch,
+                                     str(fingerprint.get("gpu_name", ""))).name
+        except runners.UnknownRunner as err:
+            raise SchemaVersionError(f"{path}: runner_class {runner!r} (schema 1) cannot be "
+                                     f"named as a GPU model: {err}") from err
+        data["runner_class"] = model
+        data["fingerprint"] = {**fingerprint, "runner_class": model}
+    return data
+
+
+RUN_SCHEMA = Schema("run.json", "schema_version", RUN_SCHEMA_VERSION, {1: _run_v1_to_v2})
+_RUN = TypeAdapter(Run)
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    """pydantic's error location as the path a reader types: points[3].metrics.mean_ttft_ms."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def validate_run(data: Any, path: Path) -> Run:
+    """Upgrade an older document in memory, then check every field's type."""
+    upgraded, _ = RUN_SCHEMA.upgrade(data, path)
+    try:
+        return _RUN.validate_python(upgraded)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise RunFolderError(f"{path}: {_field(first['loc'])}: {first['msg']} (got "
+                             f"{first.get('input')!r:.80})") from None
+
+
 def load_run(run_dir: Path) -> Run:
-    """Read and minimally validate ``run.json`` (names the file and field on any problem)."""
+    """Read, upgrade and validate ``run.json`` (names the file and the field on any problem)."""
     path = Path(run_dir) / "run.json"
     if not path.is_file():
         raise RunFolderError(f"{path}: not found (is {run_dir} a servegate run folder?)")
@@ -125,23 +183,7 @@ def load_run(run_dir: Path) -> Run:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise RunFolderError(f"{path}: not valid JSON ({err})") from err
-    if not isinstance(data, dict):
-        raise RunFolderError(f"{path}: expected a JSON object at top level")
-    version = data.get("schema_version")
-    if version != RUN_SCHEMA_VERSION:
-        raise RunFolderError(
-            f"{path}: schema_version {version!r}, expected {RUN_SCHEMA_VERSION}")
-    points = data.get("points")
-    if not isinstance(points, list):
-        raise RunFolderError(f"{path}: 'points' must be a list")
-    for index, point in enumerate(points):
-        for key, kind in (("mode", str), ("concurrency", int), ("repeat", int),
-                          ("metrics", dict)):
-            if not isinstance(point.get(key), kind):
-                raise RunFolderError(
-                    f"{path}: points[{index}].{key} must be {kind.__name__}, "
-                    f"got {point.get(key)!r}")
-        if point["mode"] not in MODES:
-            raise RunFolderError(
-                f"{path}: points[{index}].mode {point['mode']!r} not one of {MODES}")
-    return data  # type: ignore[return-value]
+    try:
+        return validate_run(data, path)
+    except SchemaVersionError as err:
+        raise RunFolderError(str(err)) from err

@@ -17,8 +17,10 @@ from typing import Any
 from servegate import atomic
 from servegate.admission.replay import Trace
 from servegate.errors import ServegateError
+from servegate.versioned import Schema, SchemaVersionError
 
 GOLDEN_SCHEMA = 1
+GOLDEN_FILE_SCHEMA = Schema("golden trace", "schema", GOLDEN_SCHEMA, {})
 
 
 class GoldenError(ServegateError, ValueError):
@@ -89,22 +91,30 @@ def load_golden(directory: Path) -> tuple[dict[str, dict[str, Any]], dict[str, A
     scenarios: dict[str, dict[str, Any]] = {}
     provenance: dict[str, Any] = {}
     for path in files:
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise GoldenError(f"{path}: not valid JSON ({err})") from err
-        if not isinstance(data, dict) or data.get("schema") != GOLDEN_SCHEMA:
-            raise GoldenError(f"{path}: 'schema' must be {GOLDEN_SCHEMA}")
-        if not isinstance(data.get("scenarios"), dict):
-            raise GoldenError(f"{path}: 'scenarios' must be an object")
-        for sid, modes in data["scenarios"].items():
-            if not isinstance(modes, dict) or not all(
-                    isinstance(m, dict) and isinstance(m.get("rounds"), list)
-                    for m in modes.values()):
-                raise GoldenError(f"{path}: scenarios.{sid}: each mode needs a 'rounds' list")
-            scenarios[sid] = modes
+        data = read_golden_file(path)
+        scenarios.update(data["scenarios"])
         provenance[path.name] = data.get("provenance", {})
     return scenarios, provenance
+
+
+def read_golden_file(path: Path) -> dict[str, Any]:
+    """One golden trace file, through the versioned loader (an older schema is upgraded)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise GoldenError(f"{path}: not valid JSON ({err})") from err
+    try:
+        data, _ = GOLDEN_FILE_SCHEMA.upgrade(data, Path(path))
+    except SchemaVersionError as err:
+        raise GoldenError(str(err)) from err
+    if not isinstance(data.get("scenarios"), dict):
+        raise GoldenError(f"{path}: 'scenarios' must be an object")
+    for sid, modes in data["scenarios"].items():
+        if not isinstance(modes, dict) or not all(
+                isinstance(m, dict) and isinstance(m.get("rounds"), list)
+                for m in modes.values()):
+            raise GoldenError(f"{path}: scenarios.{sid}: each mode needs a 'rounds' list")
+    return data
 
 
 def diff_traces(golden: dict[str, dict[str, Any]], traces: list[Trace]) -> list[str]:

@@ -20,13 +20,16 @@ from typing import Any
 
 import numpy as np
 
+from servegate import runners
 from servegate.atomic import write_text
 from servegate.errors import ServegateError
 from servegate.metrics import QUANTITIES
 from servegate.paths import BASELINES_DIR
 from servegate.results import MODES, Run
+from servegate.versioned import Schema, SchemaVersionError
 
-BASELINE_SCHEMA_VERSION = 1
+# 2: runner_class is a registered GPU model (servegate.runners), no longer an architecture.
+BASELINE_SCHEMA_VERSION = 2
 REQUEST_SAMPLE_CAP = 512
 _SECRET = re.compile(r"(hf_[A-Za-z0-9]{8,}|(TOKEN|SECRET|PASSWORD|KEY)=\S+)", re.IGNORECASE)
 
@@ -249,8 +252,28 @@ def validate_baseline(data: Any, path: Path) -> dict[str, Any]:
     return data
 
 
-def load_baseline(path: Path) -> dict[str, Any]:
-    """Read and validate a baseline file."""
+def _baseline_v1_to_v2(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """v1 keyed baselines by architecture (gfx95, gfx942, nvidia); v2 by GPU model."""
+    runner = data.get("runner_class")
+    if runner in (None, "cpu"):
+        return data
+    fingerprint = (data.get("provenance") or {}).get("fingerprint") or {}
+    arch = {"gfx95": "gfx950", "gfx942": "gfx942", "nvidia": "cuda"}.get(str(runner), "")
+    try:
+        model = runners.classify(fingerprint.get("gpu_arch") or arch,
+                                 str(fingerprint.get("gpu_name", ""))).name
+    except runners.UnknownRunner as err:
+        raise BaselineError(f"{path}: runner_class {runner!r} (schema 1) cannot be named as a "
+                            f"GPU model from provenance.fingerprint: {err}") from err
+    return {**data, "runner_class": model}
+
+
+BASELINE_SCHEMA = Schema("baseline", "schema_version", BASELINE_SCHEMA_VERSION,
+                         {1: _baseline_v1_to_v2})
+
+
+def read_baseline(path: Path) -> tuple[dict[str, Any], int]:
+    """(the validated document at the current schema, the version the file has)."""
     path = Path(path)
     if not path.is_file():
         raise BaselineError(f"{path}: baseline file not found")
@@ -258,7 +281,16 @@ def load_baseline(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise BaselineError(f"{path}: not valid JSON ({err})") from err
-    return validate_baseline(data, path)
+    try:
+        upgraded, found = BASELINE_SCHEMA.upgrade(data, path)
+    except SchemaVersionError as err:
+        raise BaselineError(str(err)) from err
+    return validate_baseline(upgraded, path), found
+
+
+def load_baseline(path: Path) -> dict[str, Any]:
+    """Read a baseline file (an older schema is upgraded in memory) and validate it."""
+    return read_baseline(path)[0]
 
 
 def ensure_matches(baseline: dict[str, Any], path: Path, run: Run, run_label: str) -> None:
