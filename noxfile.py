@@ -60,6 +60,14 @@ def admission(session: nox.Session) -> None:
     _servegate(session, python, "admission", "suite", *session.posargs)
 
 
+@nox.session(venv_backend="none", tags=["cpu"])
+def preflight(session: nox.Session) -> None:
+    """Before a GPU is booked: can each GPU suite see exact fill? (argv via sglang's parser,
+    admission budget, the client's load replayed through the real PrefillAdder)."""
+    python = _runtime_python(session, force_cpu=True)
+    _servegate(session, python, "preflight", *session.posargs)
+
+
 @nox.session(venv_backend="none", tags=["cpu", "gpu"])
 def bench(session: nox.Session) -> None:
     """Main job: serve + measure (+ GSM8K) a suite; the cpu suite when no GPU is present."""

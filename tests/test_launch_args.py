@@ -18,9 +18,10 @@ SMOL = load_profile(ROOT / "models" / "smollm2-135m.toml")
 SECRET = "hf_dontleakme0123456789"
 BASE_ENV = {"PATH": "/usr/bin", "HF_TOKEN": SECRET, "PYTHONPATH": "/checkout/src"}
 
-GLM_ARGS = ["--trust-remote-code", "--tp", "4", "--kv-cache-dtype", "fp8_e4m3",
-            "--mem-fraction-static", "0.85", "--max-running-requests", "80",
-            "--watchdog-timeout", "1200"]
+GLM_ARGS = ["--trust-remote-code", "--tp", "4", "--dsa-prefill-backend", "tilelang",
+            "--dsa-decode-backend", "tilelang", "--kv-cache-dtype", "fp8_e4m3",
+            "--max-prefill-tokens", "16384", "--mem-fraction-static", "0.8",
+            "--max-running-requests", "80", "--watchdog-timeout", "1200"]
 
 
 @pytest.mark.parametrize("runner_class", ["gfx95", "gfx942", "nvidia"])
@@ -31,8 +32,8 @@ def test_glm_argv_exact(runner_class: str) -> None:
     assert spec.argv == [
         "/opt/venv/bin/python", "-m", "sglang.launch_server",
         "--model-path", "amd/GLM-5.2-MXFP4", "--host", "127.0.0.1", "--port", "30000",
-        "--chunked-prefill-size", "32768", *GLM_ARGS]
-    assert spec.timeout_s == 3600 and spec.chunk_size == 32768
+        "--chunked-prefill-size", "16384", "--page-size", "64", *GLM_ARGS]
+    assert spec.timeout_s == 3600 and spec.chunk_size == 16384 and spec.page_size == 64
 
 
 def test_glm_env_per_runner_class() -> None:

@@ -31,10 +31,13 @@ def test_shipped_suites_load() -> None:
     for name in ("premerge", "nightly"):
         suite = load_suite(suite_path(name))
         assert suite.model.path == "amd/GLM-5.2-MXFP4"
-        assert suite.load.input_len == 8192 and suite.load.output_len == 1024
+        # 8100 = not a page multiple (the exact-fill PR's example); 8192 would be blind
+        assert suite.load.input_len == 8100 and suite.load.output_len == 1024
+        assert suite.load.range_ratio == 1.0
         assert suite.load.concurrency == (4, 8, 16, 32, 64)
         assert len(suite.load.num_prompts) == 5
     assert load_suite(suite_path("nightly")).repeats > 1
+    assert cpu.load.range_ratio == 1.0          # absent: the client's old fixed lengths
 
 
 def test_shipped_profiles_cover_runner_classes() -> None:
@@ -42,6 +45,9 @@ def test_shipped_profiles_cover_runner_classes() -> None:
     assert set(glm.runners) >= {"gfx95", "gfx942", "nvidia"}
     assert glm.for_runner("gfx95").launch_timeout_s == 3600
     assert glm.for_runner("gfx95").env == {"SGLANG_USE_AITER": "1"}
+    for arch in ("gfx95", "gfx942", "nvidia"):   # what sglang forces for DSA models
+        assert glm.for_runner(arch).page_size == 64
+        assert glm.for_runner(arch).chunked_prefill_size == 16384
     small = load_profile(MODELS / "smollm2-135m.toml")
     assert small.for_runner("cpu").cpu_standin is True
     assert small.prepare is not None and small.prepare.package_file.endswith(".gguf")
@@ -106,6 +112,12 @@ def test_invalid_toml_is_reported(tmp_path: Path) -> None:
     ("page_size = 64", "page_size = 48", r"chunk size 256 is not a multiple of page size 48"),
     ("warmup_requests = 1", "warmup_requests = true",
      r"load.warmup_requests: expected integer, got bool"),
+    ("input_len = 300", "input_len = 300\nrange_ratio = 1.5",
+     r"cpu.toml: load.range_ratio: expected a number in \[0, 1\]"),
+    ("input_len = 300", "input_len = 300\nrange_ratio = -0.1",
+     r"cpu.toml: load.range_ratio: expected a number in \[0, 1\]"),
+    ("input_len = 300", 'input_len = 300\nrange_ratio = "half"',
+     r"cpu.toml: load.range_ratio: expected float, got str"),
 ])
 def test_suite_errors_name_file_and_key(tmp_path: Path, old: str, new: str,
                                         message: str) -> None:

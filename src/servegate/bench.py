@@ -31,6 +31,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from servegate import runners
 from servegate.accuracy.runner import run_gsm8k
 from servegate.compare import compare_run
 from servegate.config import ConfigError, Suite, load_suite, suite_path
@@ -74,8 +75,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="servegate bench", description=__doc__.splitlines()[0])
     parser.add_argument("--suite", help="suite name (suites/<name>.toml) or path; default: "
                                         "cpu without a GPU, premerge with one")
-    parser.add_argument("--runner", help="override runner detection "
-                                         "(cpu, gfx95, gfx942, rocm-other, nvidia)")
+    parser.add_argument("--runner", help="override runner detection (a registered class: "
+                                         f"{', '.join(runners.names())})")
     parser.add_argument("--modes", help="comma-separated subset of the suite's modes")
     parser.add_argument("--results-dir", type=Path, default=Path("results"))
     parser.add_argument("--models-dir", type=Path, default=None,
@@ -127,7 +128,7 @@ def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel:
                         input_len=suite.load.input_len, output_len=suite.load.output_len,
                         num_prompts=planned.num_prompts, concurrency=planned.concurrency,
                         seed=planned.seed, warmup_requests=suite.load.warmup_requests,
-                        output_file=jsonl)
+                        range_ratio=suite.load.range_ratio, output_file=jsonl)
     try:
         run_client(client_argv(ctx.python, point), client_log, suite.load.point_timeout_s,
                    watch=server.check_alive)

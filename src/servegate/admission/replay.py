@@ -12,17 +12,22 @@ number recorded is read off sglang's own objects.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import random
 from array import array
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from servegate.admission.scenario import EXACT_FILL_MODES, Scenario, ScenarioError
 
 EXACT_FILL_ENV = "SGLANG_EXACT_CHUNK_FILL"
+# What a CPU server runs with: the torch-native attention backend makes sglang write the
+# request-to-token rows in Python (0.5.20-0.5.21 would otherwise launch a triton kernel).
+CPU_SERVER_ARGS: dict[str, object] = {"attention_backend": "torch_native"}
 _VOCAB = 32000
 
 
@@ -125,6 +130,63 @@ class Sglang:
         import sglang
 
         self.version: str = getattr(sglang, "__version__", "unknown")
+        self.package_dir: str = str(Path(next(iter(sglang.__path__))))
+        self.has_gate: bool = hasattr(schedule_policy, "_use_exact_chunk_fill")
+        self.adaptations: list[str] = []
+        extend = paged.PagedTokenToKVPoolAllocator.alloc_extend
+        if "alloc_extend_naive" not in extend.__code__.co_names and hasattr(paged, "alloc_extend_naive"):
+            # 0.5.20-0.5.21: the paged extend always launches a triton kernel (no CPU driver
+            # here); 0.5.22+ call the tree's own alloc_extend_naive on CPU, and so do we.
+            paged.alloc_extend_kernel = _NaiveExtendLaunch(paged.alloc_extend_naive)
+            self.adaptations.append(
+                "paged alloc_extend: triton kernel -> the tree's alloc_extend_naive (CPU)")
+
+    # Releases 0.5.20-0.5.23 name the same scheduler steps differently; each helper below calls
+    # the tree's own function or reads its own field (feature-detected, never re-implemented).
+    def checkpoint(self, req: Any, tree: Any) -> None:
+        """Stash the chunked request before the next round (``Scheduler`` does this first)."""
+        if hasattr(self.common, "checkpoint_kv_cache"):          # 0.5.22+
+            self.common.checkpoint_kv_cache(req, tree)
+        else:                                                    # 0.5.20-0.5.21: stash_chunked_request
+            self.common.maybe_cache_unfinished_req(req, tree, chunked=True)
+
+    def release(self, req: Any, tree: Any) -> None:
+        """A finished prefill goes into the tree cache."""
+        if "checkpoint" in inspect.signature(self.common.release_kv_cache).parameters:
+            self.common.release_kv_cache(req, tree, checkpoint=True)
+        else:
+            self.common.release_kv_cache(req, tree)
+
+    @staticmethod
+    def prefix_len(req: Any) -> int:
+        value = getattr(req, "prefix_len", None)
+        return int(value) if isinstance(value, int) else len(req.prefix_indices)
+
+    @staticmethod
+    def extend_len(req: Any) -> int:
+        value = getattr(req, "extend_len", None)
+        return int(value) if isinstance(value, int) else int(req.extend_range.length)
+
+    @staticmethod
+    def kv_offset(adder: Any) -> int:
+        """The KV budget's current offset (``memory_budget`` from 0.5.21, fields before)."""
+        budget = getattr(adder, "memory_budget", None)
+        return int(budget.current_offset if budget is not None else adder.cur_rem_token_offset)
+
+
+class _NaiveExtendLaunch:
+    """``alloc_extend_kernel[(bs,)](...)`` on CPU: the same call through sglang's own
+    ``alloc_extend_naive`` (argument order as ``PagedTokenToKVPoolAllocator.alloc_extend``)."""
+
+    def __init__(self, naive: Any) -> None:
+        self._naive = naive
+
+    def __getitem__(self, _grid: object) -> Any:
+        def launch(prefix_lens: Any, seq_lens: Any, last_loc: Any, free_pages: Any,
+                   out_indices: Any, _bs_pow2: int, page_size: int) -> None:
+            self._naive(prefix_lens, seq_lens, last_loc, free_pages, out_indices, page_size,
+                        out_indices.device)
+        return launch
 
 
 _SGLANG: Sglang | None = None
@@ -187,7 +249,7 @@ def _token_ids(scenario: Scenario) -> tuple[list[array], list[array]]:
     return warm, prompts
 
 
-class _Pools:
+class Pools:
     """Real KV pool, allocator, request-row pool and radix cache sized for one scenario."""
 
     def __init__(self, sg: Sglang, scenario: Scenario, longest: int, requests: int) -> None:
@@ -215,8 +277,8 @@ class _Pools:
             tree_components=(sg.ComponentType.FULL,), chunked_prefill_size=scenario.chunk_size))
 
 
-class _Replayer:
-    def __init__(self, sg: Sglang, scenario: Scenario, pools: _Pools) -> None:
+class Replayer:
+    def __init__(self, sg: Sglang, scenario: Scenario, pools: Pools) -> None:
         self.sg = sg
         self.scenario = scenario
         self.pools = pools
@@ -235,7 +297,7 @@ class _Replayer:
 
     def run(self, waiting: list[Any]) -> list[Round]:
         sg, sc, pools = self.sg, self.scenario, self.pools
-        policy, common = sg.policy, sg.common
+        policy = sg.policy
         running = sg.batch.ScheduleBatch(reqs=[], batch_is_full=False)
         chunked = None
         rounds: list[Round] = []
@@ -244,7 +306,7 @@ class _Replayer:
             if len(rounds) > limit:
                 raise RuntimeError(f"{sc.scenario_id}: no progress after {limit} rounds")
             if chunked is not None:
-                common.checkpoint_kv_cache(chunked, pools.tree)
+                sg.checkpoint(chunked, pools.tree)
             adder = policy.PrefillAdder(
                 sc.page_size, pools.tree, pools.allocator, running, 0.7,
                 sc.rem_input_tokens, sc.chunk_size)
@@ -254,28 +316,28 @@ class _Replayer:
             stop = "drained"
             if chunked is not None:
                 chunked.init_next_round_input()
-                before = adder.memory_budget.current_offset
+                before = sg.kv_offset(adder)
                 chunked = adder.add_chunked_req(chunked)
                 if adder.can_run_list:
                     req = adder.can_run_list[-1]
                     admissions.append(Admission(
-                        req.rid, req.prefix_len, req.extend_len,
-                        adder.memory_budget.current_offset - before, chunked is not None))
+                        req.rid, sg.prefix_len(req), sg.extend_len(req),
+                        sg.kv_offset(adder) - before, chunked is not None))
             for req in waiting:
                 state = adder.budget_state()
                 if state == policy.AddReqResult.OTHER:
                     stop = self._why(adder)
                     break
                 req.init_next_round_input(pools.tree)
-                before = adder.memory_budget.current_offset
+                before = sg.kv_offset(adder)
                 count = len(adder.can_run_list)
                 result = adder.add_one_req(
                     req, has_chunked_req=chunked is not None,
                     truncation_align_size=sc.truncation_align_size)
                 if len(adder.can_run_list) > count:
                     admissions.append(Admission(
-                        req.rid, req.prefix_len, req.extend_len,
-                        adder.memory_budget.current_offset - before,
+                        req.rid, sg.prefix_len(req), sg.extend_len(req),
+                        sg.kv_offset(adder) - before,
                         adder.new_chunked_req is req))
                 if result != policy.AddReqResult.CONTINUE:
                     stop = "kv" if result == policy.AddReqResult.NO_TOKEN else self._why(adder)
@@ -321,7 +383,7 @@ class _Replayer:
             if req.inflight_middle_chunks <= 0:
                 req.output_ids.append(7)
                 req.update_finish_state()
-                self.sg.common.release_kv_cache(req, self.pools.tree, checkpoint=True)
+                self.sg.release(req, self.pools.tree)
             else:
                 req.inflight_middle_chunks -= 1
 
@@ -333,12 +395,13 @@ def replay(scenario: Scenario, mode: str, sg: Sglang | None = None) -> Trace:
     warm_ids, prompt_ids = _token_ids(scenario)
     longest = max(len(ids) for ids in [*warm_ids, *prompt_ids])
     override = sg.get_context().override_server_args(
-        page_size=scenario.page_size, device="cpu", chunked_prefill_size=scenario.chunk_size)
+        page_size=scenario.page_size, device="cpu", chunked_prefill_size=scenario.chunk_size,
+        **CPU_SERVER_ARGS)
     override.install()
     try:
         with exact_fill_mode(sg, mode):
-            pools = _Pools(sg, scenario, longest, len(warm_ids) + len(prompt_ids))
-            replayer = _Replayer(sg, scenario, pools)
+            pools = Pools(sg, scenario, longest, len(warm_ids) + len(prompt_ids))
+            replayer = Replayer(sg, scenario, pools)
             warm_rounds = replayer.run([replayer.make_req(ids) for ids in warm_ids]) if warm_ids else []
             rounds = replayer.run([replayer.make_req(ids) for ids in prompt_ids])
     finally:
@@ -357,11 +420,11 @@ def dllm_disables_exact_fill(page_size: int = 64, chunk_size: int = 2048) -> boo
 
     scenario = Scenario(page_size=page_size, chunk_size=chunk_size, prompts=())
     override = sg.get_context().override_server_args(
-        page_size=page_size, device="cpu", chunked_prefill_size=chunk_size)
+        page_size=page_size, device="cpu", chunked_prefill_size=chunk_size, **CPU_SERVER_ARGS)
     override.install()
     try:
         with exact_fill_mode(sg, "forced"):
-            pools = _Pools(sg, scenario, chunk_size, 1)
+            pools = Pools(sg, scenario, chunk_size, 1)
             running = sg.batch.ScheduleBatch(reqs=[], batch_is_full=False)
             plain = sg.policy.PrefillAdder(page_size, pools.tree, pools.allocator, running, 0.7,
                                            16384, chunk_size)

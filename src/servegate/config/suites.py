@@ -42,6 +42,8 @@ _LOAD = {
     "num_prompts": Field(list, required=True, item=int),
     "warmup_requests": Field(int, required=True),
     "point_timeout_s": Field(int, required=True),
+    # the client's --random-range-ratio: lengths uniform in [max(int(len * r), 1), len]
+    "range_ratio": Field(float),
 }
 _GSM8K = {  # types here; values checked by GSM8KSettings.parse
     "questions": Field((int, str), required=True),     # a count, or "all"
@@ -64,6 +66,7 @@ class Load:
     num_prompts: tuple[int, ...]        # one per concurrency, same order
     warmup_requests: int
     point_timeout_s: int
+    range_ratio: float = 1.0            # --random-range-ratio; 1.0: every length exactly as set
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,10 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
         _positive_ints(path, f"load.{key}", [load[key]])
     if load["warmup_requests"] < 0:
         raise ConfigError(f"{path}: load.warmup_requests: expected >= 0")
+    range_ratio = float(load.get("range_ratio", 1.0))
+    if not 0.0 <= range_ratio <= 1.0:
+        raise ConfigError(f"{path}: load.range_ratio: expected a number in [0, 1] (the client's "
+                          f"--random-range-ratio), got {load['range_ratio']!r}")
     server = check_table(path, "server", data.get("server", {}), _SERVER)
     _positive_ints(path, "server", list(server.values()))
     gsm8k = None
@@ -171,7 +178,7 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
                   concurrency=tuple(load["concurrency"]),
                   num_prompts=tuple(load["num_prompts"]),
                   warmup_requests=load["warmup_requests"],
-                  point_timeout_s=load["point_timeout_s"]),
+                  point_timeout_s=load["point_timeout_s"], range_ratio=range_ratio),
         server_overrides=dict(server), gsm8k=gsm8k_settings, gsm8k_table=gsm8k, judge=judge,
         judge_table=judge_table,
         description=head.get("description", ""))

@@ -1,8 +1,10 @@
 """Run sglang's own load client (``python -m sglang.benchmark.serving``) for one point and parse
 its JSONL. No hand-written load generator: the numbers are the ones SGLang's CI reports.
 
-``--dataset-name random-ids --tokenize-prompt --random-range-ratio 1`` gives prompts of exactly
-``input_len`` tokens with no dataset download; ``--flush-cache`` after the client's warm-up
+``--dataset-name random-ids --tokenize-prompt`` draws token-id prompts with no dataset download;
+``--random-range-ratio`` is the suite's ``[load].range_ratio`` (1, the default: exactly
+``input_len`` / ``output_len`` tokens; below 1: uniform in ``[len * ratio, len]``, sglang's own
+sampler, which ``servegate preflight`` replays); ``--flush-cache`` after the client's warm-up
 both avoids prefix reuse and leaves the marker the server-log parser cuts at.
 """
 
@@ -43,6 +45,12 @@ class ClientPoint:
     seed: int
     warmup_requests: int
     output_file: Path
+    range_ratio: float = 1.0            # --random-range-ratio (the suite's [load].range_ratio)
+
+
+def _ratio(value: float) -> str:
+    """1.0 -> "1" (the argv the CPU suites always had), 0.5 -> "0.5"."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def client_argv(python: str, point: ClientPoint) -> list[str]:
@@ -54,7 +62,7 @@ def client_argv(python: str, point: ClientPoint) -> list[str]:
         "--tokenizer", point.tokenizer,
         "--dataset-name", "random-ids",
         "--tokenize-prompt",
-        "--random-range-ratio", "1",
+        "--random-range-ratio", _ratio(point.range_ratio),
         "--random-input-len", str(point.input_len),
         "--random-output-len", str(point.output_len),
         "--num-prompts", str(point.num_prompts),

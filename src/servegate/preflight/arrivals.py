@@ -1,0 +1,111 @@
+"""Replay one load point through sglang's real ``PrefillAdder`` with a closed-loop arrival model.
+
+Arrival model (what ``sglang.benchmark.serving --max-concurrency C`` does at request rate inf):
+the first ``C`` requests arrive at once; after that one request arrives per finished request,
+in the client's order, until ``num_prompts`` were sent. Time is counted in scheduler steps:
+
+- while prefill work waits, every step is a prefill round (sglang's scheduler runs a new prefill
+  batch whenever ``get_new_batch_prefill`` returns one, and decodes otherwise; no mixed chunks),
+  so no request finishes during a burst of prefill rounds. A burst is replayed by
+  :class:`servegate.admission.replay.Replayer` (the real adder, allocator and tree cache) until
+  the queue is drained;
+- then running requests decode one token per step; the prefill gave each its first token, so a
+  request with output length ``m`` finishes ``m - 1`` decode steps after its prefill ended.
+  Requests finishing at the same step are replaced together: their replacements are the next
+  burst.
+
+Limits (documented in docs/serve.md): arrivals are instantaneous (client, HTTP and tokenizer
+latency can merge or split bursts on a real server); the first wave arrives as one burst (a real
+server may start prefilling before the last of ``C`` requests is queued); the KV pool is sized
+so memory never limits admission and decode-time KV growth is not charged (the GPU's pool size
+is unknown on a CPU); no retraction, no ``--max-running-requests`` cap; with DP, rank 0's share
+(every ``dp``-th request, concurrency ``ceil(C / dp)``) is replayed, as if the load balancer
+were round-robin. Only the measured requests are replayed (the client's warm-up runs before a
+cache flush and is excluded from the server-log statistics too).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from servegate.admission.replay import Sglang, Pools, Replayer, exact_fill_mode
+from servegate.admission.scenario import Prompt, Scenario
+from servegate.preflight.budget import Budget
+
+PREFLIGHT_MODES: dict[str, str] = {"off": "off", "exact": "forced"}   # preflight -> replay mode
+_FILLER = 7
+
+
+@dataclass(frozen=True)
+class PointReplay:
+    concurrency: int
+    requests: int               # requests replayed (this rank's share)
+    batches: tuple[int, ...]    # tokens per prefill round, in order
+    saturated: tuple[bool, ...]
+    effective: bool             # PrefillAdder.exact_chunk_fill as sglang computed it
+    repeat: int = 0             # which repeat's client seed (set by the caller)
+    seed: int = 0
+
+
+def _ids(index: int, length: int) -> array:
+    """A prompt no other prompt shares a page with (unique first token), like random-ids."""
+    head = array("q", [100 + index % 30000])
+    return head + array("q", [_FILLER]) * (length - 1)
+
+
+def _rank_share(inputs: Sequence[int], outputs: Sequence[int], concurrency: int,
+                dp: int) -> tuple[list[int], list[int], int]:
+    if dp <= 1:
+        return list(inputs), list(outputs), concurrency
+    return list(inputs[::dp]), list(outputs[::dp]), -(-concurrency // dp)
+
+
+def replay_point(sg: Sglang, budget: Budget, inputs: Sequence[int], outputs: Sequence[int],
+                 concurrency: int, mode: str) -> PointReplay:
+    """Replay one (concurrency, mode) point; ``mode`` is ``off`` or ``exact``."""
+    ins, outs, conc = _rank_share(inputs, outputs, concurrency, budget.dp_size)
+    scenario = Scenario(
+        page_size=budget.page_size, chunk_size=budget.chunk_size,
+        prompts=tuple(Prompt(n) for n in ins), mix="preflight", radix=budget.radix,
+        ignore_eos=True,                         # the client sends ignore_eos (its default)
+        max_prefill_tokens=budget.max_prefill_tokens)
+    scenario.validate()
+    override = sg.get_context().override_server_args(
+        page_size=budget.page_size, device="cpu", chunked_prefill_size=budget.chunk_size)
+    override.install()
+    try:
+        with exact_fill_mode(sg, PREFLIGHT_MODES[mode]):
+            pools = Pools(sg, scenario, max(ins), len(ins))
+            replayer = Replayer(sg, scenario, pools)
+            rounds = _closed_loop(replayer, ins, outs, conc)
+    finally:
+        override.restore()
+    return PointReplay(concurrency=concurrency, requests=len(ins),
+                       batches=tuple(r.batch_tokens for r in rounds),
+                       saturated=tuple(r.saturated for r in rounds),
+                       effective=bool(replayer.effective))
+
+
+def _closed_loop(replayer: Replayer, inputs: list[int], outputs: list[int],
+                 concurrency: int) -> list[Any]:
+    rounds: list[Any] = []
+    remaining: dict[int, int] = {}              # request index -> decode steps left
+    burst = list(range(min(concurrency, len(inputs))))
+    sent = len(burst)
+    while burst:
+        reqs = [replayer.make_req(_ids(i, inputs[i])) for i in burst]
+        rounds += replayer.run(reqs)
+        for i in burst:
+            remaining[i] = max(outputs[i] - 1, 0)
+        step = min(remaining.values())
+        finished = [i for i, left in remaining.items() if left == step]
+        for i in list(remaining):
+            remaining[i] -= step
+        for i in finished:
+            del remaining[i]
+        burst = list(range(sent, min(sent + len(finished), len(inputs))))
+        sent += len(burst)          # empty once every prompt was sent: the rest only decodes
+    return rounds

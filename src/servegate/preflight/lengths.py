@@ -1,0 +1,40 @@
+"""The exact prompt and output lengths ``python -m sglang.benchmark.serving`` will send.
+
+servegate runs the client with ``--dataset-name random-ids --tokenize-prompt --random-input-len N
+--random-output-len M --random-range-ratio R --seed S`` (:mod:`servegate.measure.client`). The
+client seeds numpy's global generator with ``--seed`` (``sglang/benchmark/serving.py`` line 2056,
+``np.random.seed(args.seed)``) and nothing else draws from it before ``get_dataset`` (line 2187);
+``random-ids`` is ``RandomDataset`` (``benchmark/datasets/__init__.py``), whose
+``sample_random_requests`` draws the input lengths, then the output lengths, with
+``compute_random_lens`` (``benchmark/datasets/common.py`` line 56: uniform integers in
+``[max(int(full_len * range_ratio), 1), full_len]``). With ``--tokenize-prompt`` no special
+tokens are subtracted. Calling sglang's own function in that order reproduces the lengths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Lengths:
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+def draw_lengths(seed: int, input_len: int, output_len: int, range_ratio: float,
+                 num_prompts: int) -> Lengths:
+    """The client's lengths for one point, drawn with sglang's sampler; numpy's global state is
+    restored afterwards."""
+    import numpy as np
+    from sglang.benchmark.datasets.common import compute_random_lens
+
+    state = np.random.get_state()
+    try:
+        np.random.seed(seed)
+        inputs = compute_random_lens(full_len=input_len, range_ratio=range_ratio, num=num_prompts)
+        outputs = compute_random_lens(full_len=output_len, range_ratio=range_ratio,
+                                      num=num_prompts)
+    finally:
+        np.random.set_state(state)
+    return Lengths(tuple(int(n) for n in inputs), tuple(int(n) for n in outputs))
