@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from servegate.admission.replay import Sglang, Pools, Replayer, exact_fill_mode
+from servegate.admission.replay import Pools, Replayer, Sglang, exact_fill_mode
 from servegate.admission.scenario import Prompt, Scenario
 from servegate.preflight.budget import Budget
 
