@@ -116,3 +116,36 @@ def test_fingerprint_fields_and_no_secrets(monkeypatch: pytest.MonkeyPatch) -> N
     assert fp["image"] == "rocm/sgl-dev:v0.5.23-rocm700-mi35x"
     assert fp["host"] and fp["python"]
     assert "hf_supersecretvalue123" not in json.dumps(fp)
+
+
+def test_a_new_runner_class_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path) -> None:
+    """Registering a GPU model is enough for detection, its architecture's profile section,
+    suites listing the architecture, the exact-fill expectation, the claims and the CI matrix."""
+    from judge_runs import make_run
+
+    from servegate.config import load_suite, suite_path
+    from servegate.config.judge import JudgeConfig
+    from servegate.judge.baselines import baseline_path
+    from servegate.judge.claims import claim_pendings
+    from servegate.measure.exactfill import expected_effective
+    from servegate.results import load_run
+
+    mi350x = runners.RunnerClass("mi350x", "gfx95", gated=True, gpu_names=("MI350X",),
+                                 ci_labels=("linux-mi350-gpu-8",),
+                                 image_var="SERVEGATE_IMAGE_GFX95")
+    monkeypatch.setitem(runners.REGISTRY, "mi350x", mi350x)
+    monkeypatch.setitem(runners.REGISTRY, "mi355x", runners.REGISTRY["mi355x"])
+    fake = FakeTorch(hip="7.0", arch="gfx950:sramecc+", name="AMD Instinct MI350X", count=8)
+    assert runner.detect(torch_module=fake).runner_class == "mi350x"
+    premerge = load_suite(suite_path("premerge"))
+    assert premerge.runs_on("mi350x") and "mi350x" in premerge.runner_classes()
+    assert premerge.server_for("mi350x") == premerge.server_for("mi355x")   # gfx95 section
+    assert expected_effective("on", "mi350x") is True
+    run = load_run(make_run(tmp_path / "run", runner_class="mi350x", concurrencies=(64,)))
+    names = [p.name for p in claim_pendings(run, JudgeConfig())]
+    assert any(name.startswith("claim: on vs off") for name in names)       # the gated claim
+    assert baseline_path("mi350x", "glm-5.2-mxfp4", "premerge").parts[-3] == "mi350x"
+    assert {"label": "linux-mi350-gpu-8", "gpu": "gfx95", "modes": "off,on", "role": "gate",
+            "cell": "gfx95-mi350x-off-on", "image_var": "SERVEGATE_IMAGE_GFX95"} \
+        in runners.ci_cells("nightly")
