@@ -7,6 +7,7 @@ the shared environment's compiled dependencies stay as they are. Cached under
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -38,3 +39,41 @@ def release_tree(version: str) -> Path:
     partial.rename(tree)
     shutil.rmtree(download, ignore_errors=True)
     return tree
+
+
+def edited_copy(tree: Path, dest: Path, edits: dict[str, tuple[str, str]]) -> Path:
+    """A copy of ``tree`` at ``dest`` with ``edits`` ({relative file: (old, new)}) applied.
+
+    Files are hard-linked where possible (fast; the cache's trees are never written: an edited
+    file is unlinked and written anew). Each ``old`` must occur exactly once in its file.
+    """
+    def link_or_copy(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(tree, dest, copy_function=link_or_copy)
+    for relative, (old, new) in edits.items():
+        target = dest / relative
+        text = target.read_text(encoding="utf-8")
+        if text.count(old) != 1:
+            raise AssertionError(f"{target}: expected {old!r} exactly once, found {text.count(old)}")
+        target.unlink()
+        target.write_text(text.replace(old, new), encoding="utf-8")
+    return dest
+
+
+# 0.5.19 cannot import over the shared environment (transformers 5.19 already registers the
+# config name): ValueError: 'qwen3_asr' is already used by a Transformers config. 0.5.20 fixed
+# exactly this with exist_ok=True; applying that one fix (nothing in the scheduler) makes 0.5.19's
+# scheduler replayable as the base of the pair that brackets PR #32888.
+ASR_FILE = "sglang/srt/configs/qwen3_asr.py"
+ASR_FIX = {ASR_FILE: ('AutoConfig.register("qwen3_asr", Qwen3ASRConfig)\n'
+                      'AutoConfig.register("qwen3_asr_thinker", Qwen3ASRThinkerConfig)\n',
+                      'AutoConfig.register("qwen3_asr", Qwen3ASRConfig, exist_ok=True)\n'
+                      'AutoConfig.register("qwen3_asr_thinker", Qwen3ASRThinkerConfig, exist_ok=True)\n')}
+GATE_FILE = "sglang/srt/managers/schedule_policy.py"
+GATE_BODY = "    return envs.SGLANG_EXACT_CHUNK_FILL.get() and is_gfx95_supported()\n"
+# The gate leaked: exact fill everywhere, whatever SGLANG_EXACT_CHUNK_FILL says.
+GATE_LEAK = {GATE_FILE: (GATE_BODY, "    return True  # leaked: every device, env ignored\n")}

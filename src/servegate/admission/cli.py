@@ -8,20 +8,17 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from servegate import atomic
+from servegate.admission.parsing import Parser
 from servegate.admission.scenario import EXACT_FILL_MODES, Prompt, Scenario, ScenarioError
 from servegate.errors import EXIT_INFRA as EXIT_USAGE
 from servegate.errors import EXIT_OK
 from servegate.errors import EXIT_REGRESSION as EXIT_FAIL  # 1: a failed check
 from servegate.paths import BASELINES_DIR, RESULTS_DIR, SUITES_DIR
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
+_Parser = Parser
 
 
 def _prompt_lens(text: str) -> tuple[int, ...]:
@@ -49,7 +46,37 @@ def _replay_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-prefill-tokens", type=int, default=None)
     p.add_argument("--truncation-align-size", type=int, default=None)
     p.add_argument("--json", action="store_true", help="print the contract JSON object")
+    _add_sglang_src(p)
     return p
+
+
+def _add_sglang_src(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sglang-src", type=Path, default=None, metavar="PATH",
+                   help="the sglang under test: a checkout (its python/ is used) or an unpacked "
+                        "package (a folder holding sglang/); goes first on the import path")
+
+
+def _load_sglang(prog: str, src: Path | None, modes: list[str] | tuple[str, ...]) -> tuple[Any, Any]:
+    """The sglang to replay (``--sglang-src`` first on the path) and its record; exit 2 on error."""
+    from servegate.admission.replay import load_sglang, load_sglang_tree
+    from servegate.serve.support import UnsupportedSglang, require_exact_fill
+    from servegate.serve.trees import TreeError, resolve_tree
+
+    if src is None:
+        return load_sglang(), None
+    try:
+        tree = resolve_tree(src)
+        require_exact_fill(modes, _support_info(tree))
+        return load_sglang_tree(tree), tree
+    except (TreeError, UnsupportedSglang) as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from err
+
+
+def _support_info(tree: Any) -> Any:
+    from servegate.serve.support import SglangInfo
+
+    return SglangInfo(tree.package_dir, tree.version, tree.has_gate)
 
 
 def replay_main(argv: list[str]) -> int:
@@ -64,12 +91,14 @@ def replay_main(argv: list[str]) -> int:
     except ScenarioError as err:
         print(f"servegate admission replay: error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    from servegate.admission.replay import load_sglang, replay
+    from servegate.admission.replay import replay
 
-    sg = load_sglang()
+    sg, tree = _load_sglang("servegate admission replay", args.sglang_src, [args.exact_fill])
     trace = replay(scenario, args.exact_fill, sg)
     contract = trace.contract(sg.version)
     if args.json:
+        contract["sglang_src"] = tree.record() if tree is not None else None
+        contract["adaptations"] = sg.adaptations
         print(json.dumps(contract))
         return EXIT_OK
     print(f"sglang {sg.version}, exact fill {args.exact_fill} (effective: {trace.effective})")
@@ -87,13 +116,29 @@ def _suite_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     p.add_argument("--update", action="store_true",
                    help="rewrite the golden traces from this run (atomically)")
+    p.add_argument("--modes", type=_modes, default=None,
+                   help="comma-separated exact-fill modes (default: the suite's)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (traces, failures, the tree) instead of the table; "
+                        "no results folder")
+    p.add_argument("--no-golden", action="store_true", help="skip the golden-trace comparison")
+    _add_sglang_src(p)
     return p
+
+
+def _modes(text: str) -> tuple[str, ...]:
+    modes = tuple(m.strip() for m in text.split(",") if m.strip())
+    bad = [m for m in modes if m not in EXACT_FILL_MODES]
+    if not modes or bad:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated modes from {', '.join(EXACT_FILL_MODES)}, got {text!r}")
+    return modes
 
 
 def suite_main(argv: list[str]) -> int:
     args = _suite_parser().parse_args(argv)
     from servegate.admission import checks, golden, report
-    from servegate.admission.replay import dllm_disables_exact_fill, load_sglang, replay
+    from servegate.admission.replay import dllm_disables_exact_fill, replay
     from servegate.admission.suite import SuiteError, load_suite
 
     try:
@@ -101,24 +146,27 @@ def suite_main(argv: list[str]) -> int:
     except SuiteError as err:
         print(f"servegate admission suite: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    modes = args.modes or suite.modes
     started = time.monotonic()
-    sg = load_sglang()
+    sg, tree = _load_sglang("servegate admission suite", args.sglang_src, modes)
     imported = time.monotonic()
     traces = []
     result = checks.CheckResult()
     for scenario in suite.scenarios:
-        per_mode = {mode: replay(scenario, mode, sg) for mode in suite.modes}
+        per_mode = {mode: replay(scenario, mode, sg) for mode in modes}
         for trace in per_mode.values():
             result.extend(checks.check_trace(trace))
         result.extend(checks.check_modes(per_mode))
         traces += per_mode.values()
-    if not dllm_disables_exact_fill():
+    if "forced" in modes and not dllm_disables_exact_fill():
         result.failures.append("dLLM config: forced exact fill stayed on with a DllmConfig")
     replayed = time.monotonic()
 
     command = ["nox", "-s", "admission", "--", *argv] if argv else ["nox", "-s", "admission"]
     diffs: list[str] = []
-    if args.update:
+    if args.no_golden:
+        pass
+    elif args.update:
         written = golden.write_golden(args.golden, traces, sg.version, command)
         print(f"golden traces rewritten: {len(written)} files under {args.golden}")
     else:
@@ -129,6 +177,18 @@ def suite_main(argv: list[str]) -> int:
             return EXIT_USAGE
         diffs = golden.diff_traces(stored, traces)
 
+    if args.json:
+        print(json.dumps({
+            "sglang_version": sg.version,
+            "sglang_src": tree.record() if tree is not None else None,
+            "package_dir": sg.package_dir, "adaptations": sg.adaptations, "modes": list(modes),
+            "traces": [{"scenario": t.scenario.scenario_id, "mode": t.mode, **golden.entry(t)}
+                       for t in traces],
+            "failures": result.failures, "findings": len(result.findings),
+            "golden_diffs": None if args.no_golden else diffs,
+            "seconds": {"import": round(imported - started, 1),
+                        "replay": round(replayed - imported, 1)}}))
+        return EXIT_FAIL if result.failures or diffs else EXIT_OK
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = args.results_dir / f"admission-{stamp}"
     header = (f"sglang {sg.version}; {len(traces)} replays in {replayed - imported:.1f} s "
@@ -150,11 +210,14 @@ def suite_main(argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
+    from servegate.admission.ab import ab_main
+
     if not argv or argv[0] in {"-h", "--help"}:
-        print("usage: servegate admission {replay,suite} [options]")
+        print("usage: servegate admission {replay,suite,ab} [options]")
         return EXIT_OK if argv else EXIT_USAGE
-    commands = {"replay": replay_main, "suite": suite_main}
+    commands = {"replay": replay_main, "suite": suite_main, "ab": ab_main}
     if argv[0] not in commands:
-        print(f"servegate admission: unknown subcommand {argv[0]!r} (replay, suite)", file=sys.stderr)
+        print(f"servegate admission: unknown subcommand {argv[0]!r} (replay, suite, ab)",
+              file=sys.stderr)
         return EXIT_USAGE
     return commands[argv[0]](argv[1:])

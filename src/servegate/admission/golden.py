@@ -64,8 +64,7 @@ def write_golden(directory: Path, traces: list[Trace], sglang_version: str,
     """Rewrite every mix file atomically from ``traces``."""
     by_mix: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for trace in traces:
-        entry = by_mix[trace.scenario.mix].setdefault(trace.scenario.scenario_id, {})
-        entry[trace.mode] = {"effective": trace.effective, "rounds": round_record(trace)}
+        by_mix[trace.scenario.mix].setdefault(trace.scenario.scenario_id, {})[trace.mode] = entry(trace)
     provenance = {
         "sglang_version": sglang_version,
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -126,18 +125,31 @@ def diff_traces(golden: dict[str, dict[str, Any]], traces: list[Trace]) -> list[
         if stored is None:
             diffs.append(f"{sid} [{mode}]: not in the golden traces (new scenario?)")
             continue
-        if stored.get("effective") != trace.effective:
-            diffs.append(f"{sid} [{mode}]: effective {stored.get('effective')} -> {trace.effective}")
-        old_rounds, new_rounds = stored["rounds"], round_record(trace)
-        for index in range(max(len(old_rounds), len(new_rounds))):
-            old = old_rounds[index] if index < len(old_rounds) else None
-            new = new_rounds[index] if index < len(new_rounds) else None
-            if old == new:
-                continue
-            if old is None or new is None:
-                diffs.append(f"{sid} [{mode}] round {index}: {old} -> {new}")
-                continue
-            changed = [f"{key} {old.get(key)} -> {new.get(key)}"
-                       for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
-            diffs.append(f"{sid} [{mode}] round {index}: " + "; ".join(changed))
+        diffs += diff_entry(sid, mode, stored, entry(trace))
+    return diffs
+
+
+def entry(trace: Trace) -> dict[str, Any]:
+    """One scenario and mode as stored: what ``diff_entry`` compares."""
+    return {"effective": trace.effective, "rounds": round_record(trace)}
+
+
+def diff_entry(sid: str, mode: str, old_entry: dict[str, Any], new_entry: dict[str, Any]) -> list[str]:
+    """``scenario [mode] round N: field old -> new`` for every round that moved (golden or A/B)."""
+    diffs: list[str] = []
+    if old_entry.get("effective") != new_entry.get("effective"):
+        diffs.append(f"{sid} [{mode}]: effective {old_entry.get('effective')} -> "
+                     f"{new_entry.get('effective')}")
+    old_rounds, new_rounds = old_entry["rounds"], new_entry["rounds"]
+    for index in range(max(len(old_rounds), len(new_rounds))):
+        old = old_rounds[index] if index < len(old_rounds) else None
+        new = new_rounds[index] if index < len(new_rounds) else None
+        if old == new:
+            continue
+        if old is None or new is None:
+            diffs.append(f"{sid} [{mode}] round {index}: {old} -> {new}")
+            continue
+        changed = [f"{key} {old.get(key)} -> {new.get(key)}"
+                   for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+        diffs.append(f"{sid} [{mode}] round {index}: " + "; ".join(changed))
     return diffs

@@ -15,6 +15,7 @@ import contextlib
 import inspect
 import os
 import random
+import sys
 from array import array
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from servegate.admission.scenario import EXACT_FILL_MODES, Scenario, ScenarioError
+from servegate.serve.trees import SglangTree, TreeError, describe_import_failure
 
 EXACT_FILL_ENV = "SGLANG_EXACT_CHUNK_FILL"
 # What a CPU server runs with: the torch-native attention backend makes sglang write the
@@ -133,6 +135,13 @@ class Sglang:
         self.package_dir: str = str(Path(next(iter(sglang.__path__))))
         self.has_gate: bool = hasattr(schedule_policy, "_use_exact_chunk_fill")
         self.adaptations: list[str] = []
+        from sglang.srt.mem_cache import registry
+
+        self.ChunkCache: Any = None
+        if "sglang.srt.mem_cache.chunk_cache" in registry.default_radix_cache_factory.__code__.co_names:
+            from sglang.srt.mem_cache.chunk_cache import ChunkCache
+
+            self.ChunkCache = ChunkCache
         extend = paged.PagedTokenToKVPoolAllocator.alloc_extend
         if "alloc_extend_naive" not in extend.__code__.co_names and hasattr(paged, "alloc_extend_naive"):
             # 0.5.20-0.5.21: the paged extend always launches a triton kernel (no CPU driver
@@ -199,9 +208,39 @@ def load_sglang() -> Sglang:
     return _SGLANG
 
 
+def load_sglang_tree(tree: SglangTree) -> Sglang:
+    """Import sglang from ``tree``, first on ``sys.path``; a failure names the tree and import."""
+    loaded = sys.modules.get("sglang")
+    if loaded is not None and Path(next(iter(loaded.__path__))).resolve() != tree.package_dir.resolve():
+        raise TreeError(f"--sglang-src {tree.path}: this process already imported sglang from "
+                        f"{next(iter(loaded.__path__))}; a tree needs its own process")
+    root = str(tree.import_root)
+    if root in sys.path:
+        sys.path.remove(root)
+    sys.path.insert(0, root)
+    try:
+        sg = load_sglang()
+    except Exception as err:  # any failure while importing the tree is reported
+        raise TreeError(describe_import_failure(tree, err)) from err
+    if Path(sg.package_dir).resolve() != tree.package_dir.resolve():
+        raise TreeError(f"--sglang-src {tree.path}: sglang was imported from {sg.package_dir}, "
+                        f"expected {tree.package_dir}")
+    return sg
+
+
 def _forced_exact_chunk_fill() -> bool:
     """servegate's forced mode: the gfx95 gate patched open (constructor conditions still apply)."""
     return True
+
+
+class UnsupportedMode(ScenarioError):
+    """``on``/``forced`` asked of an sglang without the exact-fill gate (before 0.5.20)."""
+
+
+def _cache_clear(gate: Any) -> None:
+    clear = getattr(gate, "cache_clear", None)   # lru_cache'd upstream; an edited copy may not be
+    if clear is not None:
+        clear()
 
 
 @contextlib.contextmanager
@@ -210,17 +249,25 @@ def exact_fill_mode(sg: Sglang, mode: str) -> Iterator[None]:
     if mode not in EXACT_FILL_MODES:
         raise ScenarioError(f"--exact-fill {mode!r} is not one of {', '.join(EXACT_FILL_MODES)}")
     module = sg.policy
-    real_gate = module._use_exact_chunk_fill
+    real_gate = getattr(module, "_use_exact_chunk_fill", None)
+    if real_gate is None:
+        if mode != "off":
+            raise UnsupportedMode(
+                f"--exact-fill {mode}: sglang {sg.version} at {sg.package_dir} has no "
+                f"schedule_policy._use_exact_chunk_fill (exact fill needs sglang >= 0.5.20, "
+                f"PR #32888); only 'off' is meaningful on this tree")
+        yield
+        return
     previous = os.environ.get(EXACT_FILL_ENV)
     os.environ[EXACT_FILL_ENV] = "0" if mode == "off" else "1"
-    real_gate.cache_clear()
+    _cache_clear(real_gate)
     if mode == "forced":
         module._use_exact_chunk_fill = _forced_exact_chunk_fill
     try:
         yield
     finally:
         module._use_exact_chunk_fill = real_gate
-        real_gate.cache_clear()
+        _cache_clear(real_gate)
         if previous is None:
             os.environ.pop(EXACT_FILL_ENV, None)
         else:
@@ -271,10 +318,14 @@ class Pools:
         self.req_to_token = sg.memory_pool.ReqToTokenPool(
             size=self.rows, max_context_len=longest + page + 8, device="cpu",
             enable_memory_saver=False)
-        self.tree = sg.UnifiedRadixCache(sg.CacheInitParams(
+        params = sg.CacheInitParams(
             disable=not scenario.radix, req_to_token_pool=self.req_to_token,
             token_to_kv_pool_allocator=self.allocator, page_size=page,
-            tree_components=(sg.ComponentType.FULL,), chunked_prefill_size=scenario.chunk_size))
+            tree_components=(sg.ComponentType.FULL,), chunked_prefill_size=scenario.chunk_size)
+        # The cache the tree's own registry builds: radix disabled with chunked prefill is a
+        # ChunkCache up to 0.5.21, a disabled UnifiedRadixCache from 0.5.22.
+        cache = sg.ChunkCache if (not scenario.radix and sg.ChunkCache is not None) else None
+        self.tree = (cache or sg.UnifiedRadixCache)(params)
 
 
 class Replayer:
@@ -311,7 +362,7 @@ class Replayer:
                 sc.page_size, pools.tree, pools.allocator, running, 0.7,
                 sc.rem_input_tokens, sc.chunk_size)
             if self.effective is None:
-                self.effective = bool(adder.exact_chunk_fill)
+                self.effective = bool(getattr(adder, "exact_chunk_fill", False))  # None before 0.5.20
             admissions: list[Admission] = []
             stop = "drained"
             if chunked is not None:

@@ -1,0 +1,262 @@
+"""``servegate admission ab --base A --head B``: the admission matrix on two sglang trees, compared.
+
+Each tree is replayed in its own process (``python -m servegate admission suite --json
+--sglang-src TREE``, the tree first on ``PYTHONPATH``), both at once. Per scenario and mode the
+result is ``identical`` or the rounds that moved, in the golden diff's words (``scenario [mode]
+round N: field old -> new``). A mode one tree cannot run (``on``/``forced`` before 0.5.20, where
+there is no gate) is reported with ``only_in``. Gate: exit 1 when an ``off`` scenario, or ``on``
+on a machine where sglang's exact-fill gate is closed (not gfx95), moved and was not declared
+with ``--expect-change``; exit 0 otherwise; exit 2 on bad input or a tree that does not replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servegate.admission.golden import diff_entry
+from servegate.admission.parsing import Parser
+from servegate.admission.scenario import EXACT_FILL_MODES
+from servegate.errors import EXIT_INFRA as EXIT_USAGE
+from servegate.errors import EXIT_OK
+from servegate.errors import EXIT_REGRESSION as EXIT_FAIL
+from servegate.paths import SUITES_DIR
+from servegate.serve.trees import SglangTree, TreeError, resolve_tree
+
+PROG = "servegate admission ab"
+CHILD_TIMEOUT_S = 1800
+
+
+class AbError(Exception):
+    """A tree's replay failed (not a behaviour difference): exit 2 with this message."""
+
+
+@dataclass(frozen=True)
+class Expectation:
+    pattern: str                    # scenario id or fnmatch pattern
+    mode: str | None                # None: every mode
+
+    def covers(self, scenario: str, mode: str) -> bool:
+        return fnmatch.fnmatchcase(scenario, self.pattern) and self.mode in (None, mode)
+
+    def __str__(self) -> str:
+        return self.pattern + (f":{self.mode}" if self.mode else "")
+
+
+@dataclass
+class Row:
+    name: str
+    mode: str
+    identical: bool | None          # None: the mode ran in one tree only
+    rounds_moved: list[str] = field(default_factory=list)
+    only_in: str | None = None
+    gated: bool = False             # a difference here fails the gate (off; on off gfx95)
+    expected: bool = False          # declared with --expect-change
+
+    @property
+    def failing(self) -> bool:
+        return self.gated and self.identical is False and not self.expected
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": self.name, "mode": self.mode, "identical": self.identical,
+                                "rounds_moved": self.rounds_moved}
+        if self.only_in:
+            data["only_in"] = self.only_in
+        data["gated"] = self.gated
+        data["expected_change"] = self.expected
+        data["failing"] = self.failing
+        return data
+
+
+def _expectations(text: str) -> tuple[Expectation, ...]:
+    out = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        pattern, _, mode = item.partition(":")
+        if not pattern or (mode and mode not in EXACT_FILL_MODES):
+            raise argparse.ArgumentTypeError(
+                f"expected SCENARIO[:MODE] with MODE one of {', '.join(EXACT_FILL_MODES)}, "
+                f"got {item!r}")
+        out.append(Expectation(pattern, mode or None))
+    return tuple(out)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = Parser(prog=PROG, description="Replay the admission matrix on a base and a head sglang "
+                                      "tree (each in its own process) and compare them.")
+    p.add_argument("--base", type=Path, required=True, metavar="TREE",
+                   help="sglang checkout or unpacked package: the reference")
+    p.add_argument("--head", type=Path, required=True, metavar="TREE",
+                   help="sglang checkout or unpacked package: the change under test")
+    p.add_argument("--suite", type=Path, default=SUITES_DIR / "admission.toml")
+    p.add_argument("--expect-change", type=_expectations, default=(), metavar="SCENARIO[:MODE],...",
+                   help="differences that are deliberate (scenario ids, fnmatch patterns allowed)")
+    p.add_argument("--runner", default=None,
+                   help="runner class deciding whether `on` is gated here (default: detected)")
+    p.add_argument("--python", default=sys.executable,
+                   help="interpreter for the two replay processes (default: this one)")
+    p.add_argument("--json", action="store_true", help="print the JSON result")
+    return p
+
+
+def _child_argv(python: str, tree: SglangTree, suite: Path, modes: list[str]) -> list[str]:
+    return [python, "-m", "servegate", "admission", "suite", "--json", "--no-golden",
+            "--sglang-src", str(tree.import_root), "--suite", str(suite), "--modes", ",".join(modes)]
+
+
+def _child_env(tree: SglangTree) -> dict[str, str]:
+    src = str(Path(__file__).resolve().parents[2])   # this servegate's src/, after the tree
+    return {**os.environ, "PYTHONPATH": tree.pythonpath(src)}
+
+
+def replay_trees(python: str, suite: Path, trees: dict[str, SglangTree],
+                 modes: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+    """Both trees at once, each in its own process; their suite JSON by side."""
+    procs = {side: subprocess.Popen(_child_argv(python, tree, suite, modes[side]),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=_child_env(tree))
+             for side, tree in trees.items()}
+    outputs: dict[str, dict[str, Any]] = {}
+    errors: list[str] = []
+    for side, proc in procs.items():
+        try:
+            out, err = proc.communicate(timeout=CHILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            errors.append(f"--{side} {trees[side].path}: replay timed out after {CHILD_TIMEOUT_S} s")
+            continue
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if proc.returncode not in (EXIT_OK, EXIT_FAIL) or not lines:
+            tail = [line for line in err.strip().splitlines() if "warnings.warn" not in line][-3:]
+            errors.append(f"--{side} {trees[side].path}: replay exited {proc.returncode}: "
+                          + (" | ".join(tail) or "no output"))
+            continue
+        outputs[side] = json.loads(lines[-1])
+    if errors:
+        raise AbError("; ".join(errors))
+    return outputs
+
+
+def compare(base: dict[str, Any], head: dict[str, Any], gated_machine: bool,
+            expect: tuple[Expectation, ...] = ()) -> list[Row]:
+    """Per scenario and mode, in the suite's order: identical, moved rounds, or one side only."""
+    def index(data: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(t["scenario"], t["mode"]): t for t in data["traces"]}
+
+    old, new = index(base), index(head)
+    keys = list(dict.fromkeys([*old, *new]))
+    rows = []
+    for name, mode in keys:
+        row = Row(name, mode, identical=None,
+                  gated=mode == "off" or (mode == "on" and not gated_machine),
+                  expected=any(e.covers(name, mode) for e in expect))
+        if (name, mode) not in old or (name, mode) not in new:
+            row.only_in = "head" if (name, mode) in new else "base"
+        else:
+            row.rounds_moved = diff_entry(name, mode, old[name, mode], new[name, mode])
+            row.identical = not row.rounds_moved
+        rows.append(row)
+    return rows
+
+
+def _side(tree: SglangTree, data: dict[str, Any]) -> dict[str, Any]:
+    return {"version": data.get("sglang_version", tree.version), "commit": tree.commit,
+            "dirty": tree.dirty, "path": str(tree.path), "has_gate": tree.has_gate,
+            "adaptations": data.get("adaptations", []), "seconds": data.get("seconds")}
+
+
+def _print_table(result: dict[str, Any], rows: list[Row]) -> None:
+    """One line per scenario and mode that moved; identical and one-sided ones counted per mode."""
+    from rich.console import Console
+    from rich.table import Table
+
+    base, head = result["base"], result["head"]
+    table = Table(title=f"Admission head vs base: {base['version']} ({base['commit'] or 'no git'}) "
+                        f"-> {head['version']} ({head['commit'] or 'no git'})")
+    for column in ("scenario", "mode", "result", "gate", "first moved round"):
+        table.add_column(column, no_wrap=column == "scenario")
+    for row in rows:
+        if row.identical is False:
+            gate = "FAIL" if row.failing else ("expected" if row.expected else "reported")
+            first = row.rounds_moved[0].split(": ", 1)[-1]
+            table.add_row(row.name, row.mode, f"{len(row.rounds_moved)} moved", gate, first[:90])
+    for mode, counts in result["summary"].items():
+        for key in ("identical", "only_in_base", "only_in_head"):
+            if counts[key]:
+                table.add_row(f"({counts[key]} scenarios)", mode, key.replace("_", " "), "-", "")
+    Console(width=200).print(table)
+
+
+def summary(rows: list[Row]) -> dict[str, Any]:
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        per = counts.setdefault(row.mode, {"identical": 0, "moved": 0, "only_in_base": 0,
+                                           "only_in_head": 0})
+        key = (f"only_in_{row.only_in}" if row.only_in else
+               ("identical" if row.identical else "moved"))
+        per[key] += 1
+    return counts
+
+
+def ab_main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    from servegate.admission.suite import SuiteError, load_suite
+    from servegate.runner import RunnerError, detect
+    from servegate.runners import get
+
+    try:
+        trees = {"base": resolve_tree(args.base), "head": resolve_tree(args.head)}
+        suite = load_suite(args.suite)
+        runner_class = get(detect(args.runner).runner_class)
+    except (TreeError, SuiteError, RunnerError) as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    ids = [s.scenario_id for s in suite.scenarios]
+    unmatched = [str(e) for e in args.expect_change
+                 if not any(fnmatch.fnmatchcase(sid, e.pattern) for sid in ids)]
+    if unmatched:
+        print(f"{PROG}: error: --expect-change {', '.join(unmatched)}: no such scenario in "
+              f"{args.suite} (ids look like {ids[0]})", file=sys.stderr)
+        return EXIT_USAGE
+    # A tree without the gate (before 0.5.20) can only run `off`; the rest is one-sided.
+    modes = {side: [m for m in suite.modes if tree.has_gate or m == "off"]
+             for side, tree in trees.items()}
+    try:
+        outputs = replay_trees(args.python, args.suite, trees, modes)
+    except AbError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    rows = compare(outputs["base"], outputs["head"], runner_class.gated, args.expect_change)
+    failing = [row for row in rows if row.failing]
+    result = {
+        "base": _side(trees["base"], outputs["base"]),
+        "head": _side(trees["head"], outputs["head"]),
+        "runner_class": runner_class.name, "gated_machine": runner_class.gated,
+        "expect_change": [str(e) for e in args.expect_change],
+        "scenarios": [row.to_json() for row in rows],
+        "summary": summary(rows),
+        "failing": [f"{row.name} [{row.mode}]" for row in failing],
+        "verdict": "FAIL" if failing else "PASS",
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print_table(result, rows)
+        for row in failing:
+            for line in row.rounds_moved:
+                print(f"MOVED: {line}")
+        for mode, counts in result["summary"].items():
+            print(f"{mode}: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+        gated = "off" + ("" if runner_class.gated else " and on")
+        print(f"admission ab: {result['verdict']} ({len(failing)} {gated} scenarios moved without "
+              f"--expect-change; runner class {runner_class.name})")
+    return EXIT_FAIL if failing else EXIT_OK

@@ -1,0 +1,153 @@
+"""``servegate admission ab``: the admission matrix on two real sglang trees (released wheels,
+unpacked), each replayed in its own process, compared scenario by scenario and mode by mode.
+
+Pair used: 0.5.19 (last release without PR #32888) cannot import over the shared environment
+(its ``configs/qwen3_asr.py`` registers a config name transformers 5.19 already has:
+``ValueError: 'qwen3_asr' is already used by a Transformers config``); 0.5.20 fixed exactly that
+line (``exist_ok=True``). The bracketing pair is therefore 0.5.19 with that one fix (nothing in the
+scheduler touched) as base and 0.5.20 as head; ``test_pristine_0_5_19_is_refused`` shows the
+refusal of the pristine release.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sglang_trees import ASR_FIX, GATE_LEAK, edited_copy, release_tree
+
+from servegate.admission.ab import Expectation, compare
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _ab(*args: str | Path, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SERVEGATE_RUNNER": "cpu"}
+    return subprocess.run([sys.executable, "-m", "servegate", "admission", "ab", *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=timeout, check=False)
+
+
+def _json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _by_mode(result: dict[str, Any], mode: str) -> list[dict[str, Any]]:
+    return [s for s in result["scenarios"] if s["mode"] == mode]
+
+
+# ---- no sglang needed: the comparison and the gate on hand-made suite outputs ----------------
+
+def _suite_json(traces: dict[tuple[str, str], list[int]]) -> dict[str, Any]:
+    return {"traces": [{"scenario": sid, "mode": mode, "effective": mode == "forced",
+                        "rounds": [{"extend": [n], "tokens": n} for n in lens]}
+                       for (sid, mode), lens in traces.items()]}
+
+
+def test_compare_gates_off_and_on_off_gfx95_and_honours_expect_change() -> None:
+    base = _suite_json({("a", "off"): [10, 5], ("a", "on"): [10, 5], ("b", "off"): [7]})
+    head = _suite_json({("a", "off"): [10, 6], ("a", "on"): [10, 6], ("b", "off"): [7],
+                        ("b", "forced"): [8]})
+    rows = {(r.name, r.mode): r for r in compare(base, head, gated_machine=False)}
+    assert rows["a", "off"].rounds_moved == ["a [off] round 1: extend [5] -> [6]; tokens 5 -> 6"]
+    assert rows["a", "off"].failing and rows["a", "on"].failing
+    assert rows["b", "off"].identical is True and not rows["b", "off"].failing
+    assert rows["b", "forced"].only_in == "head" and rows["b", "forced"].identical is None
+    # On a gated machine (gfx95) `on` may move; `off` may not.
+    gated = {(r.name, r.mode): r for r in compare(base, head, gated_machine=True)}
+    assert gated["a", "off"].failing and not gated["a", "on"].failing
+    expected = {(r.name, r.mode): r for r in compare(base, head, False, (Expectation("a", "off"),))}
+    assert not expected["a", "off"].failing and expected["a", "on"].failing
+    glob = compare(base, head, False, (Expectation("a*", None),))
+    assert not any(r.failing for r in glob)
+
+
+def test_bad_input_exits_2_naming_the_option(tmp_path: Path) -> None:
+    proc = _ab("--base", tmp_path, "--head", tmp_path)
+    assert proc.returncode == 2
+    assert f"--sglang-src {tmp_path}: not an sglang tree" in proc.stderr
+    proc = _ab("--base", tmp_path, "--head", tmp_path, "--expect-change", "x:sometimes")
+    assert proc.returncode == 2 and "--expect-change" in proc.stderr and "MODE one of" in proc.stderr
+
+
+# ---- real trees ----------------------------------------------------------------------------
+
+@pytest.mark.sglang
+def test_unknown_expect_change_scenario_is_refused_before_any_replay() -> None:
+    tree = release_tree("0.5.20")
+    proc = _ab("--base", tree, "--head", tree, "--expect-change", "p64-nope:off", timeout=120)
+    assert proc.returncode == 2
+    assert "--expect-change p64-nope:off: no such scenario" in proc.stderr
+
+
+@pytest.mark.sglang
+def test_a_a_reports_every_scenario_identical() -> None:
+    tree = release_tree("0.5.20")
+    proc = _ab("--base", tree, "--head", tree, "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = _json(proc)
+    assert result["base"] == result["head"] | {"seconds": result["base"]["seconds"]}
+    assert result["base"]["version"] == "0.5.20" and result["base"]["commit"] is None
+    assert len(result["scenarios"]) == 3 * 93
+    assert all(s["identical"] is True and s["rounds_moved"] == [] for s in result["scenarios"])
+    assert result["verdict"] == "PASS" and result["failing"] == []
+
+
+@pytest.mark.sglang
+def test_leaked_gate_fails_naming_the_off_scenarios_that_moved(tmp_path: Path) -> None:
+    base = release_tree("0.5.20")
+    head = edited_copy(base, tmp_path / "sglang-0.5.20-leaked", GATE_LEAK)
+    proc = _ab("--base", base, "--head", head, "--json")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    result = _json(proc)
+    off = _by_mode(result, "off")
+    # Every off scenario now runs exact fill (effective False -> True) ...
+    assert all(s["failing"] and f"{s['name']} [off]: effective False -> True" in s["rounds_moved"]
+               for s in off)
+    assert all(f"{s['name']} [off]" in result["failing"] for s in off)
+    # ... and where the page is larger than one token the admitted rounds move; at page 1 exact
+    # fill equals off, so only the flag changes.
+    rounds_moved = {s["name"] for s in off if any(" round " in line for line in s["rounds_moved"])}
+    assert rounds_moved and all(not name.startswith("p1-") for name in rounds_moved)
+    assert {"p64-c16384-many-medium-radix", "p8-c2048-not-page-multiples-radix"} <= rounds_moved
+    # forced was already exact fill: the leak changes nothing there.
+    assert all(s["identical"] for s in _by_mode(result, "forced"))
+    # --expect-change turns the deliberate difference into a pass.
+    text = _ab("--base", base, "--head", head, "--expect-change", "*:off,*:on")
+    assert text.returncode == 0, text.stdout[-2000:] + text.stderr[-2000:]
+    assert "admission ab: PASS" in text.stdout and "expected" in text.stdout
+
+
+@pytest.mark.sglang
+def test_pristine_0_5_19_is_refused_naming_the_tree_and_the_failing_import() -> None:
+    old, new = release_tree("0.5.19"), release_tree("0.5.20")
+    proc = _ab("--base", old, "--head", new, timeout=300)
+    assert proc.returncode == 2
+    assert f"--base {old}" in proc.stderr and "does not import over this environment" in proc.stderr
+    assert "sglang.srt.configs.qwen3_asr" in proc.stderr
+    assert "'qwen3_asr' is already used by a Transformers config" in proc.stderr
+
+
+@pytest.mark.sglang
+def test_bracketing_pair_off_identical_and_forced_only_in_the_newer(tmp_path: Path) -> None:
+    base = edited_copy(release_tree("0.5.19"), tmp_path / "sglang-0.5.19-asrfix", ASR_FIX)
+    head = release_tree("0.5.20")
+    proc = _ab("--base", base, "--head", head, "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = _json(proc)
+    print(json.dumps({"base": result["base"]["version"], "head": result["head"]["version"],
+                      "summary": result["summary"]}, indent=1))
+    assert (result["base"]["version"], result["head"]["version"]) == ("0.5.19", "0.5.20")
+    assert result["base"]["has_gate"] is False and result["head"]["has_gate"] is True
+    # Observed: PR #32888 left admission off gfx95 byte-identical in all 93 off scenarios.
+    assert result["summary"]["off"] == {"identical": 93, "moved": 0, "only_in_base": 0,
+                                        "only_in_head": 0}
+    for mode in ("on", "forced"):
+        rows = _by_mode(result, mode)
+        assert len(rows) == 93 and all(s["only_in"] == "head" and s["identical"] is None
+                                       for s in rows)
+    assert result["verdict"] == "PASS"
