@@ -2,7 +2,8 @@
 
 Pipeline: config (suites/, models/) -> plan -> serve -> measure -> judge -> report.
 CPU sessions share one pinned sglang environment (see src/servegate/envbuild.py); GPU sessions
-run over the runner image's preinstalled sglang (a venv with system site packages).
+run on the runner image's own interpreter ($SERVEGATE_PYTHON, else the one nox runs on), never in
+a venv on top of it (a venv made from a venv's python does not see the parent venv's sglang).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ nox.options.error_on_external_run = False
 
 
 def _runtime_python(session: nox.Session, force_cpu: bool = False) -> str:
-    """The interpreter that has sglang: the shared CPU env, or the GPU runner's own."""
+    """The interpreter that has sglang: the shared CPU env, or the GPU runner image's own."""
     try:
         if not force_cpu and envbuild.gpu_present():
-            return str(envbuild.ensure_system_env(log=session.log))
+            return str(envbuild.ensure_image_python(log=session.log))
         return str(envbuild.ensure_cpu_env(log=session.log))
     except envbuild.EnvBuildError as err:
         session.error(str(err))
@@ -42,6 +43,23 @@ def unit(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("lint-imports")  # the layers contract in pyproject.toml
     session.run("pytest", "-m", "not sglang and not e2e and not gpu", *session.posargs)
+
+
+@nox.session(reuse_venv=True)
+def calibrate(session: nox.Session) -> None:
+    """Simulate >= 1000 nights per suite design through the judge: A/A false alarms, no-op
+    false failures, power (docs/judge.md): nox -s calibrate [-- --json --suite nightly]."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "servegate", "calibrate", *session.posargs)
+
+
+@nox.session(reuse_venv=True)
+def mutation(session: nox.Session) -> None:
+    """Opt-in, not part of `tests`: mutmut over the gate's core against the unit tier, surviving
+    mutants per module, results/mutation-<stamp>/summary.json (docs/mutation.md):
+    nox -s mutation [-- --fresh | --changed REF | --max-children N]."""
+    session.install("-e", ".[test]", "mutmut>=3.8,<4")
+    session.run("python", "-m", "servegate.mutation", *session.posargs)
 
 
 @nox.session(venv_backend="none", requires=["unit"])
@@ -73,6 +91,20 @@ def bench(session: nox.Session) -> None:
     """Main job: serve + measure (+ GSM8K) a suite; the cpu suite when no GPU is present."""
     python = _runtime_python(session)
     _servegate(session, python, "bench", *session.posargs)
+
+
+@nox.session(venv_backend="none", tags=["cpu"])
+def admission_ab(session: nox.Session) -> None:
+    """Admission head vs base: nox -s admission_ab -- --base TREE --head TREE [--json]."""
+    python = _runtime_python(session, force_cpu=True)
+    _servegate(session, python, "admission", "ab", *session.posargs)
+
+
+@nox.session(venv_backend="none", tags=["cpu", "gpu"])
+def ab(session: nox.Session) -> None:
+    """Gate an sglang change: nox -s ab -- --base TREE --head TREE [--suite S] (interleaved)."""
+    python = _runtime_python(session)
+    _servegate(session, python, "ab", *session.posargs)
 
 
 @nox.session(venv_backend="none", tags=["cpu", "gpu"])

@@ -28,7 +28,11 @@ Images (default, override with --image or SERVEGATE_IMAGE):
   nvidia                   lmsysorg/sglang:<ver>
 Environment:
   SERVEGATE_IMAGE      image to use instead of the default for the GPU type
-  SERVEGATE_HF_CACHE   host Hugging Face cache to mount (default: $HF_HOME or ~/.cache/huggingface)
+  SERVEGATE_HF_CACHE   host Hugging Face cache to mount at /root/.cache/huggingface (default on
+                       ROCm when /home/runner/sglang-data exists: that folder at /sgl-data, HF_HOME
+                       /sgl-data/hf-cache, as upstream's AMD CI; else $HF_HOME or ~/.cache/huggingface)
+  SERVEGATE_SGLANG_DATA  upstream's runner data folder (default /home/runner/sglang-data)
+  SERVEGATE_PODINFO_DEVICES  render-device list (default /etc/podinfo/gha-render-devices)
   HF_TOKEN             forwarded by name (-e HF_TOKEN); its value never appears in arguments
   SERVEGATE_DOCKER     docker client to call (default: docker)
 --dry-run prints the docker argument list (one per line) instead of running it.
@@ -78,21 +82,66 @@ fi
 [[ "$name" =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]] || sg_usage_error "container name '$name' is not valid"
 
 repo="$(sg_repo_root)"
-hf_cache="${SERVEGATE_HF_CACHE:-${HF_HOME:-$HOME/.cache/huggingface}}"
+# Upstream references (sgl-project/sglang), read for this script:
+#   U1 = scripts/ci/amd/amd_ci_start_container.sh (commit 00baeb237e77): its `docker run`
+#   U2 = scripts/ci/amd/amd_ci_exec.sh (commit 1aaf22493b48): the env of every `docker exec`
+# Hugging Face cache. Upstream's AMD runners keep models (pre-seeded) and kernel caches in
+# /home/runner/sglang-data, mounted at /sgl-data with HF_HOME=/sgl-data/hf-cache (U1:
+# CACHE_HOST=/home/runner/sglang-data, -v $CACHE_HOST:/sgl-data, -e HF_HOME=/sgl-data/hf-cache).
+# An explicit SERVEGATE_HF_CACHE wins; elsewhere $HF_HOME or ~/.cache/huggingface is mounted.
+sglang_data="${SERVEGATE_SGLANG_DATA:-/home/runner/sglang-data}"
+hf_cache="${SERVEGATE_HF_CACHE:-}"
+use_sglang_data=0
+if [[ -z "$hf_cache" && "$gpu" != nvidia && -d "$sglang_data" ]]; then
+    use_sglang_data=1
+fi
+hf_cache="${hf_cache:-${HF_HOME:-$HOME/.cache/huggingface}}"
 container_hf=/root/.cache/huggingface
+# Render devices: on upstream's Kubernetes runners the pod names the GPUs this job may use in
+# /etc/podinfo/gha-render-devices (`--device /dev/dri/renderD128 ...`); else all of /dev/dri
+# (U1: DEVICE_FLAG). Read as words and checked: only --device options with /dev paths pass.
+podinfo="${SERVEGATE_PODINFO_DEVICES:-/etc/podinfo/gha-render-devices}"
+render_devices=(--device=/dev/dri)
+if [[ "$gpu" != nvidia && -f "$podinfo" ]]; then
+    read -r -a render_devices < <(tr '\n' ' ' < "$podinfo"; echo) \
+        || sg_die "cannot read $podinfo"
+    [[ ${#render_devices[@]} -gt 0 ]] || sg_die "$podinfo is empty"
+    for word in "${render_devices[@]}"; do
+        [[ "$word" =~ ^(--device|--device=/dev/[A-Za-z0-9/_.:-]+|/dev/[A-Za-z0-9/_.:-]+)$ ]] \
+            || sg_die "$podinfo: unexpected word '$word' (expected --device /dev/...)"
+    done
+fi
 
-args=(run --rm --init --name "$name" --network host --shm-size 32g)
+args=(run --rm --init --name "$name" --network host --shm-size 32g)  # shm 32g: U1
 case "$gpu" in
     gfx95|gfx942)
-        args+=(--device=/dev/kfd --device=/dev/dri --group-add video
-               --security-opt seccomp=unconfined
-               -e SGLANG_USE_AITER=1) ;;
+        args+=(--user root                                   # U1
+               --device=/dev/kfd "${render_devices[@]}"      # U1: --device=/dev/kfd ${DEVICE_FLAG}
+               --ulimit nofile=65536:65536                   # U1
+               --group-add video                             # U1
+               --cap-add=SYS_PTRACE                          # U1
+               --security-opt seccomp=unconfined             # U1
+               -e HF_HUB_ETAG_TIMEOUT=300 -e HF_HUB_DOWNLOAD_TIMEOUT=300   # U1
+               -e PYTHONPATH=/opt/tilelang                   # U1: tilelang (the DSA backends)
+               -e SGLANG_IS_IN_CI=1 -e SGLANG_IS_IN_CI_AMD=1 # U2 ENV_MAP
+               -e SGLANG_ENABLE_ASYNC_ASSERT=0               # U2: aborts MXFP4 decode on AMD
+               -e SGLANG_SANITIZE_NAN_LOGITS=0               # U2: lowers decode occupancy
+               -e SGLANG_USE_AITER=1)                        # U2
+        if [[ "$gpu" == gfx95 ]]; then
+            args+=(-e GPU_ARCHS=gfx950)                      # U2: mi35x only
+        fi ;;
     nvidia)
         args+=(--gpus all) ;;
 esac
-args+=(-v "$repo:$repo" -w "$repo"
-       -v "$hf_cache:$container_hf" -e "HF_HOME=$container_hf"
-       -e HF_TOKEN
+args+=(-v "$repo:$repo" -w "$repo")
+if [[ "$use_sglang_data" -eq 1 ]]; then
+    args+=(-v "$sglang_data:/sgl-data" -e HF_HOME=/sgl-data/hf-cache                 # U1
+           -e MIOPEN_USER_DB_PATH=/sgl-data/miopen-cache                             # U1
+           -e MIOPEN_CUSTOM_CACHE_DIR=/sgl-data/miopen-cache)                        # U1
+else
+    args+=(-v "$hf_cache:$container_hf" -e "HF_HOME=$container_hf")
+fi
+args+=(-e HF_TOKEN
        -e "SERVEGATE_IMAGE=$image"
        -e "SERVEGATE_HOST_UID=$(id -u)" -e "SERVEGATE_HOST_GID=$(id -g)"
        -e PYTHONDONTWRITEBYTECODE=1)
@@ -113,7 +162,7 @@ if [[ "$dry_run" -eq 1 ]]; then
     exit "$SG_EXIT_OK"
 fi
 command -v "$docker_bin" >/dev/null 2>&1 || sg_die "docker client '$docker_bin' not found on PATH"
-if [[ ! -d "$hf_cache" ]]; then
+if [[ "$use_sglang_data" -eq 0 && ! -d "$hf_cache" ]]; then
     mkdir -p "$hf_cache" || sg_die "cannot create the Hugging Face cache folder $hf_cache"
 fi
 

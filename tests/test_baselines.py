@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from judge_runs import make_run
 
@@ -131,3 +132,79 @@ def test_invalid_document_never_written(tmp_path):
     with pytest.raises(bl.BaselineError, match="schema_version"):
         bl.write_baseline(path, {"schema_version": 99})
     assert not path.exists()
+
+
+def _gsm8k(run_dir: Path, mode: str, correct: list[bool], first_id: int = 0) -> None:
+    folder = run_dir / "gsm8k"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps({"id": first_id + i, "gold": str(i), "predicted": "0", "correct": c,
+                         "output": ""}) for i, c in enumerate(correct)]
+    (folder / f"{mode}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _accuracy_run(tmp_path: Path, name: str, correct: list[bool]) -> Path:
+    run_dir = make_run(tmp_path / name, modes=("off",),
+                       accuracy={"off": {"n": len(correct), "correct": sum(correct)}})
+    _gsm8k(run_dir, "off", correct)
+    return run_dir
+
+
+def test_outcomes_stored_compactly_and_validated(tmp_path):
+    pattern = [True, False, True, True] * 300
+    run_dir = _accuracy_run(tmp_path, "base", pattern)
+    doc = bl.baseline_from_run(load_run(run_dir), run_dir)
+    out = doc["accuracy"]["off"]["outcomes"]
+    assert out["ids"] == list(range(1200)) and out["correct"] == "1011" * 300
+    path = tmp_path / "b.json"
+    bl.write_baseline(path, doc)
+    assert sum(1 for line in path.read_text().splitlines() if '"ids"' in line) == 1
+    assert bl.decode_outcomes(bl.load_baseline(path)["accuracy"]["off"]["outcomes"]) == \
+        dict(enumerate(pattern))
+    for bad, field in ((("correct", "1011" * 299 + "1012"), "outcomes.correct"),
+                       (("correct", "1111" * 300), "outcomes.correct"),
+                       (("ids", [*range(1199), 0]), "outcomes.ids")):
+        broken = json.loads(json.dumps(doc))
+        broken["accuracy"]["off"]["outcomes"][bad[0]] = bad[1]
+        with pytest.raises(bl.BaselineError, match=field):
+            bl.validate_baseline(broken, path)
+
+
+def test_accuracy_vs_baseline_is_paired_on_question_ids(tmp_path):
+    """1319 questions at ~93 %, 20 flipped each way: the unpaired interval (+-3 points) cannot
+    show non-inferiority within 1 point; pairing the same ids can."""
+    from servegate.judge.evaluate import judge
+
+    rng = np.random.default_rng(0)
+    base = [bool(v) for v in rng.random(1319) < 0.93]
+    cur = list(base)
+    right = [i for i, c in enumerate(base) if c][:20]
+    wrong = [i for i, c in enumerate(base) if not c][:20]
+    for i in right + wrong:                              # 20 flipped each way
+        cur[i] = not cur[i]
+    cur_correct = sum(cur)
+    assert 1180 < cur_correct < 1260
+    base_dir = _accuracy_run(tmp_path, "base", base)
+    path = tmp_path / "baselines" / "cpu" / "smollm2-135m" / "synthetic.json"
+    bl.write_baseline(path, bl.baseline_from_run(load_run(base_dir), base_dir))
+    run_dir = _accuracy_run(tmp_path, "cur", cur)
+    check = next(c for c in judge(run_dir, baseline_file=path).checks if c.kind == "accuracy")
+    assert check.interval.method.startswith("paired") and "paired on 1319" in check.reason
+    assert check.verdict == "pass", check.describe()
+    assert check.current_value == pytest.approx(cur_correct / 1319)
+    (run_dir / "gsm8k" / "off.jsonl").unlink()           # nothing to pair with: unpaired
+    check = next(c for c in judge(run_dir, baseline_file=path).checks if c.kind == "accuracy")
+    assert check.interval.method == "newcombe" and check.verdict == "inconclusive"
+    assert "no gsm8k records" in check.reason
+
+
+def test_judge_seed_varies_by_run_and_is_recorded(tmp_path):
+    from servegate.judge.evaluate import judge
+    from servegate.report import verdict_json
+
+    a = make_run(tmp_path / "a")
+    b = make_run(tmp_path / "b")
+    run = json.loads((b / "run.json").read_text())
+    run["started_at"] = "2026-12-01T12:00:00+00:00"
+    (b / "run.json").write_text(json.dumps(run))
+    seeds = [verdict_json.build(judge(d))["seed"] for d in (a, b, a)]
+    assert seeds[0] != seeds[1] and seeds[0] == seeds[2]

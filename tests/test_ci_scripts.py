@@ -95,6 +95,7 @@ BAD_ARGUMENTS = {
     "ci/lib/run-dir.sh": ["a", "b"],
     "ci/lib/judge-runs.sh": [],
     "ci/lib/history-store.sh": ["restore"],
+    "ci/lib/sglang-trees.sh": ["only-one"],
 }
 
 
@@ -275,19 +276,35 @@ def docker_calls(bin_dir: Path) -> list[list[str]]:
     return [f.read_bytes().decode().split("\0")[:-1] for f in files]
 
 
-def expected_docker_args(gpu: str, image: str, hf_cache: Path, nox: list[str]) -> list[str]:
-    """The docker argument list the spec asks for, per GPU type."""
+def expected_docker_args(gpu: str, image: str, hf_cache: Path, nox: list[str],
+                         render: tuple[str, ...] = ("--device=/dev/dri",),
+                         sglang_data: Path | None = None) -> list[str]:
+    """The docker argument list the spec asks for, per GPU type (ROCm: as upstream's
+    scripts/ci/amd/amd_ci_start_container.sh and amd_ci_exec.sh, see ci/run-in-container.sh)."""
     repo = str(REPO)
     args = ["run", "--rm", "--init", "--name", "servegate-test", "--network", "host",
             "--shm-size", "32g"]
     if gpu in ("gfx95", "gfx942"):
-        args += ["--device=/dev/kfd", "--device=/dev/dri", "--group-add", "video",
-                 "--security-opt", "seccomp=unconfined", "-e", "SGLANG_USE_AITER=1"]
+        args += ["--user", "root", "--device=/dev/kfd", *render,
+                 "--ulimit", "nofile=65536:65536", "--group-add", "video",
+                 "--cap-add=SYS_PTRACE", "--security-opt", "seccomp=unconfined",
+                 "-e", "HF_HUB_ETAG_TIMEOUT=300", "-e", "HF_HUB_DOWNLOAD_TIMEOUT=300",
+                 "-e", "PYTHONPATH=/opt/tilelang",
+                 "-e", "SGLANG_IS_IN_CI=1", "-e", "SGLANG_IS_IN_CI_AMD=1",
+                 "-e", "SGLANG_ENABLE_ASYNC_ASSERT=0", "-e", "SGLANG_SANITIZE_NAN_LOGITS=0",
+                 "-e", "SGLANG_USE_AITER=1"]
+        if gpu == "gfx95":
+            args += ["-e", "GPU_ARCHS=gfx950"]
     else:
         args += ["--gpus", "all"]
-    args += ["-v", f"{repo}:{repo}", "-w", repo,
-             "-v", f"{hf_cache}:{HF_CONTAINER}", "-e", f"HF_HOME={HF_CONTAINER}",
-             "-e", "HF_TOKEN",
+    args += ["-v", f"{repo}:{repo}", "-w", repo]
+    if sglang_data is not None:
+        args += ["-v", f"{sglang_data}:/sgl-data", "-e", "HF_HOME=/sgl-data/hf-cache",
+                 "-e", "MIOPEN_USER_DB_PATH=/sgl-data/miopen-cache",
+                 "-e", "MIOPEN_CUSTOM_CACHE_DIR=/sgl-data/miopen-cache"]
+    else:
+        args += ["-v", f"{hf_cache}:{HF_CONTAINER}", "-e", f"HF_HOME={HF_CONTAINER}"]
+    args += ["-e", "HF_TOKEN",
              "-e", f"SERVEGATE_IMAGE={image}",
              "-e", f"SERVEGATE_HOST_UID={os.getuid()}", "-e", f"SERVEGATE_HOST_GID={os.getgid()}",
              "-e", "PYTHONDONTWRITEBYTECODE=1",
@@ -311,6 +328,59 @@ def test_container_exact_docker_arguments(tmp_path: Path, gpu: str) -> None:
     assert hf_cache.is_dir(), "the HF cache mount source is created when missing"
     # the container's stdout passes through untouched: its last line is the run folder
     assert proc.stdout.splitlines()[-1] == f"{REPO}/results/cpu-fake-run"
+
+
+def test_render_devices_from_podinfo_and_upstream_data_folder(tmp_path: Path) -> None:
+    """Upstream's runners: the pod's render devices, and /home/runner/sglang-data at /sgl-data
+    (stand-ins here: SERVEGATE_PODINFO_DEVICES, SERVEGATE_SGLANG_DATA)."""
+    bin_dir = tmp_path / "bin"
+    fake_docker(bin_dir)
+    podinfo = tmp_path / "gha-render-devices"
+    podinfo.write_text("--device /dev/dri/renderD128 --device=/dev/dri/card1\n")
+    data = tmp_path / "sglang-data"
+    data.mkdir()
+    env = clean_env(tmp_path, bin_dir, SERVEGATE_PODINFO_DEVICES=str(podinfo),
+                    SERVEGATE_SGLANG_DATA=str(data))
+    for gpu in ("gfx95", "gfx942", "nvidia"):
+        proc = run([str(RUNC), "--gpu", gpu, "--name", "servegate-test", "--", *NOX], env=env)
+        assert proc.returncode == 0, proc.stderr
+    rocm95, rocm942, nvidia = docker_calls(bin_dir)
+    render = ("--device", "/dev/dri/renderD128", "--device=/dev/dri/card1")
+    hf_default = tmp_path / "home" / ".cache" / "huggingface"
+    assert rocm95 == expected_docker_args("gfx95", default_image("gfx95"), hf_default, NOX,
+                                          render, data)
+    assert rocm942 == expected_docker_args("gfx942", default_image("gfx942"), hf_default, NOX,
+                                           render, data)
+    # NVIDIA: neither upstream AMD layout applies
+    assert nvidia == expected_docker_args("nvidia", default_image("nvidia"), hf_default, NOX)
+    # an explicit SERVEGATE_HF_CACHE wins over the runner's data folder
+    env["SERVEGATE_HF_CACHE"] = str(tmp_path / "hf")
+    assert run([str(RUNC), "--gpu", "gfx95", "--name", "servegate-test", "--", *NOX],
+               env=env).returncode == 0
+    assert docker_calls(bin_dir)[-1] == expected_docker_args(
+        "gfx95", default_image("gfx95"), tmp_path / "hf", NOX, render)
+
+
+@pytest.mark.parametrize("content", ["--device /dev/dri; rm -rf /\n", "--privileged\n", "\n"])
+def test_podinfo_devices_are_checked(tmp_path: Path, content: str) -> None:
+    bin_dir = tmp_path / "bin"
+    fake_docker(bin_dir)
+    podinfo = tmp_path / "gha-render-devices"
+    podinfo.write_text(content)
+    env = clean_env(tmp_path, bin_dir, SERVEGATE_PODINFO_DEVICES=str(podinfo),
+                    SERVEGATE_HF_CACHE=str(tmp_path / "hf"))
+    proc = run([str(RUNC), "--gpu", "gfx95", "--", *NOX], env=env)
+    assert proc.returncode == 2 and str(podinfo) in proc.stderr
+    assert docker_calls(bin_dir) == []
+
+
+def test_no_retired_runner_label_in_ci() -> None:
+    """linux-mi300-gpu-8 is retired upstream; ci/ uses only the current labels (registry);
+    a comment may still name it as history."""
+    hits = [f"{p.relative_to(REPO)}: {line.strip()}" for p in CI.rglob("*") if p.is_file()
+            for line in p.read_text(errors="replace").splitlines()
+            if "linux-mi300-gpu" in line and not line.lstrip().startswith("#")]
+    assert hits == []
 
 
 def test_container_never_carries_the_token_value(tmp_path: Path) -> None:
@@ -454,7 +524,12 @@ def test_in_container_runs_the_session_with_stdout_last(tmp_path: Path) -> None:
         "@nox.session(venv_backend='none')\n"
         "def fails(session):\n"
         "    session.run('python3', '-c', 'raise SystemExit(3)', external=True)\n")
-    env = {**os.environ, "SERVEGATE_PYTHON": python}
+    # in-container.sh checks up front that the image's interpreter imports sglang: a FAKE
+    # stand-in package here (tests/test_image_python.py uses a real parent venv instead).
+    stand_in = tmp_path / "stand-in" / "sglang"
+    stand_in.mkdir(parents=True)
+    (stand_in / "__init__.py").write_text('"""FAKE sglang: test double (test_ci_scripts)."""\n')
+    env = {**os.environ, "SERVEGATE_PYTHON": python, "PYTHONPATH": str(stand_in.parent)}
     ok = run(["bash", str(CI / "lib" / "in-container.sh"), "-s", "ok"], env=env, cwd=tmp_path,
              timeout=120)
     assert ok.returncode == 0, ok.stderr

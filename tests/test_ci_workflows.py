@@ -230,32 +230,43 @@ def test_no_workflow_makes_inconclusive_fatal() -> None:
 
 # --------------------------------------------------------------------------- premerge
 
-def test_premerge_tiers() -> None:
+def test_premerge_is_callable_and_gates_head_vs_base() -> None:
+    """sglang's repository calls premerge.yml (workflow_call) on its pull requests: both tiers
+    check out the head and its merge base and gate on `ab` (head vs base, same runner)."""
     workflow = load(WORKFLOW_DIR / "premerge.yml")
-    assert "pull_request" in workflow["on"]
+    call = workflow["on"]["workflow_call"]["inputs"]
+    assert call["servegate_repository"]["required"] is True
+    assert {"sglang_repository", "head_ref", "base_ref", "servegate_ref"} <= set(call)
+    assert "github.event.pull_request.head.sha" in workflow["env"]["HEAD_REF"]
     cpu, gpu = workflow["jobs"]["cpu"], workflow["jobs"]["gpu"]
     assert cpu["runs-on"] == "ubuntu-latest"
+    for job in (cpu, gpu):
+        script = "\n".join(s.get("run", "") for s in job["steps"])
+        assert "ci/lib/sglang-trees.sh" in script
+        checkout = job["steps"][0]
+        assert checkout["with"]["repository"] == "${{ inputs.servegate_repository }}"
     cpu_script = "\n".join(s.get("run", "") for s in cpu["steps"])
-    for command in ("nox -s unit", "nox -s admission", "nox -s bench -- --suite cpu",
-                    'nox -s compare -- "$RUN_DIR"'):
-        assert command in cpu_script, f"CPU tier lacks `{command}`"
+    assert "nox -s admission_ab -- --base trees/base --head trees/head" in cpu_script
+    assert "nox -s ab -- --base trees/base --head trees/head --suite cpu" in cpu_script
     labels = {e["label"]: e["gpu"] for e in gpu["strategy"]["matrix"]["include"]}
     assert sorted(labels.values()) == ["gfx942", "gfx95"], labels
     gpu_script = "\n".join(s.get("run", "") for s in gpu["steps"])
+    assert "-s ab -- --base trees/base --head trees/head" in gpu_script
     assert "--suite premerge --modes off,on" in gpu_script
-    assert "ci/run-in-container.sh" in gpu_script and "-s compare" in gpu_script
-    assert "ci/wait-gpu-idle.sh" in gpu_script
-    # the verdict step is a plain step (no continue-on-error): its exit code gates the merge
-    verdict = [s for s in gpu["steps"] if "-s compare" in s.get("run", "")]
-    assert verdict and not verdict[0].get("continue-on-error", False)
+    assert "ci/run-in-container.sh" in gpu_script and "ci/wait-gpu-idle.sh" in gpu_script
+    # the gating step is a plain step (no continue-on-error): its exit code gates the merge
+    gate = [s for s in gpu["steps"] if "-s ab" in s.get("run", "")]
+    assert gate and not gate[0].get("continue-on-error", False)
+    assert 'exit "$status"' in gate[0]["run"]
 
 
 def test_bench_output_is_captured_and_its_last_line_checked() -> None:
     for workflow in WORKFLOWS:
         for job_id, script in run_scripts(workflow):
-            if "-s bench" in script:
-                assert "| tee bench.out" in script, f"{workflow.name}:{job_id}"
-                assert "ci/lib/run-dir.sh bench.out" in script, f"{workflow.name}:{job_id}"
+            for command, out in (("-s bench", "bench.out"), ("-s ab ", "ab.out")):
+                if command in script:
+                    assert f"| tee {out}" in script, f"{workflow.name}:{job_id}"
+                    assert f"ci/lib/run-dir.sh {out}" in script, f"{workflow.name}:{job_id}"
     assert "tail -n 1" in (REPO / "ci" / "lib" / "run-dir.sh").read_text()
 
 

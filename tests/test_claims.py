@@ -6,6 +6,7 @@ from judge_runs import make_run
 
 from servegate.config.judge import JudgeConfig
 from servegate.judge.claims import claim_pendings
+from servegate.judge.stats import per_check_confidence
 from servegate.results import load_run
 
 
@@ -120,3 +121,43 @@ def test_single_repeat_assumes_run_to_run_noise(tmp_path):
     assert tight.verdict == "pass" and honest.verdict == "inconclusive"
     assert honest.interval.method.endswith("+assumed-run-cv")
     assert honest.interval.high - honest.interval.low > tight.interval.high - tight.interval.low
+
+
+def test_noop_tost_gates_only_with_adequate_power(tmp_path):
+    """The rule: a no-op equivalence check gates only when its TOST could show identical arms
+    equivalent with >= noop_min_power at the margin; an underpowered one reports (gate false)."""
+    noisy = make_run(tmp_path / "noisy", runner_class="mi300x", repeats=3, n_requests=30,
+                     request_cv=0.3, run_cv=0.04, concurrencies=(8,))
+    config = JudgeConfig(metrics=("mean_ttft_ms",), noop_margin=0.02, run_to_run_cv=0.04)
+    check = _by_prefix(_checks(noisy, config, confidence=0.999), "no-op: on@c8 mean_ttft_ms")[0]
+    assert not check.gate and "TOST power" in check.reason
+    assert check.interval.method == "repeats-paired"
+    quiet = make_run(tmp_path / "quiet", runner_class="mi300x", repeats=3, n_requests=3000,
+                     request_cv=0.02, concurrencies=(8,))
+    config = JudgeConfig(metrics=("mean_ttft_ms",), noop_margin=0.05, run_to_run_cv=0.002,
+                         run_to_run_cv_dof=50)
+    check = _by_prefix(_checks(quiet, config), "no-op: on@c8 mean_ttft_ms")[0]
+    assert check.gate and check.verdict == "pass", check.describe()
+
+
+def test_three_repeat_noop_on_identical_arms_rarely_fails(tmp_path):
+    """Issue 11: the 3-repeat TOST called identical arms 'regression' 4-6 % of the time. With
+    t intervals and the power rule, 40 identical nights give no gating no-op failure."""
+    config = JudgeConfig(metrics=("mean_ttft_ms", "median_tpot_ms"), noop_margin=0.02,
+                         run_to_run_cv=0.02)
+    failures = 0
+    for seed in range(40):
+        run = make_run(tmp_path / f"n{seed}", runner_class="mi300x", repeats=3, n_requests=64,
+                       request_cv=0.3, run_cv=0.02, concurrencies=(4, 64), seed=seed)
+        checks = _checks(run, config, confidence=per_check_confidence(0.95, 4))
+        failures += any(c.gate and c.verdict == "regression" for c in checks.values())
+    assert failures == 0
+
+
+def test_recorded_accuracy_interval_is_rescaled_to_the_family_level(tmp_path):
+    """Only a recorded 95 % interval: its standard error is re-used at the gate's level."""
+    paired = {"on_vs_off": {"n": 1319, "diff": -0.004, "diff_low": -0.012, "diff_high": 0.004}}
+    run = _gfx95(tmp_path, 0.9, paired_accuracy=paired)
+    check = _by_prefix(_checks(run, JudgeConfig(), confidence=0.999), "claim: on vs off GSM8K")[0]
+    assert check.interval.confidence == 0.999 and "rescaled" in check.interval.method
+    assert check.interval.high - check.interval.low > 0.016 * 3.29 / 1.96 * 0.99

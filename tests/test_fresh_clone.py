@@ -23,6 +23,7 @@ import pytest
 
 from servegate.accuracy.report import paired_analysis
 from servegate.config import load_suite, suite_path
+from servegate.history import cli as history_cli
 from servegate.results import load_run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -134,8 +135,12 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
     assert verdict["checks"]
     summary = (run_dir / "summary.md").read_text()
     assert "| forced |" in summary and "## Accuracy (GSM8K)" in summary
-    # the complete run was kept in the nightly history store (one file per run)
+    # the complete run was kept in the nightly history store (one file per run), and the
+    # history report reads it back and plots it
     assert [p.name for p in store.glob("*.jsonl")] == [f"{run['run_id']}.jsonl"]
+    plots = tmp_path / "history-plots"
+    assert history_cli.main(["report", "--store", str(store), "--plots", str(plots)]) == 0
+    assert sorted(plots.glob("*.png"))
     assert run["run_id"] == run_dir.name and run["servegate_commit"]
     assert _tagged_processes(tag) == []
     print(f"fresh clone, README main command: {elapsed:.0f} s")

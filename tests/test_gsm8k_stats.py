@@ -14,8 +14,10 @@ from servegate.accuracy.paired import (
     analyse,
     mcnemar_exact,
     mcnemar_power,
+    mde_from_se,
     mde_paired,
     paired_diff_interval,
+    paired_diff_se,
     wilson,
 )
 
@@ -103,3 +105,30 @@ def test_paired_interval_coverage_by_simulation() -> None:
         low, high = paired_diff_interval(int(both), int(a_only), int(b_only), int(neither))
         hits += low <= true <= high
     assert 0.93 <= hits / len(cells) <= 0.975
+
+
+def test_significance_flag_and_mde_use_the_gates_test_and_level() -> None:
+    """The flag is the gate's paired interval at the gate's level (not McNemar at 0.05), and the
+    MDE comes from that interval's standard error."""
+    a = [True] * 1200 + [True] * 14 + [False] * 4 + [False] * 101
+    b = [True] * 1200 + [False] * 14 + [True] * 4 + [False] * 101
+    loose, strict = analyse("on", "off", a, b), analyse("on", "off", a, b, confidence=0.9995)
+    assert loose.mcnemar_p < 0.05 and loose.significant            # at 95 % it excludes 0
+    assert not strict.significant and strict.diff_low < 0 < strict.diff_high
+    assert strict.confidence == 0.9995 and strict.mde > loose.mde
+    assert strict.mde == pytest.approx(mde_from_se(strict.diff_se, 0.0, 0.9995))
+
+
+def test_mde_from_se_has_its_power_by_simulation() -> None:
+    rng = np.random.default_rng(3)
+    n, disc = 1319, 0.04
+    d = mde_from_se(0.0055, 0.01, 0.999)       # a drop past a 1-point margin, family level
+    cells = rng.multinomial(n, [(disc - d) / 2, (disc + d) / 2, 1 - disc], size=4000)
+    caught = 0
+    for a_only, b_only, rest in cells:
+        _low, high = paired_diff_interval(int(rest), int(a_only), int(b_only), 0,
+                                         confidence=0.999)
+        caught += high < -0.01
+    se = paired_diff_se(int(n * (1 - disc)), int(n * (disc - d) / 2), int(n * (disc + d) / 2), 0)
+    assert se == pytest.approx(0.0055, rel=0.15)
+    assert 0.7 < caught / len(cells) < 0.9

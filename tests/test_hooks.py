@@ -20,7 +20,8 @@ def _python(code: str, env: dict[str, str], extra_path: list[str] | None = None
             ) -> subprocess.CompletedProcess[str]:
     path = [str(EXACTFILL_HOOK_DIR), *(extra_path or [])]
     full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(path)}
-    for name in ("SERVEGATE_FORCE_EXACT_FILL", "SERVEGATE_REPORT_EXACT_FILL"):
+    for name in ("SERVEGATE_FORCE_EXACT_FILL", "SERVEGATE_REPORT_EXACT_FILL",
+                 "SERVEGATE_EMULATE_GFX95"):
         if name not in env:
             full.pop(name, None)
     return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
@@ -51,6 +52,34 @@ def test_report_hook_shows_real_gate_off_on_cpu() -> None:
     assert "servegate-hook: exact chunk fill gate=False in pid" in out.stderr
     plain = _python(PROBE, {"SGLANG_EXACT_CHUNK_FILL": "1"})
     assert "servegate-hook" not in plain.stderr
+
+
+EMULATION_PROBE = (
+    "import sglang.srt.managers.schedule_policy as sp, sglang.srt.utils.common as common\n"
+    "gate = sp._use_exact_chunk_fill()\n"
+    "real = getattr(sp._use_exact_chunk_fill, '__wrapped__', sp._use_exact_chunk_fill)\n"
+    "print('gate', gate)\n"
+    "print('gate fn from', real.__code__.co_filename.rsplit('/', 1)[-1])\n"
+    "print('policy sees gfx95', sp.is_gfx95_supported())\n"
+    "print('elsewhere gfx95', common.is_gfx95_supported())\n")
+
+
+@pytest.mark.sglang
+@pytest.mark.parametrize(("exact_fill", "gate"), [("1", True), ("0", False)])
+def test_gfx95_device_double_opens_the_real_gate(exact_fill: str, gate: bool) -> None:
+    """SERVEGATE_EMULATE_GFX95: the device check schedule_policy's real _use_exact_chunk_fill
+    calls answers for an emulated gfx95 device; the env var still decides, nothing else in
+    sglang sees the emulated device, and the double names itself."""
+    out = _python(EMULATION_PROBE, {"SERVEGATE_EMULATE_GFX95": "1",
+                                    "SGLANG_EXACT_CHUNK_FILL": exact_fill})
+    assert f"gate {gate}" in out.stdout
+    assert "gate fn from schedule_policy.py" in out.stdout      # sglang's own gate, untouched
+    assert "policy sees gfx95 True" in out.stdout
+    assert "elsewhere gfx95 False" in out.stdout                # the CPU stays a CPU elsewhere
+    assert "servegate-hook: device double: gfx95 emulated (gcnArchName=gfx950:sramecc+:xnack-)" \
+        " in pid" in out.stderr
+    plain = _python(EMULATION_PROBE, {"SGLANG_EXACT_CHUNK_FILL": exact_fill})
+    assert "gate False" in plain.stdout and "device double" not in plain.stderr
 
 
 @pytest.mark.sglang

@@ -61,3 +61,13 @@ def test_gfx95_claim_keys_still_read_with_a_deprecation_note():
     assert (config.gated_min_ttft_improvement, config.gated_claim_concurrency) == (0.07, 32)
     assert len(config.deprecations) == 2
     assert all("deprecated name, read as gated_" in note for note in config.deprecations)
+
+
+def test_prior_dof_and_tost_power_keys():
+    config = parse_judge_table({"run_to_run_cv": 0.04, "run_to_run_cv_dof": 4,
+                                "claims": {"noop_min_power": 0.9}}, "s.toml")
+    assert (config.run_to_run_cv_dof, config.noop_min_power) == (4.0, 0.9)
+    with pytest.raises(JudgeConfigError, match="run_to_run_cv_dof"):
+        parse_judge_table({"run_to_run_cv_dof": -1}, "s.toml")
+    with pytest.raises(JudgeConfigError, match="noop_min_power"):
+        parse_judge_table({"claims": {"noop_min_power": 1.5}}, "s.toml")

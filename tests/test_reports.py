@@ -135,8 +135,9 @@ def test_main_exit_codes(tmp_path, monkeypatch):
     base = make_run(tmp_path / "base", seed=1, n_requests=120, request_cv=0.03)
     assert update.update(base, root=tmp_path / "b") == 0
     file = tmp_path / "b" / "cpu" / "smollm2-135m" / "synthetic.json"
+    # one repeat per side: the assumed 5 % run-to-run CV (10 df) bounds what can be shown
     slow = make_run(tmp_path / "slow", seed=2, n_requests=120, request_cv=0.03,
-                    effect=lambda _m, _c: 1.3)
+                    effect=lambda _m, _c: 1.6)
     assert command.main([str(slow), "--baseline", str(file), "--no-plots"]) == 1
     same = make_run(tmp_path / "same", seed=3, n_requests=120, request_cv=0.03)
     # throughput has one repeat per arm -> inconclusive: 0 normally, 3 with --strict

@@ -90,14 +90,22 @@ def test_tools_used_only_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_registry_is_consistent() -> None:
-    """Every class has a known architecture; only gfx95 is gated (sglang's is_gfx95_supported);
-    CI labels belong to one class each."""
+    """Every class has a known architecture; gated exactly where the architecture is gfx95
+    (sglang's is_gfx95_supported), real or emulated; CI labels belong to one class each. An
+    emulated class (servegate's device double on a CPU, e.g. cpu-gfx95) carries its emulated
+    architecture but no GPU names and no CI labels, so it is chosen only by name: never by
+    detection, never by a suite or profile naming the architecture."""
     labels = [label for c in runners.REGISTRY.values() for label in c.ci_labels]
     assert len(labels) == len(set(labels))
     for cls in runners.REGISTRY.values():
         assert cls.arch in runners.ARCHES
         assert cls.gated == (cls.arch == "gfx95")
         assert (cls.experiment_modes is None) == (cls.gated or cls.arch == "cpu")
+        if cls.emulated:
+            assert cls.arch != "cpu" and not cls.gpu_names and not cls.ci_labels
+            assert cls not in runners.of_arch(cls.arch)
+            assert not runners.selects(cls.arch, cls.name)
+    assert any(c.emulated for c in runners.REGISTRY.values())      # cpu-gfx95
 
 
 def test_fingerprint_fields_and_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Entry point inside the runner container: make nox available, then run one nox session.
+# Entry point inside the runner container: check the image's interpreter has sglang, make nox
+# available, then run one nox session (its GPU sessions use $SERVEGATE_PYTHON, the image's own).
 # Why a file and not `bash -c "..."`: the nox arguments stay an argument list end to end,
 # never a shell string built from workflow input. Afterwards, files the session created in the
 # mounted checkout are handed back to the host user (SERVEGATE_HOST_UID/GID), so the runner's
@@ -19,20 +20,33 @@ if [[ $# -eq 0 ]]; then
     sg_usage_error "no nox arguments given"
 fi
 
-python="${SERVEGATE_PYTHON:-python3}"
-command -v "$python" >/dev/null 2>&1 || sg_die "$python not found in the image"
+# The image's own interpreter runs the GPU session (no venv on top of it: ROCm images keep their
+# stack in the venv /opt/venv, upstream docker/rocm.Dockerfile `ENV VIRTUAL_ENV=/opt/venv`, and a
+# venv made from a venv's python sees the base interpreter's site-packages, not /opt/venv's).
+# It is resolved to an absolute path and exported for the noxfile (SERVEGATE_PYTHON).
+image_python="${SERVEGATE_PYTHON:-python3}"
+image_python="$(command -v "$image_python" 2>/dev/null)" \
+    || sg_die "${SERVEGATE_PYTHON:-python3} not found in the image"
+export SERVEGATE_PYTHON="$image_python"
+if ! "$image_python" -c "import sglang" >/dev/null 2>&1; then
+    sg_die "$image_python cannot import sglang; set SERVEGATE_PYTHON to the image's interpreter \
+that has it (ROCm images: /opt/venv/bin/python)"
+fi
 
 # stdout is reserved for the session's own output (its last line is the run folder path).
-# nox goes into its own venv over the image's site-packages: many images' system python is
-# "externally managed" (PEP 668) and refuses a plain `pip install`.
-if ! "$python" -m nox --version >/dev/null 2>&1; then
+# nox itself: the image's when it has one, else a private venv holding only nox (nox needs
+# nothing from the image; the session's interpreter stays $SERVEGATE_PYTHON either way).
+nox_python="$image_python"
+if ! "$nox_python" -m nox --version >/dev/null 2>&1; then
     venv="${SERVEGATE_NOX_VENV:-/tmp/servegate-nox}"
-    sg_log "installing nox into $venv (over the image's site-packages)"
-    "$python" -m venv --system-site-packages "$venv" >&2 \
-        || sg_die "python -m venv failed inside the container (is the venv module installed?)"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check nox >&2 \
-        || sg_die "pip install nox failed inside the container"
-    python="$venv/bin/python"
+    if ! "$venv/bin/python" -m nox --version >/dev/null 2>&1; then
+        sg_log "installing nox into $venv (nox only; the session runs on $image_python)"
+        "$image_python" -m venv "$venv" >&2 \
+            || sg_die "python -m venv failed inside the container (is the venv module installed?)"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check nox >&2 \
+            || sg_die "pip install nox failed inside the container"
+    fi
+    nox_python="$venv/bin/python"
 fi
 
 give_back_files() {
@@ -45,7 +59,7 @@ give_back_files() {
 
 # Run nox as a child (not exec) so the files can be handed back afterwards; forward the stop
 # signals docker delivers (through --init) to it.
-"$python" -m nox "$@" &
+"$nox_python" -m nox "$@" &
 child=$!
 trap 'kill -TERM "$child" 2>/dev/null || true' TERM INT
 code=0

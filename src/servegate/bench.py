@@ -41,7 +41,7 @@ from servegate.history.store import HistoryError, add_run
 from servegate.judge.baselines import baseline_path, run_identity
 from servegate.measure import logparse
 from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl, run_client
-from servegate.measure.exactfill import ExactFillMismatch, check_effective
+from servegate.measure.exactfill import ExactFillMismatch, check_effective, device_double
 from servegate.plan import PlannedPoint, ServerSlot, build_plan, total_points
 from servegate.results import MODES, Point, Run
 from servegate.runner import Detected, RunnerError, detect, fingerprint
@@ -56,6 +56,7 @@ from servegate.serve.process import (
     terminate_on_sigterm,
 )
 from servegate.serve.support import UnsupportedSglang, locate_sglang, require_exact_fill
+from servegate.serve.trees import SglangTree, TreeError, resolve_tree
 from servegate.session import RunSession
 
 INJECT_PREFIX = "SERVEGATE_INJECT_"     # the hook's controlled-slowdown variables
@@ -87,7 +88,26 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="run only the suite's [gsm8k] step per mode (no load points)")
     parser.add_argument("--no-compare", action="store_true",
                         help="do not judge against a stored baseline at the end")
-    return parser.parse_args(argv)
+    parser.add_argument("--sglang-src", type=Path, default=None, metavar="PATH",
+                        help="the sglang under test: a checkout or an unpacked package, first "
+                             "on the import path of every sglang process (nothing installed)")
+    parser.add_argument("--base", type=Path, default=None, metavar="PATH",
+                        help="head vs base: the base sglang tree (with --head)")
+    parser.add_argument("--head", type=Path, default=None, metavar="PATH",
+                        help="head vs base: the head sglang tree (with --base)")
+    args = parser.parse_args(argv)
+    if (args.base is None) != (args.head is None):
+        parser.error("--base and --head go together")
+    if args.base is not None and args.sglang_src is not None:
+        parser.error("--sglang-src is for one tree; head vs base takes --base and --head")
+    return args
+
+
+def _trees(args: argparse.Namespace) -> dict[str, SglangTree | None]:
+    """Arm -> the sglang tree its servers import ("" with no tree: the environment's sglang)."""
+    if args.base is not None:
+        return {"base": resolve_tree(args.base), "head": resolve_tree(args.head)}
+    return {"": resolve_tree(args.sglang_src) if args.sglang_src is not None else None}
 
 
 @dataclass
@@ -98,6 +118,12 @@ class Context:
     python: str
     model_dir: str
     console: Console
+    trees: dict[str, SglangTree | None] = dataclasses.field(default_factory=lambda: {"": None})
+
+    def client_env(self, arm: str) -> dict[str, str] | None:
+        """The client imports sglang too: the arm's tree goes first on its import path."""
+        tree = self.trees.get(arm)
+        return None if tree is None else {**os.environ, "PYTHONPATH": tree.pythonpath()}
 
     @property
     def run_dir(self) -> Path:
@@ -119,7 +145,8 @@ def _progress(console: Console, total: int) -> Iterator[tuple[Progress, Any]]:
 
 def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: str) -> Point:
     suite, run_dir = ctx.suite, ctx.run_dir
-    name = f"{planned.mode}-c{planned.concurrency}-r{planned.repeat}"
+    label = f"{planned.arm}-{planned.mode}" if planned.arm else planned.mode
+    name = f"{label}-c{planned.concurrency}-r{planned.repeat}"
     jsonl = run_dir / "client" / f"{name}.jsonl"
     client_log = run_dir / "client" / f"{name}.log"
     jsonl.unlink(missing_ok=True)       # the client appends; one record per file
@@ -131,7 +158,7 @@ def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel:
                         range_ratio=suite.load.range_ratio, output_file=jsonl)
     try:
         run_client(client_argv(ctx.python, point), client_log, suite.load.point_timeout_s,
-                   watch=server.check_alive)
+                   env=ctx.client_env(planned.arm), watch=server.check_alive)
     except ClientError:
         server.check_alive()            # a dead server is the cause, not the client's failure
         raise
@@ -141,18 +168,25 @@ def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel:
     metrics, requests = parse_client_jsonl(jsonl, expect_prompts=planned.num_prompts)
     measured = logparse.measured_text(server.log_path, start, end)
     alignment = logparse.alignment(logparse.parse_prefill_lines(measured),
-                                   server.spec.chunk_size)
+                                   server.spec.chunk_size, server.spec.dp_attention_size)
     full_log = logparse.read_slice(server.log_path, 0, end)
     effective = check_effective(planned.mode, ctx.detected.runner_class, full_log, alignment)
-    return Point(mode=planned.mode, concurrency=planned.concurrency,  # type: ignore[typeddict-item]
-                 repeat=planned.repeat, order=planned.order, metrics=metrics,
-                 requests=requests, alignment=alignment, exact_fill_effective=effective,
-                 files={"client_jsonl": str(jsonl.relative_to(run_dir)),
-                        "client_log": str(client_log.relative_to(run_dir)),
-                        "server_log": log_rel, "server_log_bytes": f"{start}-{end}"})
+    point = Point(mode=planned.mode, concurrency=planned.concurrency,  # type: ignore[typeddict-item]
+                  repeat=planned.repeat, order=planned.order, metrics=metrics,
+                  requests=requests, alignment=alignment, exact_fill_effective=effective,
+                  files={"client_jsonl": str(jsonl.relative_to(run_dir)),
+                         "client_log": str(client_log.relative_to(run_dir)),
+                         "server_log": log_rel, "server_log_bytes": f"{start}-{end}"})
+    if planned.arm:
+        point["arm"] = planned.arm  # type: ignore[typeddict-item]
+    double = device_double(ctx.detected.runner_class, full_log)
+    if double:                          # emulated runner classes: the read-back, per server
+        point["device_double"] = double
+    return point
 
 
 def _accuracy(ctx: Context, server: Server, mode: str) -> None:
+    """GSM8K on this server; ``mode`` is the slot's label (``head-off`` in head-vs-base runs)."""
     assert ctx.suite.gsm8k is not None
     ctx.console.log(f"GSM8K ({mode}): {ctx.suite.gsm8k_table}")
     try:
@@ -166,11 +200,13 @@ def _start_server(ctx: Context, slot: ServerSlot, log_rel: str) -> Server:
     """Start and wait for the slot's server; a taken port is retried on a fresh one."""
     runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
     for attempt in range(1, PORT_ATTEMPTS + 1):
+        tree = ctx.trees.get(slot.arm)
         spec = build_launch(
             python=ctx.python, model_path=ctx.model_dir, runner=runner_profile, mode=slot.mode,
-            port=free_port(), revision=ctx.suite.model.revision)
+            port=free_port(), revision=ctx.suite.model.revision,
+            sglang_src=tree.import_root if tree else None)
         server = Server(spec, ctx.run_dir / log_rel)
-        ctx.console.log(f"server {slot.index + 1}: mode {slot.mode}, repeat {slot.repeat}: "
+        ctx.console.log(f"server {slot.index + 1}: {slot.label}, repeat {slot.repeat}: "
                         f"starting ({spec.display()})")
         try:
             server.start()
@@ -193,8 +229,8 @@ def _start_server(ctx: Context, slot: ServerSlot, log_rel: str) -> Server:
 
 def _run_slot(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
               with_accuracy: bool) -> None:
-    log_rel = f"server/{slot.mode}-r{slot.repeat}.log"
-    progress.update(task, description=f"starting server {slot.mode} (repeat {slot.repeat})")
+    log_rel = f"server/{slot.label}-r{slot.repeat}.log"
+    progress.update(task, description=f"starting server {slot.label} (repeat {slot.repeat})")
     with _start_server(ctx, slot, log_rel) as server:
         for planned in slot.points:
             progress.update(task, description=f"{planned.mode} c={planned.concurrency} "
@@ -209,7 +245,7 @@ def _run_slot(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
                 f"{a['aligned_fraction']:.0%} of {a['saturated_batches']} saturated batches")
             progress.advance(task)
         if with_accuracy and slot.repeat == 0 and ctx.suite.gsm8k:
-            _accuracy(ctx, server, slot.mode)
+            _accuracy(ctx, server, slot.label)
 
 
 def _baseline_exists(run: Run) -> bool:
@@ -218,9 +254,18 @@ def _baseline_exists(run: Run) -> bool:
 
 
 def _compare(ctx: Context) -> int | None:
+    if ctx.run.get("ab"):           # head vs base: judged inside the run, not vs a baseline
+        return int(compare_run(ctx.run_dir, strict=False))
+    # Judged when there is something to judge by: a stored baseline, or in-run A/B claims
+    # (the suite has a [judge.claims] table; claims need no baseline). The judge's exit code
+    # (0 pass or inconclusive, 1 regression, 2 error; never 3: not strict) becomes bench's.
+    has_claims = isinstance((ctx.suite.judge_table or {}).get("claims"), dict)
     if not _baseline_exists(ctx.run):
-        ctx.console.log("no baseline for this suite and runner; not judged")
-        return None
+        if not has_claims:
+            ctx.console.log("no baseline for this suite and runner and no in-run claims "
+                            "(the suite has no judge.claims table); not judged")
+            return None
+        ctx.console.log("no baseline for this suite and runner: judging its in-run claims only")
     return int(compare_run(ctx.run_dir, strict=False))
 
 
@@ -252,13 +297,14 @@ def _default_suite(detected: Detected) -> str:
     return "cpu" if detected.runner_class == "cpu" else "premerge"
 
 
-def _require_gate(modes: list[str]) -> None:
+def _require_gate(modes: list[str], trees: dict[str, SglangTree | None]) -> None:
     """on/forced on an sglang without PR #32888 fail now, not after a server start."""
-    try:
-        info = locate_sglang()
-    except UnsupportedSglang:
-        return  # no sglang on this path at all: the server start reports it with its log
-    require_exact_fill(modes, info)
+    for tree in trees.values():
+        try:
+            info = locate_sglang([str(tree.import_root)] if tree else None)
+        except UnsupportedSglang:
+            continue  # no sglang on this path at all: the server start reports it with its log
+        require_exact_fill(modes, info)
 
 
 def main(argv: list[str]) -> int:
@@ -268,8 +314,9 @@ def main(argv: list[str]) -> int:
         detected = detect(args.runner)
         suite = load_suite(suite_path(args.suite or _default_suite(detected)), args.models_dir)
         modes = _select_modes(suite, args.modes)
-        _require_gate(modes)
-    except (ConfigError, RunnerError, UnsupportedSglang) as err:
+        trees = _trees(args)
+        _require_gate(modes, trees)
+    except (ConfigError, RunnerError, UnsupportedSglang, TreeError) as err:
         print(f"servegate bench: {err}", file=sys.stderr)
         return EXIT_INFRA
     if not suite.runs_on(detected.runner_class):
@@ -281,7 +328,8 @@ def main(argv: list[str]) -> int:
     try:
         session = RunSession.create(
             args.results_dir, suite, detected.runner_class, argv,
-            chunk_size=server.chunked_prefill_size, page_size=server.page_size)
+            chunk_size=server.chunked_prefill_size, page_size=server.page_size,
+            trees={arm: tree.record() for arm, tree in trees.items() if tree})
     except OSError as err:
         print(f"servegate bench: cannot create the run folder: {err}", file=sys.stderr)
         return EXIT_INFRA
@@ -291,12 +339,15 @@ def main(argv: list[str]) -> int:
         run["injected"] = injected
         console.log(f"[bold red]fault injection enabled: {injected}")
     ctx = Context(suite=suite, detected=detected, session=session, python=sys.executable,
-                  model_dir=suite.model.path, console=console)
+                  model_dir=suite.model.path, console=console, trees=trees)
     code = EXIT_OK
     started = time.monotonic()
     try:
         with terminate_on_sigterm():
             run["fingerprint"] = fingerprint(detected, suite.model.path, suite.model.revision)
+            if trees.get("") is not None:   # --sglang-src: the tree is the sglang measured
+                tree = trees[""]
+                run["fingerprint"].update(sglang=tree.version, sglang_commit=tree.commit or "")
             session.save()
             if suite.model.prepare is not None:
                 console.log(f"preparing model {suite.model.name} (first time: ~30 s)")
@@ -309,7 +360,8 @@ def main(argv: list[str]) -> int:
             if args.accuracy_only and not suite.gsm8k:
                 raise BenchError(f"--accuracy-only: suite {suite.name!r} has no [gsm8k] table")
             slots = build_plan(modes, suite.load.concurrency, suite.load.num_prompts,
-                               1 if args.accuracy_only else suite.repeats, suite.seed)
+                               1 if args.accuracy_only else suite.repeats, suite.seed,
+                               arms=tuple(trees))
             if args.accuracy_only:
                 slots = [dataclasses.replace(slot, points=()) for slot in slots]
             with _progress(console, total_points(slots)) as (progress, task):

@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "update-baselines": ("servegate.judge.update", "store a complete run as a baseline"),
     "history": ("servegate.history.cli", "nightly history: add, report (change points), baseline"),
     "upgrade": ("servegate.upgrade", "rewrite run/baseline/golden files to the current schema"),
+    "calibrate": ("servegate.judge.calibrate", "simulate nights through the judge: false alarms, power"),
+    "ab": ("servegate.ab_command", "gate an sglang change: head vs base trees, interleaved"),
     "preflight": ("servegate.preflight.cli", "predict a GPU suite's admission before booking a GPU"),
     "runners": ("servegate.runners_command", "runner classes (GPU models), CI matrices"),
     "env": ("servegate.envcli", "build/locate the shared CPU sglang environment; print its python"),

@@ -4,8 +4,16 @@ The CPU environment (torch + sglang + their runtime deps, about 6 GB) is expensi
 session shares one, keyed by the digest of ``ci/requirements-cpu.txt`` and the interpreter
 version, under ``$SERVEGATE_CACHE`` (default ``~/.cache/servegate``). It is built once, under a
 file lock, and marked complete only after every install step succeeded; a half-built folder is
-deleted and rebuilt. GPU runners instead get a thin venv over the image's own site-packages, so the
-preinstalled ROCm/CUDA sglang is what runs.
+deleted and rebuilt.
+
+GPU sessions run on the runner image's *own* interpreter (``$SERVEGATE_PYTHON``, else the one nox
+runs on), never in a venv on top of it: ROCm images keep their whole stack in a venv
+(upstream docker/rocm.Dockerfile: ``ENV VIRTUAL_ENV=/opt/venv``, ``PATH=$VIRTUAL_ENV/bin:$PATH``),
+and a venv made from a venv's python (even with ``--system-site-packages``) sees the *base*
+interpreter's site-packages, not the parent venv's: ``No module named sglang``. The image's
+sglang and torch are checked up front; servegate's light dependencies are installed into that
+interpreter only when missing (the container is discarded after the job); servegate itself is
+imported from the checkout (``PYTHONPATH``, :func:`servegate_env_vars`).
 """
 
 from __future__ import annotations
@@ -139,18 +147,72 @@ def ensure_cpu_env(log: Callable[[str], None] = print) -> Path:
     return _build(env_dir, steps, [], info, log)
 
 
-def ensure_system_env(log: Callable[[str], None] = print) -> Path:
-    """Thin venv over the runner image's site-packages (sglang/torch preinstalled there)."""
-    pyproject = (REPO_ROOT / "pyproject.toml").read_bytes()
-    env_dir = cache_root() / "envs" / f"system-{_digest(pyproject, _python_tag(sys.executable))}"
-    log(f"[servegate env] system-site environment: {env_dir}")
-    steps = [
-        ("install servegate's light dependencies",
-         ["{python}", "-m", "pip", "install", "-q", "rich>=13", "scipy>=1.11", "matplotlib>=3.8",
-          "aiohttp>=3.9", "psutil>=5.9", "pytest>=8", "pytest-benchmark>=4"]),
-    ]
-    info = {"base": sys.executable, "python": sys.version}
-    return _build(env_dir, steps, ["--system-site-packages"], info, log)
+IMAGE_PYTHON_ENV = "SERVEGATE_PYTHON"
+# What the GPU session needs from the image (never installed by servegate).
+IMAGE_STACK: tuple[str, ...] = ("sglang", "torch")
+# Import name -> requirement: servegate's light runtime dependencies (pyproject.toml) plus the
+# test runner for `nox -s tests` on a GPU. Installed only when the import is missing.
+LIGHT_DEPS: tuple[tuple[str, str], ...] = (
+    ("numpy", "numpy>=1.26"), ("scipy", "scipy>=1.11"), ("rich", "rich>=13"),
+    ("matplotlib", "matplotlib>=3.8"), ("aiohttp", "aiohttp>=3.9"), ("psutil", "psutil>=5.9"),
+    ("pydantic", "pydantic>=2.6"), ("ruptures", "ruptures>=1.1"), ("pytest", "pytest>=8"),
+    ("pytest_benchmark", "pytest-benchmark>=4"),
+)
+_PROBE = ("import importlib.util, sys\n"
+          "print('\\n'.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
+
+
+def image_python() -> str:
+    """The runner image's own interpreter: ``$SERVEGATE_PYTHON``, else the one running nox."""
+    return os.environ.get(IMAGE_PYTHON_ENV) or sys.executable
+
+
+def missing_modules(python: str, modules: list[str] | tuple[str, ...]) -> list[str]:
+    """The top-level modules ``python`` cannot find (a subprocess: the interpreter's own view)."""
+    proc = subprocess.run([python, "-c", _PROBE, *modules], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise EnvBuildError(f"{python}: cannot run it to probe imports (exit {proc.returncode}): "
+                            f"{proc.stderr.strip()[-500:]}")
+    return [line for line in proc.stdout.splitlines() if line.strip()]
+
+
+def _pip_install(python: str, requirements: list[str], log: Callable[[str], None]) -> None:
+    argv = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements]
+    log(f"[servegate env] installing into {python}: {' '.join(requirements)}")
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0 and "externally-managed-environment" in proc.stdout + proc.stderr:
+        # PEP 668 system python (e.g. a CUDA image): the container is thrown away afterwards.
+        proc = subprocess.run([*argv, "--break-system-packages"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-25:])
+        raise EnvBuildError(f"installing {' '.join(requirements)} into {python} failed "
+                            f"(exit {proc.returncode}):\n{tail}")
+
+
+def ensure_image_python(log: Callable[[str], None] = print, *,
+                        python: str | None = None,
+                        stack: tuple[str, ...] = IMAGE_STACK,
+                        deps: tuple[tuple[str, str], ...] = LIGHT_DEPS) -> Path:
+    """The GPU session's interpreter: the image's own, with its sglang stack importable (checked
+    first: a clear error, not a failed server start) and servegate's light dependencies added
+    only when missing. No venv is created."""
+    python = python or image_python()
+    log(f"[servegate env] GPU session on the image's own interpreter: {python}")
+    absent = missing_modules(python, stack)
+    if absent:
+        raise EnvBuildError(
+            f"{python} cannot import {', '.join(absent)}: GPU sessions run on the runner "
+            f"image's own interpreter (no venv on top). Point {IMAGE_PYTHON_ENV} at the "
+            f"interpreter that has sglang (ROCm images: /opt/venv/bin/python)")
+    lacking = set(missing_modules(python, [module for module, _req in deps])) if deps else set()
+    needed = [req for module, req in deps if module in lacking]
+    if needed:
+        _pip_install(python, needed, log)
+        still = missing_modules(python, [m for m, req in deps if req in needed])
+        if still:
+            raise EnvBuildError(f"{python}: still cannot import {', '.join(still)} after "
+                                f"installing them")
+    return Path(python)
 
 
 def servegate_env_vars() -> dict[str, str]:

@@ -20,6 +20,7 @@ class PlannedPoint:
     repeat: int
     order: int                      # global execution index (0-based)
     seed: int                       # client seed: same prompts for every mode of a repeat
+    arm: str = ""                   # head-vs-base runs: "base" | "head" (the sglang tree)
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,12 @@ class ServerSlot:
     repeat: int
     index: int                      # server start number (0-based)
     points: tuple[PlannedPoint, ...]
+    arm: str = ""                   # head-vs-base runs: which sglang tree this server runs
+
+    @property
+    def label(self) -> str:
+        """``off`` / ``head-off``: names its server log, client files and GSM8K records."""
+        return f"{self.arm}-{self.mode}" if self.arm else self.mode
 
 
 def mode_order(modes: tuple[str, ...] | list[str], repeats: int, seed: int) -> list[list[str]]:
@@ -41,23 +48,43 @@ def mode_order(modes: tuple[str, ...] | list[str], repeats: int, seed: int) -> l
     return orders
 
 
+def arm_order(arms: tuple[str, ...], modes_this_repeat: list[str], repeat: int,
+              seed: int) -> list[tuple[str, str]]:
+    """(arm, mode) server order within a repeat: base and head alternate inside each mode
+    (repeat 0: base first), the arm that goes first flipping by a seeded draw per mode, so
+    neither tree systematically runs on the warmer (or the more loaded) machine."""
+    if arms == ("",):
+        return [("", mode) for mode in modes_this_repeat]
+    rng = random.Random(seed * 7919 + repeat)
+    out = []
+    for mode in modes_this_repeat:
+        pair = list(arms)
+        if repeat > 0 and rng.random() < 0.5:
+            pair.reverse()
+        out += [(arm, mode) for arm in pair]
+    return out
+
+
 def build_plan(modes: tuple[str, ...] | list[str], concurrency: tuple[int, ...] | list[int],
                num_prompts: tuple[int, ...] | list[int], repeats: int,
-               seed: int) -> list[ServerSlot]:
+               seed: int, arms: tuple[str, ...] = ("",)) -> list[ServerSlot]:
+    """Every server start and its points; ``arms`` ("base", "head") runs each server once per
+    sglang tree, interleaved (same prompts: the client seed depends on repeat and concurrency
+    only, so base and head are paired point by point)."""
     if len(concurrency) != len(num_prompts):
         raise ValueError("one prompt count per concurrency is required")
     slots: list[ServerSlot] = []
     order = 0
     for repeat, modes_this_repeat in enumerate(mode_order(modes, repeats, seed)):
-        for mode in modes_this_repeat:
+        for arm, mode in arm_order(arms, modes_this_repeat, repeat, seed):
             points = []
             for conc, prompts in zip(concurrency, num_prompts, strict=True):
                 points.append(PlannedPoint(mode=mode, concurrency=conc, num_prompts=prompts,
                                            repeat=repeat, order=order,
-                                           seed=seed + 1000 * repeat + conc))
+                                           seed=seed + 1000 * repeat + conc, arm=arm))
                 order += 1
             slots.append(ServerSlot(mode=mode, repeat=repeat, index=len(slots),
-                                    points=tuple(points)))
+                                    points=tuple(points), arm=arm))
     return slots
 
 

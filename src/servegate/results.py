@@ -32,14 +32,29 @@ MODES: tuple[str, ...] = ("off", "on", "forced")
 Mode = Literal["off", "on", "forced"]
 
 
+class RankAlignment(TypedDict):
+    """One DP rank's prefill batches (its scheduler's own log lines)."""
+
+    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
+
+    saturated_batches: int
+    aligned_fraction: float
+    min_saturated_tokens: int
+    prefill_tokens: list[int]
+
+
 class Alignment(TypedDict):
     __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
 
-    chunk_size: int
+    chunk_size: int                 # per scheduler: --chunked-prefill-size // attention-DP size
     saturated_batches: int          # prefill batches that were limited by the chunk budget
     aligned_fraction: float         # saturated batches exactly at chunk_size / saturated_batches
     min_saturated_tokens: int       # smallest saturated batch (0 when there is none)
     prefill_tokens: list[int]       # every prefill batch's #new-token, health/warm-up excluded
+    # Only when the server log's prefill lines carry DP ranks (servegate.measure.logparse):
+    configured_chunk_size: NotRequired[int]     # --chunked-prefill-size as launched
+    dp_attention_size: NotRequired[int]         # 1 for plain DP replicas (whole chunk each)
+    per_rank: NotRequired[dict[str, RankAlignment]]   # "0", "1", ...: each rank's own stats
 
 
 class Requests(TypedDict, total=False):
@@ -66,7 +81,11 @@ class Point(TypedDict):
     requests: NotRequired[Requests]
     alignment: NotRequired[Alignment]
     exact_fill_effective: NotRequired[bool]   # read back from the server (hook line / batches)
+    # emulated runner classes only: the device double's line read back from this server's log,
+    # e.g. "gfx95 emulated (gcnArchName=gfx950:sramecc+:xnack-) in pids [123]"
+    device_double: NotRequired[str]
     files: NotRequired[dict[str, str]]        # relative paths: client_jsonl, server_log, ...
+    arm: NotRequired[Literal["base", "head"]]  # head-vs-base runs: which sglang tree
 
 
 class Fingerprint(TypedDict, total=False):
@@ -87,6 +106,7 @@ class Fingerprint(TypedDict, total=False):
     image: str
     host: str
     python: str
+    device_double: str              # emulated runner classes only (servegate.runners)
 
 
 class AccuracyResult(TypedDict, total=False):
@@ -128,6 +148,8 @@ class Run(TypedDict, total=False):
     suite_source: dict[str, str]            # {"path", "sha256"} of the suite file that was run
     judge_table: dict[str, Any] | None      # that file's [judge] table as run (None: defaults)
     servegate_commit: str | None            # the servegate checkout's commit ("-dirty" if changed)
+    sglang_src: dict[str, Any]              # --sglang-src: {path, version, commit, dirty, ...}
+    ab: dict[str, dict[str, Any]]           # head vs base: {"base": tree, "head": tree}
 
 
 class RunFolderError(ServegateError, ValueError):

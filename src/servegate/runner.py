@@ -167,13 +167,19 @@ def fingerprint(detected: Detected, model: str, model_revision: str | None = Non
             fp["rocm"] = str(version.hip)
         if getattr(version, "cuda", None):
             fp["cuda"] = str(version.cuda)
-    if detected.runner_class != "cpu":
+    cls = runners.REGISTRY.get(detected.runner_class)
+    on_cpu = cls is not None and (cls.arch == "cpu" or cls.emulated)
+    if not on_cpu:
         driver = _driver()
         if driver:
             fp["driver"] = driver
     else:
         fp["gpu_name"] = fp.get("gpu_name") or f"none (CPU: {platform.processor() or 'cpu'}, " \
                                                 f"{os.cpu_count()} cores)"
+    if cls is not None and cls.emulated:
+        # Declared here; each server's read-back is the point's device_double (measure/exactfill).
+        fp["device_double"] = f"{cls.arch} emulated at sglang's device check (servegate hook, " \
+                              f"SERVEGATE_EMULATE_GFX95)"
     sglang = _version("sglang")
     if sglang:
         fp["sglang"] = sglang

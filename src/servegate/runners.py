@@ -8,6 +8,12 @@ never judged against another model's baseline. Its *architecture* (``gfx95``, ``
 section for the class itself. Detection, profile lookup, the judge's claims, ``--runner`` help
 and the CI matrices (``servegate runners --matrix``) all read this table.
 
+An *emulated* class (``cpu-gfx95``) is a CPU machine on which servegate's one device double
+(``SERVEGATE_EMULATE_GFX95``, in the exact-fill hook) makes sglang's gate see a gfx95 device: it
+carries the emulated architecture (so it is gated and the gated claims apply), but it is chosen
+only by name (``--runner``): detection never picks it, and a suite or profile section naming the
+architecture (``gfx95``) never covers it.
+
 Adding a runner class: one :class:`RunnerClass` entry here (plus a profile section only if the
 model needs settings other than its architecture's, plus its CI labels).
 """
@@ -34,6 +40,7 @@ class RunnerClass:
     ci_labels: tuple[str, ...] = ()  # GitHub runner labels that provide this class
     image_var: str = ""             # repository variable naming the container image
     description: str = ""
+    emulated: bool = False          # arch emulated on a CPU by servegate's device double
 
     @property
     def gate_modes(self) -> tuple[str, ...]:
@@ -68,6 +75,9 @@ REGISTRY: dict[str, RunnerClass] = {c.name: c for c in (
                 image_var="SERVEGATE_IMAGE_NVIDIA", description="NVIDIA H200 (sm_90)"),
     RunnerClass("b200", "nvidia", gated=False, gpu_names=("B200",),
                 image_var="SERVEGATE_IMAGE_NVIDIA", description="NVIDIA B200 (sm_100)"),
+    RunnerClass("cpu-gfx95", "gfx95", gated=True, emulated=True,
+                description="CPU server, gfx95 emulated at sglang's device check (servegate's "
+                            "device double; --runner only)"),
 )}
 
 
@@ -85,7 +95,8 @@ def get(name: str) -> RunnerClass:
 
 
 def of_arch(arch: str) -> tuple[RunnerClass, ...]:
-    return tuple(c for c in REGISTRY.values() if c.arch == arch)
+    """The real classes of an architecture (emulated ones are only ever chosen by name)."""
+    return tuple(c for c in REGISTRY.values() if c.arch == arch and not c.emulated)
 
 
 def arch_of(device_arch: str) -> str:
@@ -117,8 +128,18 @@ def classify(device_arch: str, gpu_name: str) -> RunnerClass:
 
 
 def selects(entry: str, runner: str) -> bool:
-    """A suite's ``runners`` entry (a class name or an architecture) covers class ``runner``."""
-    return entry == runner or entry == get(runner).arch
+    """A suite's ``runners`` entry (a class name or an architecture) covers class ``runner``
+    (an emulated class only by its own name)."""
+    cls = get(runner)
+    return entry == runner or (entry == cls.arch and not cls.emulated)
+
+
+def is_gpu(entry: str) -> bool:
+    """A suite ``runners`` entry that needs a real GPU (not ``cpu``, not an emulated class)."""
+    if entry in ARCHES:
+        return entry != "cpu"
+    cls = get(entry)
+    return cls.arch != "cpu" and not cls.emulated
 
 
 def expand(entries: tuple[str, ...] | list[str]) -> tuple[RunnerClass, ...]:

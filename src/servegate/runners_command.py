@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.resolve:
         cls = runners.get(args.resolve)
-        if cls.arch == "cpu":
+        if cls.arch == "cpu" or cls.emulated:     # a CPU job (cpu-gfx95: emulated gfx95)
             print("label=ubuntu-latest\ngpu=cpu\nimage_var=none")
         elif not cls.ci_labels:
             print(f"servegate runners: {cls.name} has no CI runner label", file=sys.stderr)
@@ -44,5 +44,5 @@ def main(argv: list[str]) -> int:
         for cls in runners.REGISTRY.values():
             gate = "gated" if cls.gated else "not gated"
             labels = ", ".join(cls.ci_labels) or "-"
-            print(f"{cls.name:<8} {cls.arch:<7} {gate:<10} labels: {labels:<50} {cls.description}")
+            print(f"{cls.name:<10} {cls.arch:<7} {gate:<10} labels: {labels:<50} {cls.description}")
     return 0

@@ -57,10 +57,16 @@ class RunSession:
 
     @classmethod
     def create(cls, results_dir: Path, suite: Suite, runner_class: str, argv: list[str],
-               chunk_size: int, page_size: int | None) -> RunSession:
-        """Make a new run folder (OSError when it cannot) and the run.json header."""
+               chunk_size: int, page_size: int | None,
+               trees: dict[str, dict[str, Any]] | None = None) -> RunSession:
+        """Make a new run folder (OSError when it cannot) and the run.json header.
+
+        ``trees``: the sglang trees under test by arm (``""`` for ``--sglang-src``, ``base`` and
+        ``head`` for a head-vs-base run, recorded as ``sglang_src`` / ``ab``)."""
+        trees = trees or {}
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        run_dir = (Path(results_dir) / f"{suite.name}-{runner_class}-{stamp}").resolve()
+        kind = "-ab" if "head" in trees else ""
+        run_dir = (Path(results_dir) / f"{suite.name}-{runner_class}{kind}-{stamp}").resolve()
         run_dir.mkdir(parents=True, exist_ok=False)
         run: Run = {
             "schema_version": RUN_SCHEMA_VERSION, "run_id": run_dir.name, "suite": suite.name,
@@ -73,6 +79,10 @@ class RunSession:
             "judge_table": suite.judge_table,
             "servegate_commit": servegate_commit(),
         }
+        if "" in trees:
+            run["sglang_src"] = trees[""]
+        if "head" in trees:
+            run["ab"] = {"base": trees["base"], "head": trees["head"]}
         return cls(run_dir, run)
 
     def save(self) -> None:

@@ -8,7 +8,6 @@ expected even when nothing is wrong - the test is whether they lean one way.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -39,22 +38,44 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     return float(stats.binomtest(a_only, discordant, 0.5).pvalue)
 
 
+def agresti_min(a_only: np.ndarray | int, b_only: np.ndarray | int, n: np.ndarray | int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(centre, standard error) of Agresti & Min's paired difference (0.5 added per cell);
+    vectorised so ``servegate calibrate`` runs the gate's own accuracy test over nights."""
+    n_adj = np.asarray(n, dtype=float) + 2.0
+    p12 = (np.asarray(a_only, dtype=float) + 0.5) / n_adj
+    p21 = (np.asarray(b_only, dtype=float) + 0.5) / n_adj
+    diff = p12 - p21
+    return diff, np.sqrt(np.maximum((p12 + p21 - diff * diff) / n_adj, 0.0))
+
+
+def paired_diff_se(both: int, a_only: int, b_only: int, neither: int) -> float:
+    """Standard error of the paired difference (Agresti-Min), for MDEs and sample sizes."""
+    return float(agresti_min(a_only, b_only, both + a_only + b_only + neither)[1])
+
+
 def paired_diff_interval(both: int, a_only: int, b_only: int, neither: int,
                          confidence: float = 0.95) -> tuple[float, float]:
     """Interval for ``acc_a - acc_b`` (Agresti & Min 2005: add 0.5 to each cell, then Wald).
 
     Better coverage than plain Wald when discordant pairs are few, and it never collapses to a
-    zero-width interval when no question disagreed.
+    zero-width interval when no question disagreed. No library has it (statsmodels' paired
+    tools test equality, McNemar, and give no interval for the difference).
     """
     n = both + a_only + b_only + neither
     if n <= 0:
         raise ValueError("paired_diff_interval: no pairs")
     z = stats.norm.ppf(1 - (1 - confidence) / 2)
-    n_adj = n + 2.0
-    p12, p21 = (a_only + 0.5) / n_adj, (b_only + 0.5) / n_adj
-    diff = p12 - p21
-    se = math.sqrt(max((p12 + p21 - diff * diff) / n_adj, 0.0))
+    diff, se = agresti_min(a_only, b_only, n)
     return max(-1.0, float(diff - z * se)), min(1.0, float(diff + z * se))
+
+
+def mde_from_se(se: float, margin: float, confidence: float, power: float = POWER) -> float:
+    """Smallest true drop past ``margin`` that the gate's interval test (two-sided interval at
+    ``confidence``, a drop counted when the whole interval is below -margin) catches with
+    ``power``: margin + (z_level + z_power) * se."""
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    return margin + (z + float(stats.norm.ppf(power))) * se
 
 
 def mcnemar_power(n: int, discordance: float, diff: float, alpha: float = ALPHA) -> float:
@@ -111,19 +132,30 @@ class Paired:
     diff_method: str
     discordant: int
     discordance_rate: float
-    mcnemar_p: float
-    significant: bool    # mcnemar_p < alpha
-    mde: float           # smallest |diff| this n detects at the stated alpha/power
+    mcnemar_p: float     # exact McNemar (equality test): information, not the gate's test
+    significant: bool    # the gate's paired interval at ``confidence`` excludes 0
+    mde: float           # smallest |diff| the gate's interval test detects (from its SE)
     mde_method: str
     alpha: float
     power: float
+    confidence: float = 1 - ALPHA
+    diff_se: float = 0.0
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
-def analyse(a: str, b: str, outcomes_a: list[bool], outcomes_b: list[bool]) -> Paired:
-    """Paired analysis of two equally ordered outcome lists (same questions)."""
+GATE_MDE_METHOD = ("the gate's paired interval (Agresti-Min) at the stated confidence, power "
+                   "0.8: (z_level + z_power) x its standard error")
+
+
+def analyse(a: str, b: str, outcomes_a: list[bool], outcomes_b: list[bool],
+            confidence: float = 1 - ALPHA) -> Paired:
+    """Paired analysis of two equally ordered outcome lists (same questions).
+
+    ``confidence`` is the level the gate judges at (the judge passes its Bonferroni level):
+    the interval, the ``significant`` flag and the MDE all use it and the gate's own test.
+    """
     if len(outcomes_a) != len(outcomes_b) or not outcomes_a:
         raise ValueError(f"paired analysis {a} vs {b}: need equal, non-empty outcome lists "
                          f"({len(outcomes_a)} vs {len(outcomes_b)})")
@@ -132,12 +164,14 @@ def analyse(a: str, b: str, outcomes_a: list[bool], outcomes_b: list[bool]) -> P
     a_only = sum(x and not y for x, y in zip(outcomes_a, outcomes_b, strict=True))
     b_only = sum(y and not x for x, y in zip(outcomes_a, outcomes_b, strict=True))
     neither = n - both - a_only - b_only
-    low, high = paired_diff_interval(both, a_only, b_only, neither)
+    low, high = paired_diff_interval(both, a_only, b_only, neither, confidence)
     p = mcnemar_exact(a_only, b_only)
     discordance = (a_only + b_only) / n
+    se = paired_diff_se(both, a_only, b_only, neither)
     return Paired(
         a=a, b=b, n=n, both_correct=both, a_only=a_only, b_only=b_only, both_wrong=neither,
         acc_a=(both + a_only) / n, acc_b=(both + b_only) / n, diff=(a_only - b_only) / n,
         diff_low=low, diff_high=high, diff_method=DIFF_METHOD, discordant=a_only + b_only,
-        discordance_rate=discordance, mcnemar_p=p, significant=p < ALPHA,
-        mde=mde_paired(n, discordance), mde_method=MDE_METHOD, alpha=ALPHA, power=POWER)
+        discordance_rate=discordance, mcnemar_p=p, significant=low > 0 or high < 0,
+        mde=min(mde_from_se(se, 0.0, confidence), 1.0), mde_method=GATE_MDE_METHOD,
+        alpha=1 - confidence, power=POWER, confidence=confidence, diff_se=se)

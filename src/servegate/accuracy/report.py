@@ -41,7 +41,7 @@ def read_records(run_dir: Path, mode: str) -> dict[int, dict[str, Any]]:
     return records
 
 
-def paired_analysis(run_dir: Path, a: str, b: str) -> dict[str, Any]:
+def paired_analysis(run_dir: Path, a: str, b: str, confidence: float = 0.95) -> dict[str, Any]:
     """McNemar analysis of mode ``a`` against mode ``b`` on the questions both answered.
 
     ``diff`` is ``acc_a - acc_b``; the two files must cover the same question ids with the
@@ -58,17 +58,21 @@ def paired_analysis(run_dir: Path, a: str, b: str) -> dict[str, Any]:
             raise RecordsError(f"{run_dir}/gsm8k: id {i}: gold {rec_a[i]['gold']!r} in "
                                f"{a}.jsonl but {rec_b[i]['gold']!r} in {b}.jsonl")
     result = analyse(a, b, [rec_a[i]["correct"] for i in ids],
-                     [rec_b[i]["correct"] for i in ids]).as_dict()
+                     [rec_b[i]["correct"] for i in ids], confidence).as_dict()
     result["output_differs"] = sum(rec_a[i].get("output") != rec_b[i].get("output") for i in ids)
     return result
 
 
 def paired_for_run(run_dir: Path, modes: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    """``{"on_vs_off": ..., "forced_vs_off": ...}`` for each pair whose records both exist."""
+    """``{"on_vs_off": ..., "forced_vs_off": ...}`` for each pair whose records both exist; in a
+    head-vs-base run (labels ``head-<mode>``/``base-<mode>``) also ``head-<mode>_vs_base-<mode>``
+    for every mode, paired on the same questions."""
     present = modes if modes is not None else [
         m for m in MODES if (Path(run_dir) / "gsm8k" / f"{m}.jsonl").is_file()]
-    return {f"{a}_vs_{b}": paired_analysis(run_dir, a, b)
-            for a, b in PAIRS if a in present and b in present}
+    pairs = [(a, b) for a, b in PAIRS if a in present and b in present]
+    pairs += [(f"head-{m}", f"base-{m}") for m in MODES
+              if f"head-{m}" in present and f"base-{m}" in present]
+    return {f"{a}_vs_{b}": paired_analysis(run_dir, a, b) for a, b in pairs}
 
 
 def _pct(x: float) -> str:
@@ -98,13 +102,16 @@ def render_section(run: dict[str, Any], run_dir: Path) -> str:
             f"{r.get('output_throughput_tok_s', float('nan')):.1f} |")
     paired = run.get("paired_accuracy") or paired_for_run(run_dir, list(accuracy))
     for name, p in paired.items():
-        verdict = ("significant" if p["significant"] else "not significant")
+        level = float(p.get("confidence", 1 - p["alpha"]))
+        verdict = ("excludes 0" if p["significant"] else "includes 0")
         lines += ["", f"**{name.replace('_', ' ')}** (paired, {p['n']} questions): "
                   f"difference {100 * p['diff']:+.2f} pp "
-                  f"(95% CI {100 * p['diff_low']:+.2f} to {100 * p['diff_high']:+.2f} pp); "
+                  f"({100 * level:.4g}% CI {100 * p['diff_low']:+.2f} to "
+                  f"{100 * p['diff_high']:+.2f} pp, {verdict}); "
                   f"discordant {p['discordant']} ({p['a_only']} only {p['a']} right, "
                   f"{p['b_only']} only {p['b']} right); exact McNemar p = "
-                  f"{p['mcnemar_p']:.3g} ({verdict} at {p['alpha']}). "
+                  f"{p['mcnemar_p']:.3g} (an equality test, for information: the gate judges "
+                  f"the interval against its margin in the Verdict section). "
                   f"Smallest detectable difference: {100 * p['mde']:.2f} pp "
                   f"({p['mde_method']})."]
         if "output_differs" in p:

@@ -32,9 +32,13 @@ class JudgeConfig:
     confidence: float = 0.95
     bootstrap_resamples: int = 2000
     seed: int = 20240611
-    min_repeats_for_repeat_bootstrap: int = 3
-    # run-to-run CV assumed when neither side has >= 2 repeats to estimate it (CPU A/A: 4.5-7.5 %)
+    # repeats per arm for the repeats path (a t test over whole repeats); fewer: per-request
+    # samples plus a run-to-run variance term (the key keeps its historical name)
+    min_repeats_for_repeat_bootstrap: int = 2
+    # assumed run-to-run CV (CPU A/A: 4.5-7.5 %), pooled with the repeats' own spread; it is worth
+    # run_to_run_cv_dof degrees of freedom (10: as if measured from 11 server starts)
     run_to_run_cv: float = 0.05
+    run_to_run_cv_dof: float = 10.0
     accuracy_floor: float = 0.02           # absolute accuracy drop vs baseline that counts
     # A/B claims judged inside one run; "gated": runner classes whose architecture has the
     # exact-fill gate on (servegate.runners), where `on` must show the PR's improvement
@@ -42,6 +46,9 @@ class JudgeConfig:
     gated_ttft_metric: str = "mean_ttft_ms"
     gated_claim_concurrency: int | None = None   # None: the highest concurrency in the run
     noop_margin: float = 0.05
+    # the no-op TOST gates only when its power to show equivalence of identical arms is at least
+    # this; otherwise it is reported (gate false) with the power it had
+    noop_min_power: float = 0.8
     noop_metrics: tuple[str, ...] | None = None  # None: same as metrics
     accuracy_noninferiority_margin: float = 0.02
     experiment_metrics: tuple[str, ...] | None = None  # forced-vs-off; None: same as metrics
@@ -54,7 +61,7 @@ class JudgeConfig:
 
 
 _FLOAT_FRACTION = ("default_floor", "accuracy_floor", "run_to_run_cv", "gated_min_ttft_improvement",
-                   "noop_margin", "accuracy_noninferiority_margin")
+                   "noop_margin", "accuracy_noninferiority_margin", "noop_min_power")
 
 
 def _metric_list(value: Any, where: str) -> tuple[str, ...]:
@@ -64,9 +71,10 @@ def _metric_list(value: Any, where: str) -> tuple[str, ...]:
 
 
 _TOP_KEYS = ("metrics", "floors", "default_floor", "confidence", "bootstrap_resamples", "seed",
-             "min_repeats_for_repeat_bootstrap", "accuracy_floor", "run_to_run_cv", "claims")
+             "min_repeats_for_repeat_bootstrap", "accuracy_floor", "run_to_run_cv",
+             "run_to_run_cv_dof", "claims")
 _CLAIM_KEYS = ("gated_min_ttft_improvement", "gated_ttft_metric", "gated_claim_concurrency",
-               "noop_margin", "noop_metrics", "accuracy_noninferiority_margin",
+               "noop_margin", "noop_metrics", "noop_min_power", "accuracy_noninferiority_margin",
                "experiment_metrics")
 # Claim keys were named after gfx95 before runner classes had a registry; still read.
 DEPRECATED_CLAIM_KEYS = {f"gfx95_{k[len('gated_'):]}": k for k in _CLAIM_KEYS
@@ -94,6 +102,11 @@ def _parse_value(key: str, value: Any, where: str) -> Any:
         return {metric: _fraction(floor, f"{where}.{metric}") for metric, floor in value.items()}
     if key in _FLOAT_FRACTION:
         return _fraction(value, where)
+    if key == "run_to_run_cv_dof":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise JudgeConfigError(f"{where}: expected a number of degrees of freedom >= 0, "
+                                   f"got {value!r}")
+        return float(value)
     if key == "confidence":
         if isinstance(value, bool) or not isinstance(value, float) or not 0.5 <= value < 1:
             raise JudgeConfigError(f"{where}: expected a float in [0.5, 1), got {value!r}")

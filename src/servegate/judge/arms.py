@@ -11,18 +11,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from servegate.config.judge import JudgeConfig
 from servegate.judge.checks import Check
 from servegate.judge.stats import (
     Interval,
     check_seed,
-    log_spread,
-    ratio_over_repeats,
-    ratio_over_requests,
-    request_statistic,
-    widen_for_run_spread,
+    interval_from_log,
+    log_se_within,
+    pooled_run_variance,
+    repeats_estimate,
+    requests_estimate,
 )
-from servegate.metrics import QUANTITIES
+from servegate.metrics import METRICS, QUANTITIES, statistic_fn
 
 
 @dataclass
@@ -78,44 +80,142 @@ class NotJudgeable(Exception):
     """The arms don't carry enough data for an interval; the message says what is missing."""
 
 
+@dataclass
+class ArmStats:
+    """One arm's numbers for one metric, with simulated nights on the leading axes (the judge
+    uses one night): per-repeat values, and the statistic of the pooled per-request samples
+    with the standard error of its log (None for summary-only metrics)."""
+
+    values: np.ndarray                    # (..., repeats)
+    pooled: np.ndarray | None = None      # (...,)
+    pooled_se: np.ndarray | None = None   # (...,)
+    n_requests: int = 0
+
+
+def arm_stats(arm: Arm, metric: str, seed: int) -> ArmStats:
+    """:class:`ArmStats` of one real arm (a leading axis of length 1)."""
+    values = np.asarray(arm.values(metric), dtype=float)[None, :]
+    registered = METRICS.get(metric)
+    if registered is None or registered.quantity is None or registered.statistic is None:
+        return ArmStats(values)
+    samples = np.asarray(arm.requests.get(registered.quantity, []), dtype=float)
+    if len(samples) < 2:
+        return ArmStats(values, n_requests=len(samples))
+    pooled = statistic_fn(registered.statistic)(samples[None, :])
+    se = log_se_within(samples[None, :], registered.statistic, seed=seed)
+    return ArmStats(values, pooled, se, len(samples))
+
+
+@dataclass
+class Comparison:
+    """log(current/reference) with its standard error and degrees of freedom (arrays)."""
+
+    theta: np.ndarray
+    se: np.ndarray
+    df: np.ndarray
+    run_var: np.ndarray
+    method: str
+    n_current: int
+    n_reference: int
+    n_repeats: int
+
+
+def _sum_squares(logs: np.ndarray) -> np.ndarray:
+    return ((logs - logs.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
+
+
+def compare_arms(cur: ArmStats, ref: ArmStats, *, config: JudgeConfig, paired: bool,
+                 what: str = "metric") -> Comparison:
+    """The judge's one rule for a ratio check, vectorised over leading axes.
+
+    Both arms with >= ``min_repeats_for_repeat_bootstrap`` repeats: a t test over whole repeats
+    (paired by repeat when asked), the repeats' spread pooled with the assumed run-to-run CV.
+    Otherwise: the statistic of the pooled per-request samples, its within-run standard error,
+    and a run-to-run variance term (measured spread of whichever arm has repeats, pooled with the
+    assumption); Welch-Satterthwaite degrees of freedom. Raises :class:`NotJudgeable` when the
+    data cannot support an interval at all.
+    """
+    n_c, n_r = cur.values.shape[-1], ref.values.shape[-1]
+    need = config.min_repeats_for_repeat_bootstrap
+    prior_var, prior_dof = config.run_to_run_cv ** 2, config.run_to_run_cv_dof
+    if np.any(cur.values <= 0) or np.any(ref.values <= 0):
+        raise ValueError(f"{what}: values must be positive for a ratio")
+    cur_logs, ref_logs = np.log(cur.values), np.log(ref.values)
+    if n_c >= need and n_r >= need:
+        # The assumption covers run-to-run noise only: a repeat's variance also holds its
+        # within-run noise, so the prior is the assumed CV plus that. Where the within-run part
+        # cannot be estimated (summary-only metrics, a quantile the requests cannot bound) the
+        # prior gets no weight and the repeats' own spread decides alone.
+        within = [a.pooled_se ** 2 * a.values.shape[-1] for a in (cur, ref)
+                  if a.pooled_se is not None]
+        shape = cur_logs.shape[:-1]
+        within_var = sum(within) / len(within) if within else np.full(shape, np.nan)
+        known = np.isfinite(within_var)
+        within_var = np.where(known, within_var, 0.0)
+        paired = paired and n_c == n_r
+        theta, se, df = repeats_estimate(cur_logs, ref_logs, paired=paired,
+                                         prior_var=prior_var + within_var,
+                                         prior_dof=np.where(known, prior_dof, 0.0))
+        per_repeat = se ** 2 / ((2 / n_c) if paired else (1 / n_c + 1 / n_r))
+        share = np.clip(1 - np.where(per_repeat > 0, within_var / np.where(
+            per_repeat > 0, per_repeat, 1), 0.0), 0.0, 1.0)
+        if not np.all(df > 0):
+            raise NotJudgeable(f"{what}: no degrees of freedom for the run-to-run variance "
+                               f"({n_c}/{n_r} repeats, run_to_run_cv_dof {prior_dof:g}): the "
+                               "family's level is unreachable")
+        return Comparison(theta, se, df, se ** 2 * share,
+                          "repeats-paired" if paired else "repeats", n_c, n_r, n_c)
+    if cur.pooled is None or ref.pooled is None or cur.pooled_se is None \
+            or ref.pooled_se is None:
+        if cur.n_requests or ref.n_requests or (cur.pooled is not None):
+            raise NotJudgeable(f"{what}: {n_c}/{n_r} repeats and {cur.n_requests}/"
+                               f"{ref.n_requests} per-request samples; needs >= {need} repeats "
+                               "or >= 2 requests per arm")
+        raise NotJudgeable(f"{what} has no per-request samples and only {n_c}/{n_r} repeats; "
+                           f"needs >= {need} repeats per arm")
+    if np.any(cur.pooled <= 0) or np.any(ref.pooled <= 0):
+        raise ValueError(f"{what}: statistic is not positive; a ratio is meaningless")
+    sum_sq = (_sum_squares(cur_logs) if n_c > 1 else 0.0) + \
+        (_sum_squares(ref_logs) if n_r > 1 else 0.0)
+    dof = (n_c - 1) + (n_r - 1)
+    if prior_var == 0 and dof == 0:
+        run_var, run_dof = np.zeros(cur_logs.shape[:-1]), np.full(cur_logs.shape[:-1], np.inf)
+    else:
+        run_var, run_dof = pooled_run_variance(sum_sq, dof, prior_var, prior_dof)
+    se, df, run = requests_estimate(cur.pooled_se, ref.pooled_se, cur.n_requests,
+                                    ref.n_requests, run_var, run_dof, n_c, n_r)
+    if np.all(np.isnan(se)):
+        raise NotJudgeable(f"{what}: {cur.n_requests}/{ref.n_requests} requests cannot bound "
+                           "the statistic (its order-statistic interval runs past the sample); "
+                           f"needs more prompts or >= {need} repeats per arm")
+    if np.all(np.isnan(df)):
+        raise NotJudgeable(f"{what}: no degrees of freedom for the run-to-run variance: the "
+                           "family's level is unreachable")
+    method = "requests" + ("+run-spread" if dof else "") + \
+        ("+assumed-run-cv" if prior_var > 0 else "")
+    return Comparison(np.log(cur.pooled / ref.pooled), se, df, run, method, cur.n_requests,
+                      ref.n_requests, n_c)
+
+
 def ratio_interval(current: Arm, reference: Arm, metric: str, *, config: JudgeConfig,
                    confidence: float, key: str, paired: bool = False) -> Interval:
-    """current/reference for ``metric``: over repeats if both have enough, else over requests."""
-    cur, ref = current.values(metric), reference.values(metric)
-    if not cur:
+    """current/reference for ``metric`` (see :func:`compare_arms`), as an :class:`Interval`."""
+    if not current.values(metric):
         raise NotJudgeable(f"{metric} missing from {current.label}")
-    if not ref:
+    if not reference.values(metric):
         raise NotJudgeable(f"{metric} missing from {reference.label}")
     seed = check_seed(config.seed, key)
-    need = config.min_repeats_for_repeat_bootstrap
-    if len(cur) >= need and len(ref) >= need:
-        use_pairs = paired and current.repeat_ids == reference.repeat_ids
-        return ratio_over_repeats(cur, ref, confidence=confidence,
-                                  resamples=config.bootstrap_resamples, seed=seed,
-                                  paired=use_pairs)
-    stat = request_statistic(metric)
-    if stat is None:
-        raise NotJudgeable(
-            f"{metric} has no per-request samples and only {len(cur)}/{len(ref)} repeats "
-            f"({current.label}/{reference.label}); needs >= {need} repeats per arm")
-    quantity, statistic = stat
-    cur_req, ref_req = current.requests.get(quantity, []), reference.requests.get(quantity, [])
-    if len(cur_req) < 2 or len(ref_req) < 2:
-        raise NotJudgeable(
-            f"{metric}: {len(cur)}/{len(ref)} repeats and {len(cur_req)}/{len(ref_req)} "
-            f"per-request {quantity} samples ({current.label}/{reference.label}); needs >= "
-            f"{need} repeats or >= 2 requests per arm")
-    interval = ratio_over_requests(cur_req, ref_req, statistic, confidence=confidence,
-                                   resamples=config.bootstrap_resamples, seed=seed)
-    spreads = [s for s in (log_spread(cur), log_spread(ref)) if s is not None]
-    if spreads:
-        pooled = math.sqrt(sum(s * s for s in spreads) / len(spreads))
-        interval = widen_for_run_spread(interval, pooled, len(cur), len(ref))
-    elif config.run_to_run_cv > 0:
-        # one repeat per side: the data cannot show run-to-run noise, so assume the suite's
-        widened = widen_for_run_spread(interval, config.run_to_run_cv, len(cur), len(ref))
-        interval = replace(widened, method=interval.method + "+assumed-run-cv")
-    return interval
+    use_pairs = paired and current.repeat_ids == reference.repeat_ids
+    comp = compare_arms(arm_stats(current, metric, seed), arm_stats(reference, metric, seed + 1),
+                        config=config, paired=use_pairs,
+                        what=f"{metric} ({current.label}/{reference.label})")
+    theta, se, df = float(comp.theta[0]), float(comp.se[0]), float(comp.df[0])
+    if not math.isfinite(se):
+        raise NotJudgeable(f"{metric} ({current.label}/{reference.label}): no standard error "
+                           "from these samples")
+    interval = interval_from_log(theta, se, df, confidence, comp.method, comp.n_current,
+                                 comp.n_reference, run_var=float(comp.run_var[0]))
+    return replace(interval, n_repeats=comp.n_repeats)
 
 
 @dataclass

@@ -139,6 +139,10 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
             accuracy[mode] = {"n": int(result["n"]), "correct": int(result["correct"]),
                               "accuracy": round(int(result["correct"]) / int(result["n"]), 6)
                               if result["n"] else None}
+            outcomes = read_outcomes(run_dir, mode)
+            if outcomes is not None and len(outcomes) == accuracy[mode]["n"] and \
+                    sum(outcomes.values()) == accuracy[mode]["correct"]:
+                accuracy[mode]["outcomes"] = encode_outcomes(outcomes)
     fingerprint = dict(run.get("fingerprint") or {})
     return {
         "schema_version": BASELINE_SCHEMA_VERSION,
@@ -165,6 +169,27 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
         "points": points_out,
         "accuracy": accuracy,
     }
+
+
+def read_outcomes(run_dir: Path, mode: str) -> dict[int, bool] | None:
+    """Per-question correctness of one mode's GSM8K records (None when there are none)."""
+    from servegate.accuracy.report import RecordsError, read_records
+
+    try:
+        return {qid: bool(rec["correct"]) for qid, rec in read_records(run_dir, mode).items()}
+    except RecordsError:
+        return None
+
+
+def encode_outcomes(outcomes: dict[int, bool]) -> dict[str, Any]:
+    """``{"ids": [sorted question ids], "correct": "0110..."}``: one character per question,
+    so 1319 questions cost ~7 kB and pair with a later run on the same ids."""
+    ids = sorted(outcomes)
+    return {"ids": ids, "correct": "".join("1" if outcomes[i] else "0" for i in ids)}
+
+
+def decode_outcomes(entry: dict[str, Any]) -> dict[int, bool]:
+    return {int(i): c == "1" for i, c in zip(entry["ids"], entry["correct"], strict=True)}
 
 
 _NUMBER = r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|null"
@@ -249,7 +274,25 @@ def validate_baseline(data: Any, path: Path) -> dict[str, Any]:
                      f"{awhere}.{key}", "an integer >= 0", entry.get(key))
         _require(entry["correct"] <= entry["n"], path, f"{awhere}.correct", "<= n",
                  entry["correct"])
+        if "outcomes" in entry:
+            _validate_outcomes(entry, path, f"{awhere}.outcomes")
     return data
+
+
+def _validate_outcomes(entry: dict[str, Any], path: Path, where: str) -> None:
+    out = entry["outcomes"]
+    _require(isinstance(out, dict), path, where, "an object with ids and correct", out)
+    ids, correct = out.get("ids"), out.get("correct")
+    _require(isinstance(ids, list) and len(ids) == entry["n"]
+             and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+             and len(set(ids)) == len(ids), path, f"{where}.ids",
+             f"{entry['n']} unique integer question ids", ids if not isinstance(ids, list)
+             else f"{len(ids)} ids")
+    _require(isinstance(correct, str) and len(correct) == entry["n"]
+             and set(correct) <= {"0", "1"}, path, f"{where}.correct",
+             f"a string of {entry['n']} '0'/'1' characters", correct)
+    _require(correct.count("1") == entry["correct"], path, f"{where}.correct",
+             f"{entry['correct']} ones (accuracy correct)", correct.count("1"))
 
 
 def _baseline_v1_to_v2(data: dict[str, Any], path: Path) -> dict[str, Any]:

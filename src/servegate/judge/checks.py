@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from servegate.errors import EXIT_INCONCLUSIVE, EXIT_INFRA, EXIT_OK, EXIT_REGRESSION
-from servegate.judge.stats import Interval
+from servegate.judge.stats import Guidance, Interval, direction
 
 CheckVerdict = Literal["pass", "regression", "improvement", "inconclusive", "error"]
-Kind = Literal["baseline", "accuracy", "claim", "experiment", "integrity"]
+Kind = Literal["baseline", "ab", "accuracy", "claim", "experiment", "integrity"]
 
 
 @dataclass
@@ -34,6 +34,8 @@ class Check:
     current_value: float | None = None
     reference_value: float | None = None
     reason: str = ""
+    # decision boundaries on the interval's scale (ratio or difference); None: from the floor
+    boundaries: tuple[float, ...] | None = None
 
     @property
     def point(self) -> str:
@@ -49,12 +51,34 @@ class Check:
         value = self.interval.minimal_detectable_effect(self.floor)
         return value if math.isfinite(value) else None
 
-    @property
-    def samples_factor(self) -> float | None:
+    def decision_boundaries(self) -> tuple[float, ...] | None:
+        """Where the interval must not reach for the check to be decided."""
+        if self.boundaries is not None:
+            return self.boundaries
         if self.interval is None or self.floor is None:
             return None
-        value = self.interval.samples_factor(self.floor)
-        return value if math.isfinite(value) else None
+        try:
+            worse_is_higher = direction(self.metric) == "lower"
+        except ValueError:
+            worse_is_higher = True
+        shift = 1.0 if self.interval.scale == "ratio" else 0.0
+        return (shift + self.floor if worse_is_higher else shift - self.floor,)
+
+    @property
+    def guidance(self) -> Guidance | None:
+        bounds = self.decision_boundaries()
+        if self.interval is None or bounds is None:
+            return None
+        return self.interval.guidance(bounds)
+
+    @property
+    def samples_factor(self) -> float | None:
+        """Factor on repeats per arm that would decide at the current estimate (None when
+        decided, or when nothing would)."""
+        guide = self.guidance
+        if guide is None or guide.decided or not math.isfinite(guide.repeats_factor):
+            return None
+        return guide.repeats_factor
 
     def describe(self) -> str:
         """One line: what was compared, the interval, the verdict and why."""
@@ -72,18 +96,20 @@ class Check:
             floor = f", margin ±{self.floor:.4f}" if self.floor is not None else ""
         extra = ""
         if self.verdict == "inconclusive" and self.mde is not None:
-            factor = self.samples_factor
-            extra = f"; MDE {100 * self.mde:.1f}%"
-            if factor is not None and factor > 1:
-                extra += (f", needs ~{factor:.1f}x the samples (repeats, or prompts if within-run"
-                          " noise dominates) to decide at this floor")
-        gate = "" if self.gate else " (experiment, not gating)"
+            unit = "%" if iv.scale == "ratio" else " pp"
+            extra = f"; MDE {100 * self.mde:.1f}{unit}"
+            guide = self.guidance
+            if guide is not None and not guide.decided:
+                extra += f"; {guide.text}"
+        gate = "" if self.gate else (" (experiment, not gating)" if self.kind == "experiment"
+                                     else " (not gating)")
         reason = f" — {self.reason}" if self.reason else ""
         return f"{head}: {body}{floor}{extra}{gate}{reason}"
 
     def to_dict(self) -> dict[str, Any]:
         """verdict.json entry (stable keys; numbers rounded for readability, not for decisions)."""
         iv = self.interval
+        guide = self.guidance
 
         def rnd(value: float | None, digits: int = 6) -> float | None:
             return None if value is None or not math.isfinite(value) else round(value, digits)
@@ -109,6 +135,12 @@ class Check:
             "floor": rnd(self.floor),
             "mde": rnd(self.mde),
             "samples_factor": rnd(self.samples_factor, 3),
+            "prompts_factor": rnd(guide.prompts_factor, 3)
+            if guide is not None and guide.prompts_factor is not None and not guide.decided
+            else None,
+            "guidance": guide.text if guide is not None and not guide.decided else None,
+            "se": rnd(iv.se) if iv and iv.se is not None else None,
+            "df": rnd(iv.df, 3) if iv else None,
             "current_value": rnd(self.current_value),
             "reference_value": rnd(self.reference_value),
             "reason": self.reason,

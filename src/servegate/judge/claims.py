@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from servegate.config.judge import JudgeConfig
@@ -22,7 +23,10 @@ from servegate.judge.stats import (
     direction,
     equivalence,
     newcombe_difference,
+    paired_difference,
+    t_quantile,
     tost_confidence,
+    tost_power,
     verdict,
 )
 from servegate.results import Run
@@ -61,7 +65,7 @@ def _ttft_claim(groups: dict[tuple[str, int], list[dict[str, Any]]],
 
     def evaluate(confidence: float) -> Check:
         check = Check("claim", name, metric, "inconclusive", mode="on", concurrency=conc,
-                      reference="off", floor=required)
+                      reference="off", floor=required, boundaries=(1.0 - required,))
         if conc is None or ("on", conc) not in groups or ("off", conc) not in groups:
             check.verdict = "error"
             check.reason = f"run has no on and off points at concurrency {conc}"
@@ -90,17 +94,19 @@ def _paired_accuracy_interval(paired: dict[str, Any], confidence: float) -> Inte
     """on - off accuracy interval from the accuracy step's paired cell counts."""
     cells = [paired.get(k) for k in ("both_correct", "a_only", "b_only", "both_wrong")]
     if all(isinstance(c, int) for c in cells) and sum(cells) > 0:
-        from servegate.accuracy.paired import paired_diff_interval
-
-        low, high = paired_diff_interval(*cells, confidence=confidence)
-        n = sum(cells)
-        return Interval((cells[1] - cells[2]) / n, low, high, confidence,
-                        "paired (Agresti-Min)", n, n, scale="difference")
+        return paired_difference(*cells, confidence=confidence)
     if all(isinstance(paired.get(k), (int, float)) for k in ("diff", "diff_low", "diff_high")):
+        # only a recorded interval: its standard error, re-used at the family's level (a 95 %
+        # interval would skip Bonferroni)
         n = int(paired.get("n", 0))
-        return Interval(float(paired["diff"]), float(paired["diff_low"]),
-                        float(paired["diff_high"]), 0.95, "paired (as recorded, 95%)", n, n,
-                        scale="difference")
+        recorded = float(paired.get("confidence", 0.95))
+        se = (float(paired["diff_high"]) - float(paired["diff_low"])) / (
+            2 * float(t_quantile(recorded, math.inf)))
+        z = float(t_quantile(confidence, math.inf))
+        diff = float(paired["diff"])
+        return Interval(diff, diff - z * se, diff + z * se, confidence,
+                        f"paired (recorded at {100 * recorded:g}%, rescaled)", n, n,
+                        scale="difference", se=se)
     return None
 
 
@@ -188,16 +194,26 @@ def _noop_equivalence(groups: dict[tuple[str, int], list[dict[str, Any]]], conc:
     name = f"no-op: on@c{conc} {metric} equivalent to off within ±{100 * config.noop_margin:.1f}%"
 
     def evaluate(confidence: float) -> Check:
+        margin = config.noop_margin
         check = Check("claim", name, metric, "inconclusive", mode="on", concurrency=conc,
-                      reference="off", floor=config.noop_margin)
+                      reference="off", floor=margin, boundaries=(1.0 - margin, 1.0 + margin))
         on = arm_from_points(f"on@c{conc}", groups[("on", conc)])
         off = arm_from_points(f"off@c{conc}", groups[("off", conc)])
         check.current_value, check.reference_value = on.mean(metric), off.mean(metric)
-        if _ratio_check(check, on, off, config, tost_confidence(confidence)):
-            assert check.interval is not None
-            check.verdict = equivalence(check.interval, config.noop_margin)
+        level = tost_confidence(confidence)
+        if _ratio_check(check, on, off, config, level):
+            iv = check.interval
+            assert iv is not None
+            check.verdict = equivalence(iv, margin)
             check.reason = "TOST equivalence" + (
                 ": demonstrably outside the margin" if check.verdict == "regression" else "")
+            # The rule: the TOST gates only when it could show equivalence of identical arms
+            # with adequate power at this margin; an underpowered TOST only reports.
+            power = float(tost_power(iv.standard_error(), iv.df, level, margin))
+            if power < config.noop_min_power:
+                check.gate = False
+                check.reason += (f"; reported, not gating: TOST power {100 * power:.0f}% < "
+                                 f"{100 * config.noop_min_power:.0f}% at +-{100 * margin:.1f}%")
         return check
 
     return Pending(name, True, evaluate)

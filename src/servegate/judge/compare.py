@@ -12,9 +12,14 @@ from servegate.judge.arms import (
     arm_from_points,
     ratio_interval,
 )
-from servegate.judge.baselines import baseline_point, group_points, point_sort_key
+from servegate.judge.baselines import (
+    baseline_point,
+    decode_outcomes,
+    group_points,
+    point_sort_key,
+)
 from servegate.judge.checks import Check
-from servegate.judge.stats import direction, newcombe_difference, verdict
+from servegate.judge.stats import direction, newcombe_difference, paired_difference, verdict
 from servegate.results import Run
 
 
@@ -49,7 +54,7 @@ def _metric_pending(run_points: list[dict[str, Any]], base_point: dict[str, Any]
 
 
 def _accuracy_pending(mode: str, current: dict[str, Any], reference: dict[str, Any],
-                      config: JudgeConfig) -> Pending:
+                      config: JudgeConfig, outcomes: dict[int, bool] | None) -> Pending:
     name = f"{mode} GSM8K accuracy vs baseline"
 
     def evaluate(confidence: float) -> Check:
@@ -62,17 +67,44 @@ def _accuracy_pending(mode: str, current: dict[str, Any], reference: dict[str, A
             return check
         check.current_value = c_cur / n_cur
         check.reference_value = reference["correct"] / reference["n"]
-        check.interval = newcombe_difference(c_cur, n_cur, reference["correct"],
-                                             reference["n"], confidence)
+        base = decode_outcomes(reference["outcomes"]) if "outcomes" in reference else None
+        common = sorted(set(base) & set(outcomes)) if base and outcomes else []
+        if base is not None and common:
+            # same questions in both sittings: only the discordant ones carry the difference
+            cur = [outcomes[i] for i in common]     # type: ignore[index]
+            ref = [base[i] for i in common]
+            cells = (sum(a and b for a, b in zip(cur, ref, strict=True)),
+                     sum(a and not b for a, b in zip(cur, ref, strict=True)),
+                     sum(b and not a for a, b in zip(cur, ref, strict=True)),
+                     sum(not a and not b for a, b in zip(cur, ref, strict=True)))
+            check.interval = paired_difference(*cells, confidence=confidence)
+            check.current_value = (cells[0] + cells[1]) / len(common)
+            check.reference_value = (cells[0] + cells[2]) / len(common)
+            check.reason = (f"paired on {len(common)} common questions "
+                            f"({cells[1] + cells[2]} discordant); accuracy points")
+            if len(common) < max(n_cur, reference["n"]):
+                check.reason += (f" (of {n_cur} in the run, {reference['n']} in the "
+                                 "baseline)")
+        else:
+            check.interval = newcombe_difference(c_cur, n_cur, reference["correct"],
+                                                 reference["n"], confidence)
+            why = ("the baseline stores no per-question outcomes" if base is None else
+                   "the run has no gsm8k records to pair" if not outcomes else
+                   "no question ids in common")
+            check.reason = f"unpaired ({why}); difference in accuracy points"
         check.verdict = verdict(check.interval, "higher", config.accuracy_floor)
-        check.reason = "unpaired (different sittings); difference in accuracy points"
         return check
 
     return Pending(name, True, evaluate)
 
 
-def baseline_pendings(run: Run, baseline: dict[str, Any], config: JudgeConfig) -> list[Pending]:
-    """Every check of the run against its baseline, waiting for the family size."""
+def baseline_pendings(run: Run, baseline: dict[str, Any], config: JudgeConfig,
+                      outcomes: dict[str, dict[int, bool] | None] | None = None
+                      ) -> list[Pending]:
+    """Every check of the run against its baseline, waiting for the family size.
+
+    ``outcomes``: the run's per-question GSM8K correctness per mode (from ``gsm8k/<mode>.jsonl``),
+    paired with the baseline's stored outcomes on the same question ids."""
     pendings: list[Pending] = []
     groups = group_points(run)
     base_keys = {(p["mode"], p["concurrency"]) for p in baseline.get("points", [])}
@@ -103,5 +135,6 @@ def baseline_pendings(run: Run, baseline: dict[str, Any], config: JudgeConfig) -
     run_accuracy = run.get("accuracy") or {}
     for mode, reference in sorted((baseline.get("accuracy") or {}).items()):
         if mode in run_accuracy and reference.get("n"):
-            pendings.append(_accuracy_pending(mode, dict(run_accuracy[mode]), reference, config))
+            pendings.append(_accuracy_pending(mode, dict(run_accuracy[mode]), reference, config,
+                                              (outcomes or {}).get(mode)))
     return pendings

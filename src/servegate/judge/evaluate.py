@@ -4,6 +4,7 @@ interval Bonferroni-corrected over the checks judged together. Pure decision: no
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,14 @@ from servegate.config.judge import (
     load_judge_table,
     parse_judge_table,
 )
+from servegate.judge.ab import ab_pendings, arm_view, is_ab
+from servegate.judge.arms import Pending
 from servegate.judge.baselines import (
     BaselineError,
     baseline_path,
     ensure_matches,
     load_baseline,
+    read_outcomes,
     run_identity,
     validate_baseline,
 )
@@ -25,7 +29,7 @@ from servegate.judge.checks import Check
 from servegate.judge.claims import claim_pendings
 from servegate.judge.compare import baseline_pendings
 from servegate.judge.judgement import Judgement
-from servegate.judge.stats import per_check_confidence
+from servegate.judge.stats import per_check_confidence, run_seed
 from servegate.paths import SUITES_DIR
 from servegate.results import Run, RunFolderError, load_run
 
@@ -65,7 +69,21 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
         config = judge_config_for_run(dict(run), suites_dir)
     except JudgeConfigError as err:
         return error_judgement(run_dir, str(err), strict, run)
-    notes = [f"judge settings from {config.source}", *config.deprecations]
+    # The suite's seed mixed with this run's identity: resamples differ from night to night,
+    # and re-judging the same run reproduces its verdict (the seed is in verdict.json).
+    run_key = str(run.get("run_id") or run.get("started_at") or run_dir.name)
+    config = replace(config, seed=run_seed(config.seed, run_key))
+    notes = [f"judge settings from {config.source}", *config.deprecations,
+             f"judge seed {config.seed} (suite seed mixed with run {run_key})"]
+    if is_ab(run):
+        # head vs base, measured together: the stored baseline is not the reference; the A/B
+        # claims (exact fill on vs off) are the head tree's
+        notes.append(f"head vs base: head {run['ab']['head'].get('path')} "
+                     f"({run['ab']['head'].get('version')}) against base "
+                     f"{run['ab']['base'].get('path')} ({run['ab']['base'].get('version')})")
+        pendings = ab_pendings(run, run_dir, config) + claim_pendings(arm_view(run, "head"),
+                                                                      config)
+        return _decide(run_dir, run, config, pendings, notes, strict, None, None)
     baseline = None
     explicit = baseline_file is not None
     if baseline_doc is not None:   # e.g. the rolling history:N baseline, built by the caller
@@ -94,8 +112,19 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
     except BaselineError as err:
         return error_judgement(run_dir, str(err), strict, run)
 
-    pendings = baseline_pendings(run, baseline, config) if baseline else []
+    outcomes = {mode: read_outcomes(run_dir, mode)
+                for mode, entry in ((baseline or {}).get("accuracy") or {}).items()
+                if "outcomes" in entry}
+    pendings = baseline_pendings(run, baseline, config, outcomes) if baseline else []
     pendings += claim_pendings(run, config)
+    return _decide(run_dir, run, config, pendings, notes, strict,
+                   baseline_file if baseline else None, baseline)
+
+
+def _decide(run_dir: Path, run: Run, config: JudgeConfig, pendings: list[Pending],
+            notes: list[str], strict: bool, baseline_file: Path | None,
+            baseline: dict[str, Any] | None) -> Judgement:
+    """Evaluate every pending check at one Bonferroni level; integrity checks first."""
     family = sum(1 for p in pendings if p.counts)
     confidence = per_check_confidence(config.confidence, family)
     checks = [p.evaluate(confidence) for p in pendings]
@@ -109,5 +138,5 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
     notes.append(f"{family} checks judged together: each interval at "
                  f"{100 * confidence:.3f}% (Bonferroni for a family-wise "
                  f"{100 * config.confidence:.0f}%)")
-    return Judgement(run_dir, run, config, checks, baseline_file if baseline else None,
-                     baseline, family, confidence, notes, strict)
+    return Judgement(run_dir, run, config, checks, baseline_file, baseline, family, confidence,
+                     notes, strict)

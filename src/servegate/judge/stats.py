@@ -1,11 +1,21 @@
 """Direction-aware ratio intervals and verdicts (significance AND a practical floor).
 
 A check compares a *current* arm with a *reference* arm (a stored baseline, or ``off`` inside the
-same run) through the ratio current/reference of one metric. The interval is a seeded percentile
-bootstrap: over whole repeats when both arms have enough of them (run-to-run noise is the noise
-that matters), over per-request samples otherwise (then it only sees within-run noise, so callers
-may widen it with a known run-to-run spread). Verdicts need the *whole* interval past the floor,
-so a small but "significant" wobble is never a regression, and a wide interval is inconclusive.
+same run) through the ratio current/reference of one metric, on the log scale: estimate
+``theta``, a standard error ``se`` and honest degrees of freedom ``df``, and the interval
+``theta +- t(df) * se`` at the per-check (Bonferroni) level. Why not a percentile bootstrap: with
+3 repeats its interval is the range of the data whatever level is asked (the family-wise level
+is then unreachable), and at the family's tail probabilities (~1e-4) 2000 resamples have nothing
+in the tail. The t interval reaches any level honestly, its standard error gives the minimal
+detectable effect and the sample sizes that would decide, and it vectorises over simulated
+nights (``servegate calibrate`` runs these very functions).
+
+Two sources of noise are kept apart: within-run noise (finite prompts; a standard error from the
+per-request samples) and run-to-run noise (server starts, sittings). The latter is measured from
+repeats when there are some and pooled, weighted by degrees of freedom, with the suite's assumed
+``run_to_run_cv`` (worth ``run_to_run_cv_dof`` degrees of freedom): an assumption is combined as a
+variance term, never used instead of data, never treated as exact. Verdicts need the *whole*
+interval past the floor, so a small but "significant" wobble is never a regression.
 """
 
 from __future__ import annotations
@@ -13,19 +23,21 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 from scipy import stats as sps
 
-from servegate.accuracy.paired import wilson  # the one Wilson interval (scipy)
+from servegate.accuracy.paired import wilson  # noqa: F401  (the one Wilson interval, scipy)
 from servegate.metrics import METRICS, Direction, direction, statistic_fn  # noqa: F401
 
 Verdict = Literal["pass", "regression", "improvement", "inconclusive"]
 VERDICTS: tuple[str, ...] = ("pass", "regression", "improvement", "inconclusive")
+CODES: dict[int, Verdict] = {0: "pass", 1: "regression", 2: "improvement", 3: "inconclusive"}
 
-POWER_Z = float(sps.norm.ppf(0.8))      # 80 % power for the minimal detectable effect
+POWER = 0.8                              # power for the minimal detectable effect
+RANK_CONFIDENCE = 0.95                   # order-statistic interval used to estimate a quantile's SE
 
 
 def request_statistic(metric: str) -> tuple[str, Callable[[np.ndarray], np.ndarray]] | None:
@@ -50,79 +62,273 @@ def check_seed(seed: int, key: str) -> int:
     return (seed * 1_000_003 + zlib.crc32(key.encode())) % (2**32)
 
 
+def run_seed(seed: int, run_key: str) -> int:
+    """The judge's seed for one run: the suite's seed mixed with the run's identity, so two runs
+    never share resamples while re-judging the same run reproduces its verdict."""
+    return (seed * 1_000_033 + zlib.crc32(run_key.encode())) % (2**31)
+
+
+def t_quantile(confidence: float, df: np.ndarray | float) -> np.ndarray | float:
+    """Two-sided quantile of Student's t (the normal for infinite df)."""
+    return sps.t.ppf(0.5 + confidence / 2, df)
+
+
 @dataclass(frozen=True)
 class Interval:
-    """Point estimate and interval of current/reference (``scale='ratio'``) or of a difference."""
+    """Point estimate and interval of current/reference (``scale='ratio'``) or of a difference.
+
+    ``se`` (log scale for ratios) and ``df`` are what the interval was built from; ``run_var``
+    is the share of ``se**2`` due to run-to-run noise (more prompts cannot shrink it). Intervals
+    built elsewhere without ``se`` fall back to one derived from their width.
+    """
 
     estimate: float
     low: float
     high: float
     confidence: float
-    method: str                     # "repeats", "repeats-paired", "requests", ... (+ notes)
+    method: str                     # "repeats", "repeats-paired", "requests+assumed-run-cv", ...
     n_current: int
     n_reference: int
     scale: Literal["ratio", "difference"] = "ratio"
+    se: float | None = None
+    df: float = math.inf
+    run_var: float = 0.0
+    n_repeats: int | None = None    # repeats per arm behind a request-level interval
 
     def change(self) -> tuple[float, float, float]:
         """(estimate, low, high) as changes: ratio - 1 on the ratio scale, as-is otherwise."""
         shift = 1.0 if self.scale == "ratio" else 0.0
         return self.estimate - shift, self.low - shift, self.high - shift
 
-    def _spread(self) -> float:
-        """Standard error on the log scale (ratio) or raw scale (difference)."""
-        z = float(sps.norm.ppf(0.5 + self.confidence / 2))
+    def to_model(self, value: float) -> float:
+        """A ratio (or difference) on the scale the standard error lives on."""
+        if self.scale == "ratio":
+            return math.log(value) if value > 0 else -math.inf
+        return value
+
+    def standard_error(self) -> float:
+        """``se``, or (for intervals built without one) half the width over the quantile."""
+        if self.se is not None:
+            return self.se
+        q = float(t_quantile(self.confidence, self.df))
         if self.scale == "ratio":
             if self.low <= 0 or self.high <= 0:
                 return math.inf
-            return (math.log(self.high) - math.log(self.low)) / (2 * z)
-        return (self.high - self.low) / (2 * z)
+            return (math.log(self.high) - math.log(self.low)) / (2 * q)
+        return (self.high - self.low) / (2 * q)
 
     def minimal_detectable_effect(self, floor: float) -> float:
-        """Smallest true change (fraction) this design flags as past ``floor`` with 80 % power."""
-        z = float(sps.norm.ppf(0.5 + self.confidence / 2))
-        se = self._spread()
+        """Smallest true change (fraction, or points) this design flags past ``floor`` with 80 %
+        power: floor + (t_level + t_power) * se, from the standard error (not the data range)."""
+        se = self.standard_error()
         if not math.isfinite(se):
             return math.inf
+        q = float(t_quantile(self.confidence, self.df))
+        q_power = float(sps.t.ppf(POWER, self.df))
         if self.scale == "ratio":
-            return math.exp(math.log1p(floor) + (z + POWER_Z) * se) - 1.0
-        return floor + (z + POWER_Z) * se
+            return math.exp(math.log1p(floor) + (q + q_power) * se) - 1.0
+        return floor + (q + q_power) * se
+
+    def guidance(self, boundaries: Sequence[float]) -> Guidance:
+        """What would decide this check at its current estimate (see :class:`Guidance`)."""
+        return guidance(self, boundaries)
 
     def samples_factor(self, floor: float) -> float:
-        """How many times the current samples would shrink the half-width to ``floor``."""
-        z = float(sps.norm.ppf(0.5 + self.confidence / 2))
-        se = self._spread()
-        width = math.log1p(floor) if self.scale == "ratio" else floor
-        if width <= 0 or not math.isfinite(se):
-            return math.inf
-        return (z * se / width) ** 2
+        """Factor on repeats (both arms) that would decide against ``1 + floor`` at the current
+        estimate (inf when the estimate sits on the floor)."""
+        return self.guidance([1.0 + floor if self.scale == "ratio" else floor]).repeats_factor
 
 
-def _bootstrap_means(values: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
-    idx = rng.integers(0, len(values), size=(resamples, len(values)))
-    return values[idx].mean(axis=1)
+@dataclass(frozen=True)
+class Guidance:
+    """How much more data would decide, at the current estimate.
 
-
-def expanded_confidence(confidence: float, n: int) -> float:
-    """Hesterberg's expanded percentile level: percentile bootstraps are too narrow for small n.
-
-    Uses alpha'/2 = Phi(-sqrt(n/(n-1)) * t_{alpha/2, n-1}), so with 3 repeats or a handful of
-    requests the interval reaches the bootstrap extremes instead of pretending to be precise.
+    The interval decides once ``t * se`` is below the distance from the estimate to the nearest
+    decision boundary. Repeats shrink every variance term; more prompts shrink only the
+    within-run one, so when run-to-run variance alone is wider than that distance no number of
+    prompts can decide.
     """
+
+    decided: bool
+    repeats_factor: float            # x the current repeats per arm (inf: nothing decides)
+    prompts_factor: float | None     # x the current prompts; None: prompts cannot decide
+    text: str
+
+
+def guidance(interval: Interval, boundaries: Sequence[float]) -> Guidance:
+    """Solve for the repeats (and prompts) that decide ``interval`` against ``boundaries``."""
+    se = interval.standard_error()
+    q = float(t_quantile(interval.confidence, interval.df))
+    theta = interval.to_model(interval.estimate) if interval.estimate > 0 or \
+        interval.scale == "difference" else -math.inf
+    distances = [abs(theta - interval.to_model(b)) for b in boundaries
+                 if interval.scale == "difference" or b > 0]
+    if not distances or not math.isfinite(se) or not math.isfinite(theta):
+        return Guidance(False, math.inf, None, "no standard error: nothing to extrapolate")
+    distance = min(distances)
+    if q * se < distance:
+        return Guidance(True, 1.0, 1.0, "decided")
+    if distance <= 1e-12 or se <= 0:
+        return Guidance(False, math.inf, None,
+                        "the estimate sits on the decision boundary: no sample size decides")
+    target = distance / q                                  # the se that would decide
+    factor = (se / target) ** 2
+    need = math.ceil(factor * max(1, interval.n_repeats or interval.n_current))
+    within = max(se * se - interval.run_var, 0.0)
+    if interval.scale == "difference":
+        return Guidance(False, factor, factor,
+                        f"~{need} questions (x{factor:.1f}) would decide at this estimate")
+    if interval.run_var >= target * target or within <= 0:
+        prompts: float | None = None
+        how = (f"no amount of prompts can decide (run-to-run variance alone is "
+               f"+-{100 * q * math.sqrt(interval.run_var):.1f}% at this level); ")
+    else:
+        prompts = within / (target * target - interval.run_var)
+        how = f"~{prompts:.1f}x the prompts per repeat, or "
+    unit = "repeats per arm" if interval.scale == "ratio" else "questions"
+    return Guidance(False, factor, prompts,
+                    f"{how}~{need} {unit} (x{factor:.1f}) would decide at this estimate")
+
+
+# ------------------------------------------------------------------------ vectorised kernels
+# Arrays carry simulated nights on leading axes; the judge calls them with one night.
+
+def log_se_within(samples: np.ndarray, statistic: str, *, seed: int = 0,
+                  resamples: int = 400) -> np.ndarray:
+    """Standard error of log(statistic) over the last axis (per-request samples).
+
+    mean: delta method, sd / (mean sqrt(n)); median and p<q>: the distribution-free order-
+    statistic interval for that quantile (the ranks scipy's ``quantile_test`` uses) converted to
+    a standard error — NaN when ``n`` is too small for the quantile to be bounded at all;
+    anything else (std): ``scipy.stats.bootstrap``'s standard error.
+    """
+    x = np.asarray(samples, dtype=float)
+    n = x.shape[-1]
     if n < 2:
-        return confidence
-    alpha = 1.0 - confidence
-    t = float(sps.t.ppf(1 - alpha / 2, n - 1))
-    return 1.0 - 2.0 * float(sps.norm.cdf(-math.sqrt(n / (n - 1)) * t))
+        return np.full(x.shape[:-1], np.nan)
+    if statistic == "mean":
+        mean = x.mean(axis=-1)
+        return np.where(mean > 0, sps.sem(x, axis=-1) / np.where(mean > 0, mean, 1.0), np.nan)
+    if statistic == "median" or (statistic.startswith("p") and statistic[1:].replace(".", "")
+                                 .isdigit()):
+        p = 0.5 if statistic == "median" else float(statistic[1:]) / 100
+        alpha = 1 - RANK_CONFIDENCE
+        lo = int(sps.binom.ppf(alpha / 2, n, p))           # 1-based rank of the lower bound
+        hi = int(sps.binom.ppf(1 - alpha / 2, n, p)) + 1   # 1-based rank of the upper bound
+        if lo < 1 or hi > n:
+            return np.full(x.shape[:-1], np.nan)
+        ordered = np.partition(x, (lo - 1, hi - 1), axis=-1)
+        a, b = ordered[..., lo - 1], ordered[..., hi - 1]
+        z = float(sps.norm.ppf(1 - alpha / 2))
+        ok = (a > 0) & (b > 0)
+        return np.where(ok, (np.log(np.where(ok, b, 1.0)) - np.log(np.where(ok, a, 1.0)))
+                        / (2 * z), np.nan)
+    func = statistic_fn(statistic)
+    result = sps.bootstrap((x,), lambda s, axis=-1: np.log(np.maximum(
+        func(np.moveaxis(s, axis, -1)), 1e-300)), axis=-1, vectorized=True,
+        n_resamples=resamples, method="percentile", random_state=np.random.default_rng(seed))
+    return np.asarray(result.standard_error)
 
 
-def _percentile_interval(samples: np.ndarray, confidence: float,
-                         n: int | None = None) -> tuple[float, float]:
-    if n is not None:
-        confidence = expanded_confidence(confidence, n)
-    alpha = 1.0 - confidence
-    low, high = np.quantile(samples, [alpha / 2, 1 - alpha / 2])
-    return float(low), float(high)
+def pooled_run_variance(sum_sq: np.ndarray | float, dof: np.ndarray | float, prior_var: float,
+                        prior_dof: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """Run-to-run variance of one repeat's log value: the measured sum of squares (``dof``
+    degrees of freedom) pooled with the assumed variance worth ``prior_dof`` (scaled-inverse-chi2
+    prior; the posterior of a mean is then t with the summed degrees of freedom)."""
+    sum_sq = np.asarray(sum_sq, dtype=float)
+    dof = np.asarray(dof, dtype=float)
+    total = dof + prior_dof
+    var = np.where(total > 0, (prior_dof * prior_var + sum_sq) / np.where(total > 0, total, 1),
+                   np.nan)
+    return var, total
 
+
+def repeats_estimate(cur_logs: np.ndarray, ref_logs: np.ndarray, *, paired: bool,
+                     prior_var: np.ndarray | float, prior_dof: np.ndarray | float
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(theta, se, df) of mean(log current) - mean(log reference) over whole repeats.
+
+    Unpaired: pooled two-sample t (``scipy.stats.ttest_ind`` when ``prior_dof`` is 0). Paired
+    (same repeat ids, e.g. on vs off in one run): one-sample t on the differences
+    (``ttest_rel``), the prior scaled to a difference (twice the per-repeat variance).
+    """
+    cur, ref = np.asarray(cur_logs, dtype=float), np.asarray(ref_logs, dtype=float)
+    n_c, n_r = cur.shape[-1], ref.shape[-1]
+    if paired:
+        diff = cur - ref
+        theta = diff.mean(axis=-1)
+        sum_sq = ((diff - theta[..., None]) ** 2).sum(axis=-1)
+        var, df = pooled_run_variance(sum_sq, n_c - 1, 2 * prior_var, prior_dof)
+        return theta, np.sqrt(var / n_c), df + np.zeros_like(theta)
+    theta = cur.mean(axis=-1) - ref.mean(axis=-1)
+    sum_sq = ((cur - cur.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1) + \
+        ((ref - ref.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
+    var, df = pooled_run_variance(sum_sq, n_c + n_r - 2, prior_var, prior_dof)
+    return theta, np.sqrt(var * (1 / n_c + 1 / n_r)), df + np.zeros_like(theta)
+
+
+def requests_estimate(se_cur: np.ndarray, se_ref: np.ndarray, n_cur: int, n_ref: int,
+                      run_var: np.ndarray | float, run_dof: np.ndarray | float,
+                      n_rep_cur: int, n_rep_ref: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(se, df, run-to-run variance part) for a request-level comparison.
+
+    se^2 = within(current) + within(reference) + run_var * (1/repeats_c + 1/repeats_r); df by
+    Welch-Satterthwaite (requests - 1 per within term, ``run_dof`` for the run-to-run term).
+    """
+    w_c, w_r = np.asarray(se_cur, float) ** 2, np.asarray(se_ref, float) ** 2
+    run = np.asarray(run_var, float) * (1 / n_rep_cur + 1 / n_rep_ref)
+    total = w_c + w_r + run
+    run_dof = np.asarray(run_dof, float)
+    denom = w_c ** 2 / max(n_cur - 1, 1) + w_r ** 2 / max(n_ref - 1, 1) + \
+        np.where(np.isfinite(run_dof) & (run_dof > 0), run ** 2 / np.where(run_dof > 0, run_dof,
+                                                                               1), 0.0)
+    df = np.where(denom > 0, total ** 2 / np.where(denom > 0, denom, 1), np.inf)
+    df = np.where((run > 0) & (run_dof <= 0), np.nan, df)      # an unknown variance: no df
+    return np.sqrt(total), df + np.zeros_like(total), run + np.zeros_like(total)
+
+
+def log_bounds(theta: np.ndarray, se: np.ndarray, df: np.ndarray,
+               confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """theta -+ t(df) * se (NaN where df or se is not finite)."""
+    q = t_quantile(confidence, np.where(np.isfinite(df) | np.isinf(df), df, np.nan))
+    return theta - q * se, theta + q * se
+
+
+def classify(low: np.ndarray, high: np.ndarray, floor: float, metric_direction: Direction
+             ) -> np.ndarray:
+    """Verdict codes (:data:`CODES`) from interval bounds given as *changes* (ratio - 1 or a
+    difference): regression/improvement only when the whole interval is past the floor."""
+    low, high = np.asarray(low, float), np.asarray(high, float)
+    if metric_direction == "higher":      # flip so that positive = worse
+        low, high = -high, -low
+    codes = np.full(np.broadcast(low, high).shape, 3, dtype=np.int8)
+    codes = np.where(high <= floor, 0, codes)
+    codes = np.where(high < -floor, 2, codes)
+    codes = np.where(low > floor, 1, codes)
+    return np.where(np.isnan(low) | np.isnan(high), 3, codes)
+
+
+def classify_equivalence(low: np.ndarray, high: np.ndarray, margin: float) -> np.ndarray:
+    """TOST codes from bounds as changes: pass inside +-margin, regression wholly outside."""
+    low, high = np.asarray(low, float), np.asarray(high, float)
+    codes = np.where((-margin <= low) & (high <= margin), 0, 3)
+    codes = np.where((low > margin) | (high < -margin), 1, codes)
+    return np.where(np.isnan(low) | np.isnan(high), 3, codes).astype(np.int8)
+
+
+def tost_power(se: np.ndarray | float, df: np.ndarray | float, confidence: float,
+               margin: float) -> np.ndarray:
+    """Power of the TOST (interval at ``confidence``) to show equivalence when the arms are
+    truly identical: P(|theta_hat| <= log(1+margin) - t*se) = 2 Phi(...) - 1 (0 when negative)."""
+    q = t_quantile(confidence, df)
+    se = np.asarray(se, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = (math.log1p(margin) - q * se) / se
+    return np.clip(2 * sps.norm.cdf(room) - 1, 0.0, 1.0)
+
+
+# --------------------------------------------------------------------- scalar judge helpers
 
 def _as_array(values: Sequence[float], what: str) -> np.ndarray:
     array = np.asarray(values, dtype=float)
@@ -133,80 +339,62 @@ def _as_array(values: Sequence[float], what: str) -> np.ndarray:
     return array
 
 
+def _positive_logs(values: Sequence[float], what: str) -> np.ndarray:
+    array = _as_array(values, what)
+    if np.any(array <= 0):
+        raise ValueError(f"{what}: values must be positive for a ratio")
+    return np.log(array)
+
+
+def interval_from_log(theta: float, se: float, df: float, confidence: float, method: str,
+                      n_current: int, n_reference: int, run_var: float = 0.0) -> Interval:
+    """A ratio :class:`Interval` from a log-scale estimate, standard error and df."""
+    low, high = log_bounds(np.float64(theta), np.float64(se), np.float64(df), confidence)
+    return Interval(math.exp(theta), float(np.exp(low)), float(np.exp(high)), confidence,
+                    method, n_current, n_reference, se=float(se), df=float(df),
+                    run_var=float(run_var))
+
+
 def ratio_over_repeats(current: Sequence[float], reference: Sequence[float], *,
-                       confidence: float, resamples: int, seed: int,
-                       paired: bool = False) -> Interval:
-    """Bootstrap of mean(current)/mean(reference) over whole repeats (paired: same indices)."""
-    cur = _as_array(current, "current repeats")
-    ref = _as_array(reference, "reference repeats")
-    if ref.mean() <= 0:
-        raise ValueError("reference mean is not positive; a ratio is meaningless")
-    rng = np.random.default_rng(seed)
-    if paired:
-        if len(cur) != len(ref):
-            raise ValueError("paired bootstrap needs the same number of repeats in both arms")
-        idx = rng.integers(0, len(cur), size=(resamples, len(cur)))
-        num, den = cur[idx].mean(axis=1), ref[idx].mean(axis=1)
-    else:
-        num = _bootstrap_means(cur, rng, resamples)
-        den = _bootstrap_means(ref, rng, resamples)
-    ratios = num / np.where(den > 0, den, np.nan)
-    ratios = ratios[np.isfinite(ratios)]
-    low, high = _percentile_interval(ratios, confidence, min(len(cur), len(ref)))
-    return Interval(float(cur.mean() / ref.mean()), low, high, confidence,
-                    "repeats-paired" if paired else "repeats", len(cur), len(ref))
+                       confidence: float, paired: bool = False, prior_cv: float = 0.0,
+                       prior_dof: float = 0.0, within_var: float = 0.0) -> Interval:
+    """Geometric-mean ratio current/reference over whole repeats (t on log values).
+
+    ``prior_cv``/``prior_dof``: the assumed run-to-run CV and what it is worth; ``within_var``:
+    the within-run variance of one repeat's log value, added to the prior (the repeats' spread
+    contains both)."""
+    cur = _positive_logs(current, "current repeats")
+    ref = _positive_logs(reference, "reference repeats")
+    if paired and len(cur) != len(ref):
+        raise ValueError("paired comparison needs the same number of repeats in both arms")
+    theta, se, df = repeats_estimate(cur, ref, paired=paired,
+                                     prior_var=prior_cv ** 2 + within_var, prior_dof=prior_dof)
+    method = "repeats-paired" if paired else "repeats"
+    # the share of a repeat's variance that more prompts cannot shrink (for the guidance)
+    per_repeat = float(se) ** 2 / ((2 / len(cur)) if paired else (1 / len(cur) + 1 / len(ref)))
+    share = 1.0 - within_var / per_repeat if per_repeat > 0 else 1.0
+    return interval_from_log(float(theta), float(se), float(df), confidence, method, len(cur),
+                             len(ref), run_var=float(se) ** 2 * min(max(share, 0.0), 1.0))
 
 
-def ratio_over_requests(current: Sequence[float], reference: Sequence[float],
-                        statistic: Callable[[np.ndarray], np.ndarray], *,
-                        confidence: float, resamples: int, seed: int,
-                        chunk: int = 250) -> Interval:
-    """Bootstrap of statistic(current)/statistic(reference) resampling per-request samples."""
+def ratio_over_requests(current: Sequence[float], reference: Sequence[float], statistic: str,
+                        *, confidence: float, run_var: float = 0.0, run_dof: float = math.inf,
+                        repeats: tuple[int, int] = (1, 1), seed: int = 0) -> Interval:
+    """statistic(current)/statistic(reference) from per-request samples, plus a run-to-run
+    variance term ``run_var`` (per repeat, ``run_dof`` degrees of freedom)."""
     cur = _as_array(current, "current requests")
     ref = _as_array(reference, "reference requests")
-    ref_stat = float(statistic(ref[None, :])[0])
-    if ref_stat <= 0:
-        raise ValueError("reference statistic is not positive; a ratio is meaningless")
-    rng = np.random.default_rng(seed)
-    ratios: list[np.ndarray] = []
-    for start in range(0, resamples, chunk):
-        size = min(chunk, resamples - start)
-        num = statistic(cur[rng.integers(0, len(cur), size=(size, len(cur)))])
-        den = statistic(ref[rng.integers(0, len(ref), size=(size, len(ref)))])
-        ratios.append(num / np.where(den > 0, den, np.nan))
-    all_ratios = np.concatenate(ratios)
-    all_ratios = all_ratios[np.isfinite(all_ratios)]
-    low, high = _percentile_interval(all_ratios, confidence, min(len(cur), len(ref)))
-    estimate = float(statistic(cur[None, :])[0]) / ref_stat
-    return Interval(estimate, low, high, confidence, "requests", len(cur), len(ref))
-
-
-def log_spread(values: Sequence[float]) -> float | None:
-    """Run-to-run standard deviation on the log scale (None with fewer than 2 positive values)."""
-    array = np.asarray([v for v in values if v is not None and v > 0], dtype=float)
-    if len(array) < 2:
-        return None
-    return float(np.std(np.log(array), ddof=1))
-
-
-def widen_for_run_spread(interval: Interval, spread: float, n_current: int,
-                         n_reference: int) -> Interval:
-    """Add run-to-run noise (log-sd ``spread`` per repeat) to a within-run request interval.
-
-    A request bootstrap cannot see that the machine drifts between sittings; adding that variance
-    in quadrature keeps an A/A comparison across days from failing on drift alone.
-    """
-    if interval.scale != "ratio" or interval.estimate <= 0 or spread <= 0:
-        return interval
-    z = float(sps.norm.ppf(0.5 + interval.confidence / 2))
-    extra = z * spread * math.sqrt(1 / max(1, n_current) + 1 / max(1, n_reference))
-    centre = math.log(interval.estimate)
-    low_half = centre - math.log(interval.low) if interval.low > 0 else math.inf
-    high_half = math.log(interval.high) - centre
-    low = centre - math.hypot(max(low_half, 0.0), extra)
-    high = centre + math.hypot(max(high_half, 0.0), extra)
-    return Interval(interval.estimate, math.exp(low), math.exp(high), interval.confidence,
-                    interval.method + "+run-spread", interval.n_current, interval.n_reference)
+    func = statistic_fn(statistic)
+    s_cur, s_ref = float(func(cur[None, :])[0]), float(func(ref[None, :])[0])
+    if s_ref <= 0 or s_cur <= 0:
+        raise ValueError("statistic is not positive; a ratio is meaningless")
+    se_c = float(log_se_within(cur, statistic, seed=seed))
+    se_r = float(log_se_within(ref, statistic, seed=seed + 1))
+    se, df, run = requests_estimate(np.float64(se_c), np.float64(se_r), len(cur), len(ref),
+                                    run_var, run_dof, *repeats)
+    interval = interval_from_log(math.log(s_cur / s_ref), float(se), float(df), confidence,
+                                 "requests", len(cur), len(ref), run_var=float(run))
+    return replace(interval, n_repeats=repeats[0])
 
 
 def verdict(interval: Interval, metric_direction: Direction, floor: float) -> Verdict:
@@ -217,15 +405,7 @@ def verdict(interval: Interval, metric_direction: Direction, floor: float) -> Ve
     the interval reaches past the floor on the bad side but does not clear it.
     """
     _, low, high = interval.change()
-    if metric_direction == "higher":      # flip so that positive = worse
-        low, high = -high, -low
-    if low > floor:
-        return "regression"
-    if high < -floor:
-        return "improvement"
-    if high <= floor:
-        return "pass"
-    return "inconclusive"
+    return CODES[int(classify(np.float64(low), np.float64(high), floor, metric_direction))]
 
 
 def equivalence(interval: Interval, margin: float) -> Verdict:
@@ -236,11 +416,7 @@ def equivalence(interval: Interval, margin: float) -> Verdict:
     ``inconclusive`` — never "no significant difference, so equal".
     """
     _, low, high = interval.change()
-    if -margin <= low and high <= margin:
-        return "pass"
-    if low > margin or high < -margin:
-        return "regression"
-    return "inconclusive"
+    return CODES[int(classify_equivalence(np.float64(low), np.float64(high), margin))]
 
 
 def tost_confidence(confidence: float) -> float:
@@ -250,11 +426,21 @@ def tost_confidence(confidence: float) -> float:
 
 def newcombe_difference(correct_a: int, n_a: int, correct_b: int, n_b: int,
                         confidence: float) -> Interval:
-    """Unpaired difference of proportions a - b (Newcombe hybrid score interval)."""
-    p_a, p_b = correct_a / n_a, correct_b / n_b
-    la, ua = wilson(correct_a, n_a, confidence)
-    lb, ub = wilson(correct_b, n_b, confidence)
-    diff = p_a - p_b
-    low = diff - math.sqrt((p_a - la) ** 2 + (ub - p_b) ** 2)
-    high = diff + math.sqrt((ua - p_a) ** 2 + (p_b - lb) ** 2)
-    return Interval(diff, low, high, confidence, "newcombe", n_a, n_b, scale="difference")
+    """Unpaired difference of proportions a - b (Newcombe's hybrid score interval, statsmodels)."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    low, high = confint_proportions_2indep(correct_a, n_a, correct_b, n_b, method="newcomb",
+                                           compare="diff", alpha=1 - confidence)
+    return Interval(correct_a / n_a - correct_b / n_b, float(low), float(high), confidence,
+                    "newcombe", n_a, n_b, scale="difference")
+
+
+def paired_difference(both: int, a_only: int, b_only: int, neither: int,
+                      confidence: float, method: str = "paired (Agresti-Min)") -> Interval:
+    """Paired accuracy difference a - b with its standard error (the gate's accuracy test)."""
+    from servegate.accuracy.paired import paired_diff_interval, paired_diff_se
+
+    n = both + a_only + b_only + neither
+    low, high = paired_diff_interval(both, a_only, b_only, neither, confidence=confidence)
+    return Interval((a_only - b_only) / n, low, high, confidence, method, n, n,
+                    scale="difference", se=paired_diff_se(both, a_only, b_only, neither))

@@ -5,13 +5,18 @@ gate's value, reported once per process) and the measured prefill batches (when 
 every saturated batch must be exactly the chunk size). Any disagreement with what the mode and
 runner class imply is an error, never a silent pass: e.g. ``on`` on gfx95 with the gate off, or
 ``on`` elsewhere with the gate on, or a forced run whose saturated batches are not aligned.
+
+The device double (runner classes marked ``emulated`` in :mod:`servegate.runners`, e.g.
+``cpu-gfx95``) is read back too: on an emulated class every process that reported the gate must
+have printed the double's line (``servegate-hook: device double: ...``), and on every other class
+no process may have (a real GPU run is never judged on an emulated device).
 """
 
 from __future__ import annotations
 
 from servegate import runners
 from servegate.errors import ServegateError
-from servegate.measure.logparse import forced_hook_pids, gate_values
+from servegate.measure.logparse import device_doubles, forced_hook_pids, gate_pids, gate_values
 from servegate.results import Alignment
 
 
@@ -24,9 +29,36 @@ def expected_effective(mode: str, runner_class: str) -> bool:
     return mode == "forced" or (mode == "on" and runners.get(runner_class).gated)
 
 
+def device_double(runner_class: str, server_log_text: str) -> str | None:
+    """What the device double emulated in this server (``None`` when it did not run); raises
+    ExactFillMismatch when that contradicts the runner class."""
+    doubles = device_doubles(server_log_text)
+    emulated = runners.get(runner_class).emulated
+    if not emulated:
+        if doubles:
+            raise ExactFillMismatch(f"runner {runner_class} is a real device, but the server ran "
+                                    f"servegate's device double in pids {sorted(doubles)} "
+                                    f"(SERVEGATE_EMULATE_GFX95 set?)")
+        return None
+    if not doubles:
+        raise ExactFillMismatch(f"runner {runner_class} is emulated, but the server log has no "
+                                f"'servegate-hook: device double' line (the profile section must "
+                                f"set SERVEGATE_EMULATE_GFX95=1)")
+    missing = sorted(gate_pids(server_log_text) - set(doubles))
+    if missing:
+        raise ExactFillMismatch(f"runner {runner_class}: the gate was evaluated in pids {missing} "
+                                f"without the device double")
+    kinds = sorted(set(doubles.values()))
+    if len(kinds) > 1:
+        raise ExactFillMismatch(f"runner {runner_class}: processes emulated different devices "
+                                f"{kinds}")
+    return f"{kinds[0]} in pids {sorted(doubles)}"
+
+
 def check_effective(mode: str, runner_class: str, server_log_text: str,
                     alignment: Alignment) -> bool:
     """Return whether exact fill was effective; raise ExactFillMismatch on any contradiction."""
+    device_double(runner_class, server_log_text)
     forced_pids = forced_hook_pids(server_log_text)
     gates = gate_values(server_log_text)
     expected = expected_effective(mode, runner_class)

@@ -14,6 +14,19 @@ alone is not used: the real logs show batches with a queued request but 0 pendin
 request that had just arrived, e.g. srv64x.log ``#new-token: 38, #queue-req: 1,
 #pending-token: 0``), which the chunk budget did not cut. Exact fill's promise is that every
 saturated batch is exactly ``--chunked-prefill-size`` tokens.
+
+**Data parallelism.** With DP (attention DP or replicas) every DP rank runs its own scheduler
+and logs its own prefill lines, tagged with the rank in the logger prefix: sglang builds the
+prefix in ``configure_scheduler_process`` (srt/managers/scheduler.py lines 6271-6298:
+``" DP{dp}"`` when the rank has a DP rank, then `` PP``/`` ATTN_CP``/`` MOE_DP`` when those sizes
+are > 1, `` TP{tp}`` when ``tp_size > 1``, `` EP{ep}`` when ``ep_size > 1``) and
+``configure_logger`` puts it inside the stamp (srt/utils/common.py lines 2618-2638:
+``[%(asctime)s{prefix}] %(message)s``), e.g. ``[2026-11-30 11:05:16 DP1 TP2] Prefill batch, ...``.
+Only each DP group's attention-TP rank 0 logs (``is_stats_logging_rank``,
+srt/observability/metrics_collector.py lines 1361-1363), so one stream per DP rank. With
+attention DP each rank's chunk is ``--chunked-prefill-size // attn_dp_size``
+(srt/arg_groups/parallel_hook.py lines 326-332); plain replicas keep the whole chunk. Lines are
+grouped per rank and every rank's saturated batches are judged against that per-rank chunk.
 """
 
 from __future__ import annotations
@@ -23,9 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servegate.errors import ServegateError
-from servegate.results import Alignment
+from servegate.results import Alignment, RankAlignment
 
-PREFILL = re.compile(r"Prefill batch(?: \[\d+\])?, #new-seq: (?P<seq>\d+), "
+# The optional stamp carries the DP rank (" DP<n>"; not MOE_DP<n>) when the scheduler has one.
+PREFILL = re.compile(r"(?:\[[^\]\n]*? DP(?P<dp>\d+)(?: [^\]\n]*)?\] )?"
+                     r"Prefill batch(?: \[\d+\])?, #new-seq: (?P<seq>\d+), "
                      r"#new-token: (?P<new>\d+), #cached-token: (?P<cached>\d+), .*?"
                      r"#queue-req: (?P<queue>\d+), #pending-token: (?P<pending>\d+),")
 FLUSHED = "Cache flushed successfully!"
@@ -33,6 +48,9 @@ FLUSHED = "Cache flushed successfully!"
 FORCED_HOOK = re.compile(r"servegate-hook: exact chunk fill forced in pid (\d+)"
                          r"|\[sitecustomize\] pid (\d+): forced \S*_use_exact_chunk_fill")
 GATE_HOOK = re.compile(r"servegate-hook: exact chunk fill gate=(True|False) in pid (\d+)")
+# The device double (runner classes marked emulated in servegate.runners), from the hook.
+DEVICE_DOUBLE = re.compile(r"servegate-hook: device double: (?P<what>gfx95 emulated "
+                           r"\(gcnArchName=[^)\s]+\)) in pid (?P<pid>\d+)")
 
 
 class LogParseError(ServegateError, ValueError):
@@ -46,6 +64,7 @@ class PrefillBatch:
     cached_tokens: int
     queue_req: int
     pending_tokens: int
+    dp_rank: int | None = None      # from the line's " DP<n>" tag; None: no DP rank in the stamp
 
     @property
     def saturated(self) -> bool:
@@ -55,8 +74,10 @@ class PrefillBatch:
 def parse_prefill_lines(text: str) -> list[PrefillBatch]:
     batches = []
     for match in PREFILL.finditer(text):
+        dp = match["dp"]
         batches.append(PrefillBatch(int(match["seq"]), int(match["new"]), int(match["cached"]),
-                                    int(match["queue"]), int(match["pending"])))
+                                    int(match["queue"]), int(match["pending"]),
+                                    int(dp) if dp is not None else None))
     return batches
 
 
@@ -80,15 +101,61 @@ def measured_text(path: Path, start: int, end: int | None = None,
     return text[cut + len(FLUSHED):]
 
 
-def alignment(batches: list[PrefillBatch], chunk_size: int) -> Alignment:
+def _rank_stats(batches: list[PrefillBatch], chunk_size: int) -> RankAlignment:
     saturated = [b.new_tokens for b in batches if b.saturated]
     aligned = sum(1 for tokens in saturated if tokens == chunk_size)
-    return Alignment(
-        chunk_size=chunk_size,
+    return RankAlignment(
         saturated_batches=len(saturated),
         aligned_fraction=(aligned / len(saturated)) if saturated else 0.0,
         min_saturated_tokens=min(saturated) if saturated else 0,
-        prefill_tokens=[b.new_tokens for b in batches],
+        prefill_tokens=[b.new_tokens for b in batches])
+
+
+def alignment(batches: list[PrefillBatch], chunk_size: int,
+              dp_attention_size: int = 1) -> Alignment:
+    """Saturated batches against the chunk each scheduler has: ``chunk_size`` (the configured
+    ``--chunked-prefill-size``) divided by ``dp_attention_size`` with attention DP.
+
+    Without DP tags: one stream, as before. With DP-tagged lines: grouped per rank, ``per_rank``
+    holds each rank's stats, the totals sum the ranks, and ``prefill_tokens`` is rank 0's
+    sequence, then rank 1's, ... (each rank's own log order; the interleaving across ranks
+    depends on timing and is not kept)."""
+    if dp_attention_size < 1 or chunk_size % dp_attention_size:
+        raise LogParseError(f"chunk size {chunk_size} cannot be divided among "
+                            f"{dp_attention_size} attention-DP ranks")
+    rank_chunk = chunk_size // dp_attention_size
+    tagged = {b.dp_rank for b in batches if b.dp_rank is not None}
+    if tagged and len(tagged) != len({b.dp_rank for b in batches}):
+        raise LogParseError("prefill lines mix DP-tagged and untagged streams")
+    if dp_attention_size > 1:
+        if batches and not tagged:
+            raise LogParseError(f"attention DP size {dp_attention_size}, but no prefill line "
+                                f"carries a DP rank tag (a custom SGLANG_LOGGING_CONFIG_PATH?)")
+        beyond = sorted(r for r in tagged if r >= dp_attention_size)
+        if beyond:
+            raise LogParseError(f"prefill lines from DP ranks {beyond}, but the attention DP "
+                                f"size is {dp_attention_size}")
+    if not tagged:
+        one = _rank_stats(batches, rank_chunk)
+        return Alignment(chunk_size=rank_chunk, saturated_batches=one["saturated_batches"],
+                         aligned_fraction=one["aligned_fraction"],
+                         min_saturated_tokens=one["min_saturated_tokens"],
+                         prefill_tokens=one["prefill_tokens"])
+    per_rank = {r: _rank_stats([b for b in batches if b.dp_rank == r], rank_chunk)
+                for r in sorted(tagged)}
+    saturated = sum(s["saturated_batches"] for s in per_rank.values())
+    aligned = sum(round(s["aligned_fraction"] * s["saturated_batches"])
+                  for s in per_rank.values())
+    mins = [s["min_saturated_tokens"] for s in per_rank.values() if s["saturated_batches"]]
+    return Alignment(
+        chunk_size=rank_chunk,
+        saturated_batches=saturated,
+        aligned_fraction=(aligned / saturated) if saturated else 0.0,
+        min_saturated_tokens=min(mins) if mins else 0,
+        prefill_tokens=[t for s in per_rank.values() for t in s["prefill_tokens"]],
+        configured_chunk_size=chunk_size,
+        dp_attention_size=dp_attention_size,
+        per_rank={str(r): s for r, s in per_rank.items()},
     )
 
 
@@ -98,3 +165,12 @@ def forced_hook_pids(text: str) -> set[int]:
 
 def gate_values(text: str) -> set[bool]:
     return {value == "True" for value, _pid in GATE_HOOK.findall(text)}
+
+
+def gate_pids(text: str) -> set[int]:
+    return {int(pid) for _value, pid in GATE_HOOK.findall(text)}
+
+
+def device_doubles(text: str) -> dict[int, str]:
+    """pid -> what the device double emulated there (e.g. ``gfx95 emulated (gcnArchName=...)``)."""
+    return {int(m["pid"]): m["what"] for m in DEVICE_DOUBLE.finditer(text)}

@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--models-dir", type=Path, default=None,
                    help="model profiles folder (default: the checkout's models/)")
     p.add_argument("--json", action="store_true", help="print the contract JSON object")
+    p.add_argument("--sglang-src", type=Path, default=None, metavar="PATH",
+                   help="check against this sglang tree (a checkout or an unpacked package), "
+                        "first on the import path; default: the environment's sglang")
     return p
 
 
@@ -50,19 +53,29 @@ class PreflightInputError(ServegateError, ValueError):
 
 
 def gpu_suites(suites_dir: Path = SUITES_DIR) -> list[Path]:
-    """Serving suites (a [suite] table) that list a runner other than cpu."""
+    """Serving suites (a [suite] table) that list a runner needing a real GPU (not cpu, not an
+    emulated class such as cpu-gfx95: those are checked with --suite)."""
     found = []
     for path in sorted(suites_dir.glob("*.toml")):
         head = load_toml(path).get("suite")
-        if isinstance(head, dict) and any(r != "cpu" for r in head.get("runners", [])):
+        if isinstance(head, dict) and any(_is_gpu(r) for r in head.get("runners", [])):
             found.append(path)
     return found
 
 
+def _is_gpu(entry: object) -> bool:
+    """An unknown entry counts as a GPU one: load_suite then names it as an error."""
+    try:
+        return runners.is_gpu(str(entry))
+    except runners.UnknownRunner:
+        return True
+
+
 def _covers(suite: Suite, runner: str) -> bool:
-    """The suite lists ``runner``, or the architecture of the class ``runner``."""
+    """The suite lists ``runner``, or the architecture of the (real) class ``runner``."""
     return runner in suite.runners or (
-        runner in runners.REGISTRY and runners.REGISTRY[runner].arch in suite.runners)
+        runner in runners.REGISTRY and any(runners.selects(entry, runner)
+                                           for entry in suite.runners))
 
 
 def _check_runner(runner: str) -> None:
@@ -89,7 +102,7 @@ def _selection(args: argparse.Namespace) -> list[tuple[Suite, list[str]]]:
     for path in paths:
         suite = load_suite(path, args.models_dir)
         if not args.runner:         # named suites: all their runners; discovered: the GPU ones
-            wanted = [r for r in suite.runners if args.suite or r != "cpu"]
+            wanted = [r for r in suite.runners if args.suite or _is_gpu(r)]
         elif args.suite:
             for runner in args.runner:
                 if not _covers(suite, runner):
@@ -115,17 +128,26 @@ def main(argv: list[str]) -> int:
     except (ConfigError, PreflightInputError) as err:
         print(f"servegate preflight: error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    from servegate.admission.replay import load_sglang
+    from servegate.admission.replay import load_sglang, load_sglang_tree
     from servegate.preflight.cells import ReplayCache, run_cell
     from servegate.preflight.report import contract, print_table
+    from servegate.serve.trees import TreeError, resolve_tree
 
-    sg = load_sglang()
+    try:
+        tree = resolve_tree(args.sglang_src) if args.sglang_src else None
+        sg = load_sglang_tree(tree) if tree else load_sglang()
+    except TreeError as err:
+        print(f"servegate preflight: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
     cache: ReplayCache = {}
     cells = [run_cell(sg, suite, runner, cache) for suite, runner_list in selection
              for runner in runner_list]
     seconds = time.monotonic() - started
     if args.json:
-        print(json.dumps(contract(sg.version, cells, seconds)))
+        document = contract(sg.version, cells, seconds)
+        if tree is not None:
+            document["sglang_src"] = tree.record()
+        print(json.dumps(document))
     else:
         print_table(sg.version, cells, seconds)
     return EXIT_FAIL if any(cell.fails for cell in cells) else EXIT_OK

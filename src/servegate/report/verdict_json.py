@@ -19,7 +19,7 @@ VERDICT_SCHEMA_VERSION = 1
 CHECK_KEYS = ("kind", "name", "metric", "point", "mode", "concurrency", "reference", "verdict",
               "gate", "scale", "ratio", "difference", "interval", "confidence", "method",
               "n_current", "n_reference", "floor", "mde", "samples_factor", "current_value",
-              "reference_value", "reason")
+              "reference_value", "reason", "prompts_factor", "guidance", "se", "df")
 STATES = ("pass", "regression", "improvement", "inconclusive", "error")
 
 
@@ -47,6 +47,7 @@ def build(judgement: Judgement) -> dict[str, Any]:
         "family_size": judgement.family_size,
         "per_check_confidence": round(judgement.per_check_confidence, 8),
         "judge_settings": judgement.config.source,
+        "seed": judgement.config.seed,     # this run's judge seed: re-judging reproduces it
         "notes": list(judgement.notes),
         "counts": dict(sorted(Counter(
             c["verdict"] for c in checks if c["gate"]).items())),

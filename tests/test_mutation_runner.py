@@ -1,0 +1,217 @@
+"""Runner detection's fallbacks and the fingerprint's fields: the holes mutation testing showed
+(issue 15). Vendor tools and torch are faked; their outputs are written out by hand."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servegate import runner
+
+
+class FakeTorch(types.ModuleType):
+    def __init__(self, *, hip: str | None = None, cuda: str | None = None, arch: str = "",
+                 name: str = "", count: int = 0, major: int | None = 9, minor: int = 0,
+                 available: bool | None = None, has_cuda: bool = True) -> None:
+        super().__init__("torch")
+        self.__version__ = "2.14.1+fake"
+        self.version = types.SimpleNamespace(hip=hip, cuda=cuda)
+        props = types.SimpleNamespace(gcnArchName=arch, name=name, major=major, minor=minor)
+        if has_cuda:
+            self.cuda = types.SimpleNamespace(
+                is_available=lambda: count > 0 if available is None else available,
+                device_count=lambda: count, get_device_properties=lambda index: props)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("SERVEGATE_RUNNER", "SGLANG_COMMIT", *runner.IMAGE_ENV_VARS):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.mark.parametrize("fake", [
+    FakeTorch(has_cuda=False),                    # a torch without a cuda module
+    FakeTorch(count=2, available=False),          # devices but not available
+    FakeTorch(count=0, available=True),           # available but no device
+    FakeTorch(count=1, hip=None, cuda=None),      # neither a ROCm nor a CUDA build
+])
+def test_torch_without_a_usable_gpu_is_a_cpu(fake: FakeTorch) -> None:
+    assert runner.detect(torch_module=fake) == runner.Detected("cpu", "torch")
+
+
+def test_cuda_without_compute_capability_is_cuda_arch() -> None:
+    found = runner.detect(torch_module=FakeTorch(cuda="12.8", name="NVIDIA H100 80GB",
+                                                 major=None, count=1))
+    assert (found.runner_class, found.gpu_arch, found.gpu_name) == ("h100", "cuda",
+                                                                    "NVIDIA H100 80GB")
+    sm = runner.detect(torch_module=FakeTorch(cuda="12.8", name="NVIDIA B200", major=10,
+                                              minor=0, count=8))
+    assert (sm.gpu_arch, sm.gpu_count) == ("sm_100", 8)
+
+
+def test_run_returns_stdout_only_on_success(tmp_path: Path) -> None:
+    assert runner._run([sys.executable, "-c", "print('hello')"]) == "hello\n"
+    assert runner._run([sys.executable, "-c", "print('x'); raise SystemExit(3)"]) == ""
+    assert runner._run(["servegate-no-such-tool-xyz"]) == ""
+    not_executable = tmp_path / "tool"
+    not_executable.write_text("#!/bin/sh\necho hi\n")
+    not_executable.chmod(0o755)
+    assert runner._run([str(not_executable)]) == "hi\n"
+    not_executable.write_text("not a script")       # exec format error: OSError
+    assert runner._run([str(not_executable)]) == ""
+
+
+def _tools(monkeypatch: pytest.MonkeyPatch, outputs: dict[str, str]) -> list[list[str]]:
+    calls: list[list[str]] = []
+
+    def fake_run(argv: list[str]) -> str:
+        calls.append(argv)
+        return outputs.get(argv[0], "")
+
+    monkeypatch.setattr(runner, "_run", fake_run)
+    monkeypatch.setattr(runner, "_import_torch", lambda: None)
+    return calls
+
+
+ROCMINFO = """\
+Agent 1
+  Name:                    AMD EPYC 9575F 64-Core Processor
+  Marketing Name:          AMD EPYC 9575F 64-Core Processor
+Agent 2
+  Name:                    gfx950
+  Marketing Name:          AMD Instinct MI355X
+Agent 3
+  Name:                    gfx950
+  Marketing Name:          AMD Instinct MI355X
+"""
+
+
+def test_rocminfo_skips_the_cpu_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    _tools(monkeypatch, {"rocminfo": ROCMINFO})
+    assert runner.detect() == runner.Detected("mi355x", "rocminfo", "AMD Instinct MI355X",
+                                              "gfx950", 2)
+
+
+def test_nvidia_smi_when_rocminfo_has_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _tools(monkeypatch, {"nvidia-smi": "NVIDIA H200\n\nNVIDIA H200\n"})
+    assert runner.detect() == runner.Detected("h200", "nvidia-smi", "NVIDIA H200", "", 2)
+    assert calls == [["rocminfo"], ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]]
+
+
+def test_no_torch_and_no_tools_is_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    _tools(monkeypatch, {})
+    assert runner.detect() == runner.Detected("cpu", "none")
+
+
+def test_driver_from_nvidia_smi_then_amdgpu_then_amd_smi(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    outputs: dict[str, str] = {"nvidia-smi": "570.86.15\n570.86.15\n",
+                               "amd-smi": "AMDSMI Tool: 25.3 | ROCm version: 7.0\nmore\n"}
+    calls = _tools(monkeypatch, outputs)
+    assert runner._driver() == "570.86.15"
+    assert calls[0] == ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+    del outputs["nvidia-smi"]
+    version = tmp_path / "version"
+    real_path = runner.Path
+    monkeypatch.setattr(runner, "Path", lambda p: version if p == "/sys/module/amdgpu/version"
+                        else real_path(p))
+    version.write_text("6.12.12\n")
+    assert runner._driver() == "amdgpu 6.12.12"
+    version.unlink()
+    assert runner._driver() == "AMDSMI Tool: 25.3 | ROCm version: 7.0"
+    assert calls[-1] == ["amd-smi", "version"]
+    del outputs["amd-smi"]
+    assert runner._driver() == ""
+
+
+class _Dist:
+    def __init__(self, direct_url: str | None) -> None:
+        self.direct_url = direct_url
+
+    def read_text(self, name: str) -> str | None:
+        return self.direct_url if name == "direct_url.json" else None
+
+
+@pytest.mark.parametrize(("direct_url", "commit"), [
+    (json.dumps({"url": "https://x", "vcs_info": {"vcs": "git", "commit_id": "0123abc"}}),
+     "0123abc"),
+    (json.dumps({"url": "file:///x", "dir_info": {}}), ""),
+    ("{not json", ""),
+    (None, ""),
+])
+def test_sglang_commit_from_pip_metadata(monkeypatch: pytest.MonkeyPatch,
+                                         direct_url: str | None, commit: str) -> None:
+    monkeypatch.setattr(importlib.metadata, "distribution",
+                        lambda name: _Dist(direct_url) if name == "sglang" else None)
+    assert runner._sglang_commit() == commit
+    monkeypatch.setenv("SGLANG_COMMIT", "feedbeef")
+    assert runner._sglang_commit() == "feedbeef"
+
+
+def test_sglang_commit_without_sglang(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest_version = importlib.metadata.version("pytest")
+    assert runner._version("pytest") == pytest_version
+    assert runner._version("servegate-no-such-package") == ""
+
+    def missing(name: str) -> Any:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    assert runner._sglang_commit() == ""
+
+
+def _fp(monkeypatch: pytest.MonkeyPatch, detected: runner.Detected, torch: Any = None,
+        **kw: Any) -> dict[str, Any]:
+    driver_calls: list[int] = []
+    monkeypatch.setattr(runner, "_driver", lambda: driver_calls.append(1) or "drv 1")
+    monkeypatch.setattr(runner, "_import_torch", lambda: None)
+    fp = dict(runner.fingerprint(detected, "m", torch_module=torch, **kw))
+    fp["_driver_calls"] = len(driver_calls)
+    return fp
+
+
+def test_cpu_fingerprint_names_the_cpu_and_asks_no_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    fp = _fp(monkeypatch, runner.Detected("cpu", "none"))
+    assert fp["gpu_name"] == (f"none (CPU: {platform.processor() or 'cpu'}, "
+                              f"{os.cpu_count()} cores)")
+    assert fp["_driver_calls"] == 0 and "driver" not in fp
+    assert "device_double" not in fp and "model_revision" not in fp
+    assert "gpu_arch" not in fp and "torch" not in fp
+    assert fp["runner_class"] == "cpu" and fp["gpu_count"] == 0 and fp["model"] == "m"
+
+
+def test_emulated_fingerprint_declares_the_device_double(monkeypatch: pytest.MonkeyPatch) -> None:
+    fp = _fp(monkeypatch, runner.Detected("cpu-gfx95", "override"))
+    assert fp["device_double"] == ("gfx95 emulated at sglang's device check (servegate hook, "
+                                   "SERVEGATE_EMULATE_GFX95)")
+    assert fp["gpu_name"].startswith("none (CPU: ") and fp["_driver_calls"] == 0
+
+
+def test_gpu_fingerprint_records_driver_cuda_and_the_first_image(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SGLANG_IMAGE", "lmsysorg/sglang:v0.5.23")
+    monkeypatch.setenv("DOCKER_IMAGE", "other:1")
+    monkeypatch.setenv("SGLANG_COMMIT", "c0ffee")
+    monkeypatch.setattr(runner, "_version", lambda p: "0.5.23" if p == "sglang" else "")
+    torch = FakeTorch(cuda="12.8")
+    fp = _fp(monkeypatch, runner.Detected("h200", "torch", "NVIDIA H200", "sm_90", 4), torch)
+    assert fp["driver"] == "drv 1" and fp["_driver_calls"] == 1
+    assert fp["cuda"] == "12.8" and "rocm" not in fp and fp["torch"] == "2.14.1+fake"
+    assert fp["image"] == "lmsysorg/sglang:v0.5.23"
+    assert (fp["sglang"], fp["sglang_commit"]) == ("0.5.23", "c0ffee")
+    assert (fp["gpu_name"], fp["gpu_arch"], fp["gpu_count"]) == ("NVIDIA H200", "sm_90", 4)
+
+
+def test_unregistered_class_fingerprint_asks_the_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "_version", lambda p: "")
+    fp = _fp(monkeypatch, runner.Detected("mi999x", "override"))
+    assert fp["_driver_calls"] == 1 and "gpu_name" not in fp
+    assert "sglang" not in fp and "sglang_commit" not in fp and "image" not in fp

@@ -1,0 +1,38 @@
+"""`servegate preflight --sglang-src TREE`: the GPU suites checked against a given sglang tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from sglang_trees import release_tree
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+@pytest.mark.sglang
+def test_preflight_runs_on_the_given_tree(tmp_path: Path) -> None:
+    tree = release_tree(version("sglang"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "servegate", "preflight", "--suite", "premerge", "--runner",
+         "gfx95", "--sglang-src", str(tree), "--json"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    document = json.loads(proc.stdout)
+    assert document["sglang_src"]["path"] == str(tree)
+    assert document["sglang_version"] == version("sglang")
+    assert [c["status"] for c in document["cells"]] == ["ok"]
+
+
+def test_a_folder_without_sglang_is_refused(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "servegate", "preflight", "--suite", "premerge",
+         "--sglang-src", str(tmp_path)], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert proc.returncode == 2
+    assert f"--sglang-src {tmp_path}: not an sglang tree" in proc.stderr
