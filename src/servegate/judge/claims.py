@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from scipy import stats as sps
+
 from servegate.config.judge import JudgeConfig
 from servegate.judge.arms import Arm, NotJudgeable, Pending, arm_from_points, ratio_interval
 from servegate.judge.baselines import group_points, run_identity
@@ -154,39 +156,84 @@ def _first_difference(a: list[int], b: list[int]) -> str:
     return f"lengths differ: off has {len(a)} batches, on has {len(b)}"
 
 
-def _prefill_identity(groups: dict[tuple[str, int], list[dict[str, Any]]], conc: int) -> Pending:
-    name = f"no-op: on@c{conc} prefill-batch tokens identical to off"
+def _aligned_counts(points: list[dict[str, Any]]) -> tuple[int, int]:
+    """(saturated prefill batches exactly at the chunk, saturated batches) over ``points``."""
+    aligned = saturated = 0
+    for point in points:
+        alignment = point.get("alignment") or {}
+        n = int(alignment.get("saturated_batches") or 0)
+        saturated += n
+        aligned += round(float(alignment.get("aligned_fraction") or 0.0) * n)
+    return aligned, saturated
 
-    def evaluate(_confidence: float) -> Check:
-        check = Check("claim", name, "prefill_tokens", "pass", mode="on", concurrency=conc,
+
+def _prefill_distribution(groups: dict[tuple[str, int], list[dict[str, Any]]],
+                          conc: int) -> Pending:
+    """The no-op at the server level, robust to arrival timing.
+
+    Gating evidence: (1) the gate read back from every server process (``exact_fill_effective``,
+    which bench refuses to record when processes disagree) must be off for every ``on`` point;
+    (2) ``on``'s saturated prefill batches must not be aligned at the chunk more often than
+    ``off``'s (one-sided Fisher exact test at the family level: exact fill leaking would align
+    them all). At concurrency > 1 the batch make-up depends on arrival timing, so the batch
+    sequences and their size distributions are compared too but only reported; the exact
+    admission-level identity is ``servegate preflight``'s and ``admission``'s job."""
+    name = f"no-op: on@c{conc} prefill batches not aligned beyond off (exact fill inactive)"
+
+    def evaluate(confidence: float) -> Check:
+        check = Check("claim", name, "aligned_fraction", "pass", mode="on", concurrency=conc,
                       reference="off")
-        off = {p["repeat"]: p for p in groups[("off", conc)]}
-        on = {p["repeat"]: p for p in groups[("on", conc)]}
-        effective = [p["repeat"] for p in on.values() if p.get("exact_fill_effective")]
+        off, on = groups[("off", conc)], groups[("on", conc)]
+        effective = [p["repeat"] for p in on if p.get("exact_fill_effective")]
         if effective:
             check.verdict = "regression"
-            check.reason = f"exact fill reported effective on this runner (repeats {effective})"
+            check.reason = f"exact fill read back effective on this runner (repeats {effective})"
             return check
-        problems, compared = [], 0
-        for repeat in sorted(set(off) & set(on)):
-            a = (off[repeat].get("alignment") or {}).get("prefill_tokens")
-            b = (on[repeat].get("alignment") or {}).get("prefill_tokens")
-            if not isinstance(a, list) or not isinstance(b, list):
-                continue
-            compared += 1
-            if a != b:
-                problems.append(f"repeat {repeat}: {_first_difference(a, b)}")
-        if compared == 0:
+        (a_on, n_on), (a_off, n_off) = _aligned_counts(on), _aligned_counts(off)
+        info = _sequence_note(off, on)
+        if n_on == 0 or n_off == 0:
             check.verdict = "inconclusive"
-            check.reason = "no repeat has alignment.prefill_tokens for both on and off"
-        elif problems:
+            check.reason = f"no saturated prefill batches to compare (on {n_on}, off {n_off}); {info}"
+            return check
+        check.current_value, check.reference_value = a_on / n_on, a_off / n_off
+        p_value = float(sps.fisher_exact([[a_on, n_on - a_on], [a_off, n_off - a_off]],
+                                         alternative="greater").pvalue)
+        summary = (f"aligned on {a_on}/{n_on} vs off {a_off}/{n_off} saturated batches "
+                   f"(one-sided Fisher p={p_value:.3g}, alpha {1 - confidence:.3g})")
+        if p_value < 1 - confidence:
             check.verdict = "regression"
-            check.reason = "; ".join(problems)
+            check.reason = f"{summary}: on aligns more than off - exact fill leaked?; {info}"
         else:
-            check.reason = f"identical in {compared} repeat(s)"
+            check.reason = f"{summary}; {info}"
         return check
 
-    return Pending(name, False, evaluate)
+    return Pending(name, True, evaluate)
+
+
+def _sequence_note(off: list[dict[str, Any]], on: list[dict[str, Any]]) -> str:
+    """Reported only: identical batch sequences per repeat, and a KS test of the batch sizes."""
+    off_by, on_by = {p["repeat"]: p for p in off}, {p["repeat"]: p for p in on}
+    same, compared, first = 0, 0, ""
+    sizes_off: list[int] = []
+    sizes_on: list[int] = []
+    for repeat in sorted(set(off_by) & set(on_by)):
+        a = (off_by[repeat].get("alignment") or {}).get("prefill_tokens")
+        b = (on_by[repeat].get("alignment") or {}).get("prefill_tokens")
+        if not isinstance(a, list) or not isinstance(b, list):
+            continue
+        compared += 1
+        sizes_off += a
+        sizes_on += b
+        if a == b:
+            same += 1
+        elif not first:
+            first = f" (repeat {repeat}: {_first_difference(a, b)})"
+    if compared == 0:
+        return "no prefill-batch sequences recorded"
+    note = f"batch sequences identical in {same}/{compared} repeat(s){first}"
+    if sizes_off and sizes_on and sizes_off != sizes_on:
+        note += f"; size distributions KS p={float(sps.ks_2samp(sizes_on, sizes_off).pvalue):.3g}"
+    return note
 
 
 def _noop_equivalence(groups: dict[tuple[str, int], list[dict[str, Any]]], conc: int,
@@ -250,7 +297,7 @@ def claim_pendings(run: Run, config: JudgeConfig) -> list[Pending]:
             pendings.append(_accuracy_claim(run, config))   # inconclusive when GSM8K was skipped
     else:
         for conc in _concurrencies(groups, "on", "off"):
-            pendings.append(_prefill_identity(groups, conc))
+            pendings.append(_prefill_distribution(groups, conc))
             for metric in config.noop_metrics or config.metrics:
                 pendings.append(_noop_equivalence(groups, conc, metric, config))
     for conc in _concurrencies(groups, "forced", "off"):
