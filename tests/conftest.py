@@ -66,8 +66,13 @@ def ctrl_c_raises() -> Iterator[None]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     has_sglang = importlib.util.find_spec("sglang") is not None
     gpu_opt_in = os.environ.get("SERVEGATE_GPU_TESTS") == "1"
+    slow_opt_in = os.environ.get("SERVEGATE_SLOW_TESTS") == "1"
     for item in items:
-        if "gpu" in item.keywords and not gpu_opt_in:
+        if "slow" in item.keywords and not slow_opt_in:
+            item.add_marker(pytest.mark.skip(
+                reason="slow: opt-in with SERVEGATE_SLOW_TESTS=1 (keeps `nox -s tests` within "
+                       "its CI budget; the behaviour is covered on another path by default)"))
+        elif "gpu" in item.keywords and not gpu_opt_in:
             item.add_marker(pytest.mark.skip(
                 reason="GPU test: runs only on a GPU runner with SERVEGATE_GPU_TESTS=1"))
         elif ("sglang" in item.keywords or "e2e" in item.keywords) and not has_sglang:

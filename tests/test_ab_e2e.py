@@ -59,6 +59,7 @@ def test_a_a_same_tree_is_no_regression(tmp_path: Path,
     assert len(gsm8k) == 1 and "paired" in gsm8k[0]["name"]
 
 
+@pytest.mark.slow   # the injected-slowdown detection itself runs by default in test_gate_validation
 def test_slowed_decode_in_head_is_a_regression(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     tree = _environment_tree()
