@@ -156,15 +156,27 @@ class RunFolderError(ServegateError, ValueError):
     """A run folder or its run.json is missing or malformed; the message names file and field."""
 
 
+def unusable_reasons(run: Run) -> list[str]:
+    """Why a run cannot be a reference (a stored baseline or a history night); empty: it can."""
+    reasons = []
+    if run.get("complete") is not True:
+        reasons.append("run is incomplete (run.json complete is not true)")
+    if run.get("injected"):
+        reasons.append(f"run had servegate fault injection enabled: {run['injected']}")
+    if run.get("error"):
+        reasons.append(f"run failed: {run['error']}")
+    if not run.get("points"):
+        reasons.append("run has no points")
+    return reasons
+
+
 def _run_v1_to_v2(data: dict[str, Any], path: Path) -> dict[str, Any]:
     """v1 named the architecture (gfx95, gfx942, nvidia, rocm-other); v2 names the GPU model."""
     runner = data.get("runner_class")
     if runner not in (None, "cpu"):
         fingerprint = data.get("fingerprint") or {}
-        arch = {"gfx95": "gfx950", "gfx942": "gfx942", "nvidia": "cuda"}.get(str(runner), "")
         try:
-            model = runners.classify(fingerprint.get("gpu_arch") or arch,
-                                     str(fingerprint.get("gpu_name", ""))).name
+            model = runners.from_schema_1(str(runner), fingerprint).name
         except runners.UnknownRunner as err:
             raise SchemaVersionError(f"{path}: runner_class {runner!r} (schema 1) cannot be "
                                      f"named as a GPU model: {err}") from err

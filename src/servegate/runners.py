@@ -20,7 +20,9 @@ model needs settings other than its architecture's, plus its CI labels).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from servegate.errors import ServegateError
 
@@ -125,6 +127,17 @@ def classify(device_arch: str, gpu_name: str) -> RunnerClass:
         f"GPU {gpu_name or '<no name>'!r} ({device_arch}): not one of the registered "
         f"{arch} models ({', '.join(c.name for c in candidates)}); pass --runner or add a "
         f"RunnerClass entry in servegate/runners.py")
+
+
+# Schema-1 run/baseline files named the architecture; their device arch, when not recorded.
+_V1_DEVICE_ARCH = {"gfx95": "gfx950", "gfx942": "gfx942", "nvidia": "cuda"}
+
+
+def from_schema_1(runner_class: str, fingerprint: Mapping[str, Any]) -> RunnerClass:
+    """The GPU model a schema-1 file (runner_class = an architecture) was measured on, from the
+    device recorded in its fingerprint (UnknownRunner when that cannot tell)."""
+    device_arch = fingerprint.get("gpu_arch") or _V1_DEVICE_ARCH.get(runner_class, "")
+    return classify(str(device_arch), str(fingerprint.get("gpu_name", "")))
 
 
 def selects(entry: str, runner: str) -> bool:

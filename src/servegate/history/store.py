@@ -29,7 +29,7 @@ from typing import Any, Literal
 from servegate.atomic import write_text
 from servegate.errors import ServegateError
 from servegate.judge.baselines import group_points, point_sort_key, run_identity
-from servegate.results import Run, load_run
+from servegate.results import Run, load_run, unusable_reasons
 
 STORE_SCHEMA_VERSION = 1
 ACCURACY_METRIC = "gsm8k_accuracy"
@@ -120,16 +120,9 @@ def _finite(value: Any) -> bool:
 
 
 def refusal_reasons(run: Run) -> list[str]:
-    """Why a run must not enter the history (empty: fine); same rules as update-baselines."""
-    reasons = []
-    if run.get("complete") is not True:
-        reasons.append("run is incomplete (run.json complete is not true)")
-    if run.get("error"):
-        reasons.append(f"run failed: {run['error']}")
-    if run.get("injected"):
-        reasons.append(f"run had servegate fault injection enabled: {run['injected']}")
-    if not run.get("points"):
-        reasons.append("run has no points")
+    """Why a run must not enter the history (empty: fine); update-baselines' rules plus an
+    identity and a time."""
+    reasons = unusable_reasons(run)
     for name, value in zip(("runner_class", "model_profile", "suite"), run_identity(run),
                            strict=True):
         if not value:

@@ -301,10 +301,8 @@ def _baseline_v1_to_v2(data: dict[str, Any], path: Path) -> dict[str, Any]:
     if runner in (None, "cpu"):
         return data
     fingerprint = (data.get("provenance") or {}).get("fingerprint") or {}
-    arch = {"gfx95": "gfx950", "gfx942": "gfx942", "nvidia": "cuda"}.get(str(runner), "")
     try:
-        model = runners.classify(fingerprint.get("gpu_arch") or arch,
-                                 str(fingerprint.get("gpu_name", ""))).name
+        model = runners.from_schema_1(str(runner), fingerprint).name
     except runners.UnknownRunner as err:
         raise BaselineError(f"{path}: runner_class {runner!r} (schema 1) cannot be named as a "
                             f"GPU model from provenance.fingerprint: {err}") from err

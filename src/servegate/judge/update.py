@@ -24,20 +24,12 @@ from servegate.judge.baselines import (
     run_identity,
     write_baseline,
 )
-from servegate.results import Run, RunFolderError, load_run
+from servegate.results import Run, RunFolderError, load_run, unusable_reasons
 
 
 def refusal_reasons(run: Run, target: Path, existing: dict[str, Any] | None) -> list[str]:
     """Why this run should not become the baseline at ``target`` (empty: fine)."""
-    reasons = []
-    if not run.get("complete", False):
-        reasons.append("run is incomplete (run.json complete is not true)")
-    if run.get("injected"):
-        reasons.append(f"run had servegate fault injection enabled: {run['injected']}")
-    if run.get("error"):
-        reasons.append(f"run failed: {run['error']}")
-    if not run.get("points"):
-        reasons.append("run has no points")
+    reasons = unusable_reasons(run)
     runner, model, suite = run_identity(run)
     fingerprint_runner = (run.get("fingerprint") or {}).get("runner_class")
     if fingerprint_runner and run.get("runner_class") and fingerprint_runner != runner:
