@@ -30,6 +30,7 @@ def test_compare_against_five_stored_nights(tmp_path: Path,
     out = capsys.readouterr().out
     verdict = json.loads((current / "verdict.json").read_text())
     assert "history:5" in verdict["baseline"]["source_run"]
+    assert "replaces the suite's assumed run_to_run_cv" in out
     baseline_checks = [c for c in verdict["checks"] if c["kind"] == "baseline"]
     assert baseline_checks, out
     off_ttft = [c for c in baseline_checks if c["mode"] == "off" and c["metric"] == "mean_ttft_ms"]

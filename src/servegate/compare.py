@@ -54,7 +54,7 @@ def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | No
             print(f"servegate compare: {err}", file=sys.stderr)
             return EXIT_INFRA
     judgement = judge(Path(run_dir), baseline_file=baseline_file, strict=strict,
-                      baseline_doc=baseline_doc)
+                      baseline_doc=baseline_doc, measured_run_spread=baseline_doc is not None)
     print_judgement(judgement)
     try:
         written = write_reports(judgement, skip=frozenset() if plots else frozenset({"plots"}))

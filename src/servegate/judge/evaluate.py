@@ -58,7 +58,8 @@ def error_judgement(run_dir: Path, message: str, strict: bool,
 
 def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = False,
           suites_dir: Path = SUITES_DIR, baselines_root: Path | None = None,
-          baseline_doc: dict[str, Any] | None = None) -> Judgement:
+          baseline_doc: dict[str, Any] | None = None,
+          measured_run_spread: bool = False) -> Judgement:
     """Load run, suite [judge] table and baseline; evaluate every check with one family size."""
     run_dir = Path(run_dir)
     try:
@@ -75,6 +76,12 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
     config = replace(config, seed=run_seed(config.seed, run_key))
     notes = [f"judge settings from {config.source}", *config.deprecations,
              f"judge seed {config.seed} (suite seed mixed with run {run_key})"]
+    if measured_run_spread:
+        # a rolling baseline's nights measure the run-to-run spread (N - 1 degrees of freedom):
+        # it replaces the suite's assumed run_to_run_cv instead of being pooled with it
+        config = replace(config, run_to_run_cv_dof=0.0)
+        notes.append("run-to-run spread measured from the baseline's nights replaces the "
+                     "suite's assumed run_to_run_cv")
     if is_ab(run):
         # head vs base, measured together: the stored baseline is not the reference; the A/B
         # claims (exact fill on vs off) are the head tree's
