@@ -143,7 +143,12 @@ def _fault_suite(tmp_path: Path, *, launch_timeout_s: int | None = None,
     """bench arguments for the tiny suite + a copy of the real CPU profile with one change."""
     models = tmp_path / "models"
     models.mkdir()
-    text = MODEL_PROFILE.read_text()
+    # Only the [runners.cpu] section changes (the profile has other sections after it).
+    profile = MODEL_PROFILE.read_text()
+    start = profile.index("[runners.cpu]\n")
+    end = profile.find("\n[", start + 1)
+    end = len(profile) if end < 0 else end + 1
+    text = profile[start:end]
     if launch_timeout_s is not None:
         text, n = re.subn(r"launch_timeout_s = \d+", f"launch_timeout_s = {launch_timeout_s}",
                           text)
@@ -152,6 +157,7 @@ def _fault_suite(tmp_path: Path, *, launch_timeout_s: int | None = None,
         text, n = re.subn(r"^args = \[", "args = [" + "".join(f'"{a}", ' for a in extra_args),
                           text, flags=re.M)
         assert n == 1
+    text = profile[:start] + text + profile[end:]
     (models / MODEL_PROFILE.name).write_text(text)
     suite = tmp_path / "faults.toml"
     suite.write_text(FAULT_SUITE)
