@@ -367,3 +367,63 @@ def test_no_golden_files_says_how_to_make_them(tmp_path: Path) -> None:
     with pytest.raises(golden.GoldenError, match=r"no golden traces; create them with "
                                                  r"`nox -s admission -- --update`"):
         golden.load_golden(tmp_path)
+
+
+def test_where_names_the_round_in_every_round_failure() -> None:
+    over = [([(16384, 16448), (1, 128)], 16385, True)]
+    assert checks.check_trace(_trace("off", over)).failures == [
+        "p64-c16384-custom-radix [off] round 0: batch 16385 tokens exceeds chunk size 16384"]
+    zero = [([(0, 64)], 0, False)]
+    assert checks.check_trace(_trace("off", zero)).failures == [
+        "p64-c16384-custom-radix [off] round 0: zero-length chunk for r0"]
+
+
+def test_golden_diff_reports_every_trace_and_unknown_scenarios() -> None:
+    other = dataclasses.replace(P64, mix="long")
+    unknown = Trace(other, "off", False, _rounds(OFF_ROUNDS), 1000, 900, 100, 6, 6)
+    stored = {P64.scenario_id: {"off": {"effective": False, "rounds": [
+                  {**STORED_ROUND_0, "tokens": 1}, STORED_ROUND_1]},
+              "forced": {"effective": False, "rounds": []}}}
+    diffs = golden.diff_traces(stored, [unknown, _trace("off", OFF_ROUNDS),
+                                        _trace("forced", FORCED_ROUNDS, effective=True)])
+    assert diffs[0] == f"{other.scenario_id} [off]: not in the golden traces (new scenario?)"
+    assert diffs[1] == f"{P64.scenario_id} [off] round 0: tokens 1 -> 16280"
+    assert diffs[2] == f"{P64.scenario_id} [forced]: effective False -> True"
+    assert len(diffs) == 5 and diffs[3].startswith(f"{P64.scenario_id} [forced] round 0: None")
+
+
+def test_golden_diff_round_dropped_and_field_only_on_one_side() -> None:
+    sid = P64.scenario_id
+    dropped = golden.diff_entry(sid, "off", {"rounds": [STORED_ROUND_0, STORED_ROUND_1]},
+                                {"rounds": [STORED_ROUND_0]})
+    assert dropped == [f"{sid} [off] round 1: {STORED_ROUND_1} -> None"]
+    later = golden.diff_entry(sid, "off", {"rounds": [STORED_ROUND_0, STORED_ROUND_1]},
+                              {"rounds": [STORED_ROUND_0, {**STORED_ROUND_1, "stop": "kv"}]})
+    assert later == [f"{sid} [off] round 1: stop drained -> kv"]
+    extra = golden.diff_entry(sid, "off", {"rounds": [STORED_ROUND_1]},
+                              {"rounds": [{**STORED_ROUND_1, "warm": 3}]})
+    assert extra == [f"{sid} [off] round 0: warm None -> 3"]
+
+
+def test_golden_files_list_scenarios_with_commas_and_sorted_provenance(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datetime as dt
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        second = dataclasses.replace(P64, chunk_size=2048)
+        traces = [_trace("off", OFF_ROUNDS),
+                  Trace(second, "off", False, _rounds(OFF_ROUNDS[1:]), 1, 1, 0, 1, 1)]
+        golden.write_golden(tmp_path, traces, "0.5.23", ["c"])
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    lines = (tmp_path / "custom.json").read_text().splitlines()
+    assert lines[1].startswith('  "provenance": {"command": "c", "date": ')
+    assert lines.count("    },") == 1 and lines.count("    }") == 1
+    json.loads("\n".join(lines))
+    stamp = json.loads("\n".join(lines))["provenance"]["date"]
+    written = dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+    assert abs((dt.datetime.now(dt.timezone.utc) - written).total_seconds()) < 600   # UTC

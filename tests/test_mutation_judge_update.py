@@ -147,3 +147,91 @@ def test_forced_incomplete_run_keeps_run_complete_false_on_disk(tmp_path: Path) 
     assert prov["run_complete"] is False
     assert prov["run_started_at"] == "2026-11-30T12:00:00+00:00"
     assert prov["run_finished_at"] == "2026-11-30T12:30:00+00:00"
+
+
+# Baselines with per-question outcomes, the command line, and the old -> new printout.
+
+def _baseline_with_outcomes(tmp_path: Path, outcomes: object, n: int = 4,
+                            correct: int = 2) -> Path:
+    run = json.loads((make_run(tmp_path / "run") / "run.json").read_text())
+    doc = baseline_from_run(run, tmp_path / "run")
+    doc["accuracy"] = {"on": {"n": n, "correct": correct, "accuracy": correct / n,
+                              "outcomes": outcomes}}
+    path = tmp_path / "bl.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(("outcomes", "words"), [
+    ([1, 0], "accuracy.on.outcomes must be an object with ids and correct"),
+    ({"ids": [1, 2, 3], "correct": "1100"}, "accuracy.on.outcomes.ids must be 4 unique integer "
+                                            "question ids, got '3 ids'"),
+    ({"ids": "1234", "correct": "1100"}, "accuracy.on.outcomes.ids must be 4 unique integer "
+                                         "question ids, got '1234'"),
+    ({"ids": [1, 2, 3, 3], "correct": "1100"}, "outcomes.ids must be 4 unique"),
+    ({"ids": [1, 2, 3, True], "correct": "1100"}, "outcomes.ids must be 4 unique"),
+    ({"ids": [1, 2, 3, "4"], "correct": "1100"}, "outcomes.ids must be 4 unique"),
+    ({"ids": [1, 2, 3, 4], "correct": "110"}, "accuracy.on.outcomes.correct must be a string "
+                                              "of 4 '0'/'1' characters, got '110'"),
+    ({"ids": [1, 2, 3, 4], "correct": "11x0"}, "outcomes.correct must be a string of 4"),
+    ({"ids": [1, 2, 3, 4], "correct": 1100}, "outcomes.correct must be a string of 4"),
+    ({"ids": [1, 2, 3, 4], "correct": "1110"}, "accuracy.on.outcomes.correct must be 2 ones "
+                                               "(accuracy correct), got 3"),
+])
+def test_stored_outcomes_are_validated_naming_the_field(tmp_path: Path, outcomes: object,
+                                                        words: str) -> None:
+    from servegate.judge.baselines import BaselineError, load_baseline
+
+    path = _baseline_with_outcomes(tmp_path, outcomes)
+    with pytest.raises(BaselineError) as info:
+        load_baseline(path)
+    assert str(info.value).startswith(f"{path}: ") and words in str(info.value)
+
+
+def test_valid_outcomes_load_and_decode(tmp_path: Path) -> None:
+    from servegate.judge.baselines import decode_outcomes, load_baseline
+
+    path = _baseline_with_outcomes(tmp_path, {"ids": [7, 3, 11, 5], "correct": "1010"})
+    entry = load_baseline(path)["accuracy"]["on"]
+    assert decode_outcomes(entry["outcomes"]) == {7: True, 3: False, 11: True, 5: False}
+    with pytest.raises(ValueError):
+        decode_outcomes({"ids": [1, 2], "correct": "1"})
+
+
+def test_main_parses_force_and_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                        ) -> None:
+    run = make_run(tmp_path / "run", complete=False)
+    target = tmp_path / "b" / "cpu" / "smollm2-135m" / "synthetic.json"
+    assert update.main([str(run), "--baseline", str(target)]) == 2
+    assert not target.exists()
+    assert update.main([str(run), "--baseline", str(target), "--force"]) == 0
+    assert json.loads(target.read_text())["provenance"]["forced"] is True
+    assert f"wrote {target}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        update.main([])
+
+
+def test_diff_lines_by_hand() -> None:
+    old = {"points": [{"mode": "off", "concurrency": 2, "metrics": {
+        "mean_ttft_ms": {"value": 100.0}, "gone_ms": {"value": 5.0},
+        "zero_ms": {"value": 0.0}}}],
+        "accuracy": {"off": {"accuracy": 0.8, "n": 100}, "on": {"accuracy": 0.5, "n": 10}}}
+    new = {"points": [{"mode": "off", "concurrency": 2, "metrics": {
+        "mean_ttft_ms": {"value": 110.0}, "new_ms": {"value": 1.23456},
+        "zero_ms": {"value": 3.0}}},
+        {"mode": "on", "concurrency": 4, "metrics": {"mean_ttft_ms": {"value": 90.0}}}],
+        "accuracy": {"off": {"accuracy": 0.85, "n": 120}, "forced": {"accuracy": 0.9, "n": 50}}}
+    def row(label: str, metric: str, a: str, b: str, tail: str) -> str:
+        return f"  {label.ljust(12)} {metric.ljust(24)} {a.rjust(10)} -> {b.ljust(10)} {tail}"
+
+    assert update.diff_lines(old, new) == [
+        row("off@c2", "gone_ms", "5", "-", "(removed)"),
+        row("off@c2", "mean_ttft_ms", "100", "110", "(x1.100)"),
+        row("off@c2", "new_ms", "-", "1.235", "(new)"),
+        row("off@c2", "zero_ms", "0", "3", "(old value 0)"),
+        row("on@c4", "mean_ttft_ms", "-", "90", "(new)"),
+        row("forced", "accuracy", "-", "0.9", "(new) n=50"),
+        row("off", "accuracy", "0.8", "0.85", "(+0.0500) n=120"),
+        row("on", "accuracy", "0.5", "-", "(removed) n=None"),
+    ]
+    assert update.diff_lines(None, {"points": []}) == []

@@ -259,3 +259,132 @@ def test_mixed_tagged_and_untagged_lines_are_an_error() -> None:
     with pytest.raises(logparse.LogParseError) as info:
         logparse.alignment(logparse.parse_prefill_lines(lines), 256, 2)
     assert str(info.value) == "prefill lines mix DP-tagged and untagged streams"
+
+
+# The load client's process handling (a stand-in child: a short python program).
+
+def _client(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_client_output_and_errors_go_to_its_log(tmp_path: Path) -> None:
+    from servegate.measure.client import run_client
+
+    log = tmp_path / "deep" / "er" / "client.log"
+    run_client(_client("import os, sys; print('out', os.environ['SG_X']); "
+                       "print('err', file=sys.stderr)"), log, 60, env={**os.environ,
+                                                                        "SG_X": "42"})
+    assert log.read_text().split() == ["out", "42", "err"]
+
+
+def test_client_exit_code_is_an_error_with_the_log_tail(tmp_path: Path) -> None:
+    from servegate.measure.client import ClientError, run_client
+
+    log = tmp_path / "client.log"
+    with pytest.raises(ClientError) as info:
+        run_client(_client("print('boom: no server'); raise SystemExit(3)"), log, 60)
+    assert str(info.value).startswith(f"load client exited with code 3 (log: {log})\n")
+    assert "boom: no server" in str(info.value)
+
+
+def test_client_timeout_and_watch_stop_it(tmp_path: Path) -> None:
+    import time
+
+    from servegate.measure.client import ClientError, run_client
+
+    log = tmp_path / "client.log"
+    started = time.monotonic()
+    with pytest.raises(ClientError, match=r"load client timed out after 1 s \(log: "):
+        run_client(_client("import time; time.sleep(60)"), log, 1.0, poll_s=0.2)
+    assert time.monotonic() - started < 20
+
+    calls: list[int] = []
+
+    def server_died() -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("server died")
+
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="server died"):
+        run_client(_client("import time; time.sleep(60)"), log, 60, watch=server_died,
+                   poll_s=0.1)
+    assert len(calls) == 2 and time.monotonic() - started < 20
+
+
+def _record(**override: object) -> dict[str, object]:
+    record: dict[str, object] = {
+        "completed": 3, "duration": 3.5, "median_ttft_ms": 1.0, "median_tpot_ms": 1.0,
+        "ttfts": [0.5, 0.0, 0.7], "itls": [[0.1], [], [0.2]], "input_lens": [300, 301, 302],
+        "output_lens": [2, 2, 2], "errors": ["", "", ""]}
+    record.update(override)
+    return record
+
+
+def test_failed_and_empty_requests_are_skipped_not_the_rest(tmp_path: Path) -> None:
+    from servegate.measure.client import parse_client_jsonl
+
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps(_record(ttfts=[0.5, 0.6, None, 0.7, 0.8],
+                                       itls=[[0.1], [0.1], [], [0.2], [0.3]],
+                                       input_lens=[300, 301, 302, 303, 304],
+                                       output_lens=[2, 2, 2, 2, 2],
+                                       errors=["", "timeout", "", "", ""], completed=5)))
+    _, requests = parse_client_jsonl(path)
+    assert requests["input_lens"] == [300, 303, 304]          # after a skipped one: go on
+    assert requests["ttft_ms"] == [500.0, 700.0, 800.0]
+    path.write_text(json.dumps(_record()))
+    _, requests = parse_client_jsonl(path)
+    assert requests["input_lens"] == [300, 302]               # a zero TTFT is not a sample
+
+
+def test_client_errors_quoted_three_at_most_and_cut(tmp_path: Path) -> None:
+    from servegate.measure.client import ClientError, parse_client_jsonl
+
+    path = tmp_path / "c.jsonl"
+    errors = ["e1", "x" * 300, "", "e3", "e4"]
+    path.write_text(json.dumps(_record(completed=0, errors=errors, ttfts=[0.1] * 5,
+                                       itls=[[]] * 5, input_lens=[1] * 5, output_lens=[1] * 5)))
+    with pytest.raises(ClientError) as info:
+        parse_client_jsonl(path)
+    assert str(info.value) == f"{path}: 0 requests completed; errors: e1; {'x' * 200}; e3"
+    path.write_text(json.dumps(_record(completed=0, errors=["", "", ""])))
+    with pytest.raises(ClientError, match=r"errors: none reported$"):
+        parse_client_jsonl(path)
+
+
+def test_missing_details_are_all_named(tmp_path: Path) -> None:
+    from servegate.measure.client import ClientError, parse_client_jsonl
+
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({k: v for k, v in _record().items()
+                                if k not in ("itls", "errors")}))
+    with pytest.raises(ClientError, match=r"details missing \(itls, errors\); was "
+                                          r"--output-details passed\?"):
+        parse_client_jsonl(path)
+
+
+def test_undecodable_client_output_is_still_read(tmp_path: Path) -> None:
+    from servegate.measure.client import parse_client_jsonl
+
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b"\xff\xfe warm-up noise\n" + json.dumps(_record()).encode() + b"\n")
+    metrics, _ = parse_client_jsonl(path)
+    assert metrics["completed"] == 3
+
+
+def test_client_never_reads_the_callers_stdin(tmp_path: Path) -> None:
+    """The client's stdin is empty even when the caller's stays open (a terminal, a pipe)."""
+    from servegate.measure.client import run_client
+
+    log = tmp_path / "client.log"
+    read_end, write_end = os.pipe()
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        run_client(_client("import sys; print(repr(sys.stdin.read()))"), log, 10)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
+    assert log.read_text().strip() == "''"

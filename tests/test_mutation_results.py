@@ -82,3 +82,35 @@ def test_error_location_reads_as_a_path(tmp_path: Path, change: Any, where: str)
     with pytest.raises(RunFolderError) as info:
         load_run(run_dir)
     assert f"{run_dir / 'run.json'}{where}" in str(info.value)
+
+
+def test_unusable_reasons_one_at_a_time() -> None:
+    from servegate.results import unusable_reasons
+
+    good: dict[str, Any] = {"complete": True, "points": [{"mode": "off"}]}
+    assert unusable_reasons(good) == []        # type: ignore[arg-type]
+    cases = [
+        ({"complete": None}, ["run is incomplete (run.json complete is not true)"]),
+        ({"complete": 1}, ["run is incomplete (run.json complete is not true)"]),
+        ({"injected": {"SERVEGATE_INJECT_DELAY_MS": "40"}},
+         ["run had servegate fault injection enabled: {'SERVEGATE_INJECT_DELAY_MS': '40'}"]),
+        ({"error": "ServerError: boom"}, ["run failed: ServerError: boom"]),
+        ({"points": []}, ["run has no points"]),
+    ]
+    for change, reasons in cases:
+        run = {k: v for k, v in {**good, **change}.items() if v is not None}
+        assert unusable_reasons(run) == reasons, change    # type: ignore[arg-type]
+
+
+def test_bad_run_json_quotes_the_offending_value(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    data = json.loads((run_dir / "run.json").read_text())
+    data["points"][0]["repeat"] = "first"
+    (run_dir / "run.json").write_text(json.dumps(data))
+    with pytest.raises(RunFolderError) as info:
+        load_run(run_dir)
+    assert str(info.value).endswith("(got 'first')")
+    (run_dir / "run.json").write_text("{broken")
+    with pytest.raises(RunFolderError) as info:
+        load_run(run_dir)
+    assert str(info.value).startswith(f"{run_dir / 'run.json'}: not valid JSON (")

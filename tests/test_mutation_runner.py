@@ -42,6 +42,8 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     FakeTorch(count=2, available=False),          # devices but not available
     FakeTorch(count=0, available=True),           # available but no device
     FakeTorch(count=1, hip=None, cuda=None),      # neither a ROCm nor a CUDA build
+    FakeTorch(cuda="12.8", count=0, available=True),   # a CUDA build, no device
+    FakeTorch(hip="6.4", arch="gfx950", count=4, available=False),   # devices, unavailable
 ])
 def test_torch_without_a_usable_gpu_is_a_cpu(fake: FakeTorch) -> None:
     assert runner.detect(torch_module=fake) == runner.Detected("cpu", "torch")
@@ -215,3 +217,96 @@ def test_unregistered_class_fingerprint_asks_the_driver(monkeypatch: pytest.Monk
     fp = _fp(monkeypatch, runner.Detected("mi999x", "override"))
     assert fp["_driver_calls"] == 1 and "gpu_name" not in fp
     assert "sglang" not in fp and "sglang_commit" not in fp and "image" not in fp
+
+
+class _BareTorch(types.ModuleType):
+    """A torch whose device properties and version namespace lack optional attributes."""
+
+    def __init__(self, version: types.SimpleNamespace, props: object, count: int = 2) -> None:
+        super().__init__("torch")
+        self.version = version
+        self.asked: list[int] = []
+
+        def properties(index: int) -> object:
+            self.asked.append(index)
+            return props
+
+        self.cuda = types.SimpleNamespace(is_available=lambda: True,
+                                          device_count=lambda: count,
+                                          get_device_properties=properties)
+
+
+def test_device_zero_decides_and_missing_names_are_empty() -> None:
+    torch = _BareTorch(types.SimpleNamespace(hip="6.4"),
+                       types.SimpleNamespace(gcnArchName="gfx950:sramecc+:xnack-"))
+    found = runner.detect(torch_module=torch)
+    assert found == runner.Detected("mi355x", "torch", "", "gfx950", 2)
+    assert torch.asked == [0]
+
+
+def test_rocm_device_without_an_architecture_is_named() -> None:
+    torch = _BareTorch(types.SimpleNamespace(hip="6.4"),
+                       types.SimpleNamespace(name="AMD Instinct MI300X"))
+    with pytest.raises(runner.runners.UnknownRunner, match="GPU architecture ''"):
+        runner.detect(torch_module=torch)
+
+
+def test_cuda_build_without_hip_attribute_or_capability() -> None:
+    torch = _BareTorch(types.SimpleNamespace(cuda="12.8"),
+                       types.SimpleNamespace(name="NVIDIA H100"))
+    assert runner.detect(torch_module=torch) == runner.Detected("h100", "torch", "NVIDIA H100",
+                                                                "cuda", 2)
+    no_build = _BareTorch(types.SimpleNamespace(), types.SimpleNamespace(name="x"))
+    assert runner.detect(torch_module=no_build) == runner.Detected("cpu", "torch")
+
+
+def test_override_is_recorded_as_such() -> None:
+    assert runner.detect("mi300x", torch_module=FakeTorch()) == runner.Detected("mi300x",
+                                                                                "override")
+
+
+def test_first_device_of_the_vendor_tools_decides(monkeypatch: pytest.MonkeyPatch) -> None:
+    mixed = ("  Name:   gfx942\n  Marketing Name:  AMD Instinct MI300X\n"
+             "  Name:   gfx950\n  Marketing Name:  AMD Instinct MI355X\n")
+    _tools(monkeypatch, {"rocminfo": mixed})
+    assert runner.detect() == runner.Detected("mi300x", "rocminfo", "AMD Instinct MI300X",
+                                              "gfx942", 2)
+    _tools(monkeypatch, {"rocminfo": "  Name:   gfx950\n  Marketing Name:  gfx950 device\n"})
+    assert runner.detect() == runner.Detected("mi355x", "rocminfo", "", "gfx950", 1)
+    _tools(monkeypatch, {"nvidia-smi": "NVIDIA H100\nNVIDIA H200\n"})
+    assert runner.detect() == runner.Detected("h100", "nvidia-smi", "NVIDIA H100", "", 2)
+
+
+def test_driver_is_the_first_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    _tools(monkeypatch, {"nvidia-smi": "570.86.15\n550.00.01\n"})
+    assert runner._driver() == "570.86.15"
+
+
+def test_a_hanging_vendor_tool_is_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool that never answers is abandoned after a bounded time (detection goes on)."""
+    def hanging(argv: list[str], **kwargs: Any) -> Any:
+        limit = kwargs.get("timeout")
+        if limit is None or limit > 120:
+            raise AssertionError("no bound: detection would hang with the tool")
+        raise runner.subprocess.TimeoutExpired(argv, limit)
+
+    monkeypatch.setattr(runner.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(runner.subprocess, "run", hanging)
+    assert runner._run(["rocminfo"]) == ""
+
+
+def test_fingerprint_imports_torch_itself_and_tolerates_a_bare_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = _BareTorch(types.SimpleNamespace(), types.SimpleNamespace())
+    monkeypatch.setattr(runner, "_import_torch", lambda: bare)
+    monkeypatch.setattr(runner, "_driver", lambda: "")
+    fp = runner.fingerprint(runner.Detected("cpu", "none"), "m")
+    assert fp["torch"] == "" and "rocm" not in fp and "cuda" not in fp
+    no_version = types.ModuleType("torch")
+    fp = runner.fingerprint(runner.Detected("cpu", "none"), "m", torch_module=no_version)
+    assert fp["torch"] == ""
+
+
+def test_cpu_fingerprint_keeps_a_detected_device_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    fp = _fp(monkeypatch, runner.Detected("cpu", "override", gpu_name="Intel Xeon (host)"))
+    assert fp["gpu_name"] == "Intel Xeon (host)"

@@ -86,6 +86,9 @@ def test_summary_document_and_report(tmp_path: Path) -> None:
     assert any(line.startswith("src/servegate/plan.py") and line.endswith("50.0%  OVER")
                for line in lines)
     assert not any("logparse" in line and "OVER" in line for line in lines)
+    assert any("logparse" in line and line.endswith("UNFINISHED") for line in lines)
+    assert not any(line.startswith("src/servegate/plan.py") and "UNFINISHED" in line
+                   for line in lines)
 
 
 @pytest.mark.parametrize(("path", "module"), [
@@ -117,3 +120,34 @@ def test_the_repository_mutates_the_gates_core() -> None:
             "src/servegate/judge/stats.py", "src/servegate/judge/update.py"} <= set(modules)
     assert all(m in listed or m.startswith(("src/servegate/measure/", "src/servegate/judge/"))
                for m in modules)
+
+
+def test_mutation_session_is_opt_in() -> None:
+    """`nox -s mutation` exists, but neither the default sessions nor .ci/run start it."""
+    repo = Path(__file__).resolve().parents[1]
+    noxfile = (repo / "noxfile.py").read_text()
+    assert "def mutation(session: nox.Session)" in noxfile
+    assert 'nox.options.sessions = ["tests"]' in noxfile
+    assert 'requires=["mutation"]' not in noxfile
+    assert "mutation" not in (repo / ".ci" / "run").read_text()
+    assert "mutants/" in (repo / ".gitignore").read_text().splitlines()
+
+
+def test_changed_modules_are_the_listed_ones_git_sees_changed(tmp_path: Path) -> None:
+    import subprocess
+
+    root = _tree(tmp_path)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    modules = mutation.configured_modules(root)
+    assert mutation.changed_modules(modules, "HEAD", root) == []
+    (root / "src" / "servegate" / "plan.py").write_text("def build_plan():\n    return 2\n")
+    (root / "src" / "servegate" / "bench.py").write_text("Y = 3\n")          # not listed
+    (root / "src" / "servegate" / "measure" / "new.py").write_text("Z = 1\n")  # untracked
+    modules = mutation.configured_modules(root)
+    assert mutation.changed_modules(modules, "HEAD", root) == [
+        "src/servegate/measure/new.py", "src/servegate/plan.py"]
+    with pytest.raises(mutation.MutationError, match="--changed no-such-ref: git diff failed"):
+        mutation.changed_modules(modules, "no-such-ref", root)

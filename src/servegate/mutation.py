@@ -16,9 +16,10 @@ them per module: mutants, killed, survived, equivalent. Prints the surviving mut
 - anything else (``not checked``, ``suspicious``, ``skipped``, ...) is counted in ``mutants``
   and listed as ``other``, so an interrupted run never looks like a clean one.
 
-Exit 0 when every module has at most ``--max-survived`` (default 10 %) surviving mutants, 1
-when one has more (or mutmut failed), 2 for bad input. ``--changed REF`` mutates only the listed
-modules that differ from the git ref ``REF`` (nothing to do when none does); ``--fresh`` drops
+Exit 0 when every module has at most ``--max-survived`` (default 10 %) surviving mutants and
+every mutant was checked, 1 otherwise (or when mutmut failed), 2 for bad input.
+``--changed REF`` mutates only the listed modules that differ from the git ref ``REF``
+(nothing to do when none does); ``--fresh`` drops
 the ``mutants/`` cache first (the authoritative number: mutmut otherwise reuses verdicts of
 functions whose source did not change, and re-tests only the survivors).
 """
@@ -162,7 +163,8 @@ def report_lines(scores: list[ModuleScore], max_survived: float) -> list[str]:
     width = max((len(s.path) for s in scores), default=10)
     lines.append(f"{'module':<{width}}  mutants  killed  survived  equivalent  other  survived%")
     for s in scores:
-        flag = "  OVER" if s.survived_fraction > max_survived else ""
+        flag = ("  OVER" if s.survived_fraction > max_survived else "") + \
+            ("  UNFINISHED" if s.other else "")
         lines.append(f"{s.path:<{width}}  {s.mutants:>7}  {s.killed:>6}  {s.survived:>8}  "
                      f"{s.equivalent:>10}  {s.other:>5}  {s.survived_fraction:>8.1%}{flag}")
     return lines
@@ -255,8 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     if over:
         print(f"mutation: more than {args.max_survived:.0%} surviving mutants in: "
               + ", ".join(over), file=sys.stderr)
+    unfinished = [s.path for s in scores if s.other]
+    if unfinished:
+        print("mutation: mutants not checked (interrupted run?) in: " + ", ".join(unfinished),
+              file=sys.stderr)
     print(run_dir, flush=True)
-    return EXIT_SURVIVORS if over else EXIT_OK
+    return EXIT_SURVIVORS if over or unfinished else EXIT_OK
 
 
 def _statuses(root: Path) -> dict[str, str]:

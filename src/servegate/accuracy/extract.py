@@ -35,7 +35,7 @@ def to_decimal(text: str) -> Decimal | None:
 
 def canonical(value: Decimal) -> str:
     """A stable JSON-friendly string: ``Decimal("18.00")`` -> ``"18"``, ``-0.50`` -> ``"-0.5"``."""
-    text = format(value.normalize(), "f")
+    text = format(value.normalize(), "f")  # pragma: no mutate ("F" differs only for inf/nan, never here)
     return "0" if text in {"-0", "0"} else text
 
 

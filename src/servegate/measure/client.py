@@ -78,7 +78,7 @@ def client_argv(python: str, point: ClientPoint) -> list[str]:
 
 def run_client(argv: list[str], log_path: Path, timeout_s: float,
                env: dict[str, str] | None = None, watch: Callable[[], None] | None = None,
-               poll_s: float = 1.0) -> None:
+               poll_s: float = 1.0) -> None:  # pragma: no mutate (timing only)
     """Run the client in its own session (killed with its children on any exit path).
 
     ``watch`` is called every ``poll_s`` while the client runs; whatever it raises (e.g. the
@@ -92,17 +92,19 @@ def run_client(argv: list[str], log_path: Path, timeout_s: float,
         try:
             while True:
                 try:
-                    code = proc.wait(timeout=max(0.0, min(poll_s, deadline - time.monotonic())))
+                    # equivalent mutants here change only how long one poll waits (timing only)
+                    wait_s = max(0.0, min(poll_s, deadline - time.monotonic()))  # pragma: no mutate
+                    code = proc.wait(timeout=wait_s)
                     break
                 except subprocess.TimeoutExpired as err:
-                    if time.monotonic() >= deadline:
+                    if time.monotonic() >= deadline:  # pragma: no mutate (> or >= a clock: timing only)
                         raise ClientError(f"load client timed out after {timeout_s:.0f} s "
                                           f"(log: {log_path})\n{tail(log_path)}") from err
                     if watch is not None:
                         watch()
         finally:
             if proc.poll() is None:
-                kill_tree(proc, grace_s=5)
+                kill_tree(proc, grace_s=5)  # pragma: no mutate (grace period: timing only)
     if code != 0:
         raise ClientError(f"load client exited with code {code} (log: {log_path})\n"
                           f"{tail(log_path)}")
@@ -171,9 +173,10 @@ def _requests(path: Path, record: dict[str, Any]) -> Requests:
     if len(set(lengths.values())) != 1:
         raise ClientError(f"{path}: per-request detail lists differ in length {lengths}")
     samples: list[RequestSample] = []
+    # equivalent (strict=): the lengths were checked equal above
     for ttft, itl, n_in, n_out, error in zip(record["ttfts"], record["itls"],
                                             record["input_lens"], record["output_lens"],
-                                            record["errors"], strict=True):
+                                            record["errors"], strict=True):  # pragma: no mutate
         if error or _num(ttft) is None or not ttft:
             continue
         samples.append(RequestSample(float(ttft), [float(x) for x in itl or []], int(n_in),

