@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+# slow (opt-in): it judges single server starts against each other, and on a shared 2-core VM one
+# sglang CPU server start can run 2-3x slower than another for its whole life (measured
+# 2026-11-30; see suites/cpu.toml), which makes both halves fragile. Run it on a quiet machine with
+# SERVEGATE_SLOW_TESTS=1; the redesign (A/A and the slowdown interleaved in one run) is next.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 DELAY_MS = 100
 
