@@ -70,8 +70,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords and not slow_opt_in:
             item.add_marker(pytest.mark.skip(
-                reason="slow: opt-in with SERVEGATE_SLOW_TESTS=1 (keeps `nox -s tests` within "
-                       "its CI budget; the behaviour is covered on another path by default)"))
+                reason="slow: opt-in with SERVEGATE_SLOW_TESTS=1 (a repeat of a default test on "
+                       "another path, or single-server-start timing that is fragile on a shared "
+                       "2-core VM; README, Tests)"))
         elif "gpu" in item.keywords and not gpu_opt_in:
             item.add_marker(pytest.mark.skip(
                 reason="GPU test: runs only on a GPU runner with SERVEGATE_GPU_TESTS=1"))
