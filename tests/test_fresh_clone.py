@@ -1,6 +1,6 @@
 """The README's main command in a fresh clone: nothing outside the repository and the registries.
 
-Clones this repository's HEAD into a temporary folder with no ``../shared`` beside it, makes a
+Clones this repository's HEAD into an empty temporary folder (no data folder beside it), makes a
 new virtual environment from the base interpreter (as a new user's ``python``), and runs exactly
 ``python -m pip install nox && python -m nox -s bench`` there with ``HF_HUB_OFFLINE=1`` (no hub).
 The shared CPU environment is keyed by the lock's pins, so the clone reuses it. Then it checks the
@@ -75,7 +75,7 @@ def _check_points(run: dict) -> None:
             assert point["exact_fill_effective"] is False
 
 
-def _check_gsm8k(run_dir: Path, run: dict, questions: int) -> None:
+def _check_gsm8k(run_dir: Path, run: dict, questions: int, clone: Path) -> None:
     for mode in ("off", "on", "forced"):
         result = run["accuracy"][mode]
         records = [json.loads(line) for line in
@@ -84,8 +84,9 @@ def _check_gsm8k(run_dir: Path, run: dict, questions: int) -> None:
         assert [r["id"] for r in records] == list(range(questions))
         assert result["correct"] == sum(r["correct"] for r in records)
         assert result["wilson_low"] <= result["accuracy"] <= result["wilson_high"]
-        assert result["dataset"].endswith("servegate/data/gsm8k/test.jsonl")
-        assert "shared" not in result["dataset"] and "shared" not in result["train_dataset"]
+        # GSM8K came from the clone's own packaged copy, nowhere else
+        assert result["dataset"] == str(clone / "src/servegate/data/gsm8k/test.jsonl")
+        assert result["train_dataset"] == str(clone / "src/servegate/data/gsm8k/train.jsonl")
         # The model really answered (an empty output is a legitimate wrong answer, but rare).
         assert sum(bool(r["output"]) for r in records) > questions // 2
         assert result["output_tokens"] > 0
@@ -98,7 +99,7 @@ def _check_gsm8k(run_dir: Path, run: dict, questions: int) -> None:
 def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
     clone = tmp_path / "servegate"
     subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], check=True)
-    assert not (clone.parent / "shared").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["servegate"]    # nothing beside the clone
     base_python = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base_python, "-m", "venv", str(tmp_path / "user")], check=True)
     python = str(tmp_path / "user" / "bin" / "python")
@@ -129,7 +130,7 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
     suite = load_suite(suite_path("cpu"))
     assert suite.gsm8k is not None
     assert suite.gsm8k.questions is not None
-    _check_gsm8k(run_dir, run, suite.gsm8k.questions)
+    _check_gsm8k(run_dir, run, suite.gsm8k.questions, clone.resolve())
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert verdict["overall"] in {"pass", "improvement", "inconclusive"}
     assert verdict["checks"]

@@ -44,7 +44,8 @@ PREFILL = re.compile(r"(?:\[[^\]\n]*? DP(?P<dp>\d+)(?: [^\]\n]*)?\] )?"
                      r"#new-token: (?P<new>\d+), #cached-token: (?P<cached>\d+), .*?"
                      r"#queue-req: (?P<queue>\d+), #pending-token: (?P<pending>\d+),")
 FLUSHED = "Cache flushed successfully!"
-# servegate's own hook line, and the earlier hand-made hook format seen in the shared logs.
+# servegate's own hook line, and the earlier hand-made hook format seen in the recorded logs
+# (tests/data/sglang-cpu-logs).
 FORCED_HOOK = re.compile(r"servegate-hook: exact chunk fill forced in pid (\d+)"
                          r"|\[sitecustomize\] pid (\d+): forced \S*_use_exact_chunk_fill")
 GATE_HOOK = re.compile(r"servegate-hook: exact chunk fill gate=(True|False) in pid (\d+)")
