@@ -12,13 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from servegate.accuracy.paired import paired_diff_interval
 from servegate.accuracy.report import RecordsError, paired_analysis
 from servegate.config.judge import JudgeConfig
 from servegate.judge.arms import NotJudgeable, Pending, arm_from_points, ratio_interval
 from servegate.judge.baselines import group_points, point_sort_key
 from servegate.judge.checks import Check
-from servegate.judge.stats import Interval, direction, verdict
+from servegate.judge.stats import direction, noninferiority, paired_difference, verdict
 from servegate.results import MODES, Run
 
 ARMS = ("base", "head")
@@ -79,13 +78,10 @@ def _accuracy_pending(run_dir: Path, mode: str, config: JudgeConfig) -> Pending:
             return check
         cells = [paired[k] for k in ("both_correct", "a_only", "b_only", "both_wrong")]
         n = sum(cells)
-        low, high = paired_diff_interval(*cells, confidence=confidence)
-        check.interval = Interval((cells[1] - cells[2]) / n, low, high, confidence,
-                                  "paired (Agresti-Min)", n, n, scale="difference")
+        check.interval = paired_difference(*cells, confidence=confidence)
         check.current_value = (cells[0] + cells[1]) / n
         check.reference_value = (cells[0] + cells[2]) / n
-        check.verdict = ("pass" if low >= -margin else
-                         "regression" if high < -margin else "inconclusive")
+        check.verdict = noninferiority(check.interval, margin)
         return check
 
     return Pending(name, True, evaluate)

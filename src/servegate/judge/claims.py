@@ -25,6 +25,7 @@ from servegate.judge.stats import (
     direction,
     equivalence,
     newcombe_difference,
+    noninferiority,
     paired_difference,
     t_quantile,
     tost_confidence,
@@ -136,12 +137,7 @@ def _accuracy_claim(run: Run, config: JudgeConfig) -> Pending:
             check.current_value = accuracy["on"]["correct"] / accuracy["on"]["n"]
         if "off" in accuracy and accuracy["off"].get("n"):
             check.reference_value = accuracy["off"]["correct"] / accuracy["off"]["n"]
-        if interval.low >= -margin:
-            check.verdict = "pass"
-        elif interval.high < -margin:
-            check.verdict = "regression"
-        else:
-            check.verdict = "inconclusive"
+        check.verdict = noninferiority(interval, margin)
         return check
 
     return Pending(name, True, evaluate)

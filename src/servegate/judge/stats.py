@@ -419,6 +419,14 @@ def equivalence(interval: Interval, margin: float) -> Verdict:
     return CODES[int(classify_equivalence(np.float64(low), np.float64(high), margin))]
 
 
+def noninferiority(interval: Interval, margin: float) -> Verdict:
+    """For a difference a - b (higher is better): ``pass`` when the whole interval is above
+    ``-margin``, ``regression`` when it is wholly below, ``inconclusive`` otherwise."""
+    if interval.low >= -margin:
+        return "pass"
+    return "regression" if interval.high < -margin else "inconclusive"
+
+
 def tost_confidence(confidence: float) -> float:
     """Two one-sided tests at alpha each == a two-sided interval at 1 - 2*alpha."""
     return 1.0 - 2.0 * (1.0 - confidence)
