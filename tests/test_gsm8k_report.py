@@ -55,6 +55,17 @@ def test_paired_analysis_reads_records(tmp_path: Path) -> None:
     assert set(paired_for_run(tmp_path)) == {"forced_vs_off"}
 
 
+def test_head_vs_base_run_pairs_within_and_across_trees(tmp_path: Path) -> None:
+    """The head tree's own on-vs-off stays paired (its claim), plus head vs base per mode."""
+    for label, outcome in (("head-off", [True, False, True]), ("head-on", [True, True, True]),
+                           ("base-off", [False, False, True]), ("base-on", [True, False, True])):
+        write_records(tmp_path, label, outcome)
+    pairs = paired_for_run(tmp_path, ["head-off", "head-on", "base-off", "base-on"])
+    assert set(pairs) == {"head-on_vs_head-off", "base-on_vs_base-off",
+                          "head-off_vs_base-off", "head-on_vs_base-on"}
+    assert (pairs["head-on_vs_head-off"]["a_only"], pairs["head-on_vs_head-off"]["b_only"]) == (1, 0)
+
+
 def test_pairing_refuses_different_questions(tmp_path: Path) -> None:
     write_records(tmp_path, "off", [True, False, True])
     write_records(tmp_path, "on", [True, False])

@@ -65,11 +65,13 @@ def paired_analysis(run_dir: Path, a: str, b: str, confidence: float = 0.95) -> 
 
 def paired_for_run(run_dir: Path, modes: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """``{"on_vs_off": ..., "forced_vs_off": ...}`` for each pair whose records both exist; in a
-    head-vs-base run (labels ``head-<mode>``/``base-<mode>``) also ``head-<mode>_vs_base-<mode>``
-    for every mode, paired on the same questions."""
+    head-vs-base run (labels ``head-<mode>``/``base-<mode>``) the same pairs inside each tree
+    (``head-on_vs_head-off``: the head's own on-vs-off claim stays paired) and
+    ``head-<mode>_vs_base-<mode>`` for every mode, paired on the same questions."""
     present = modes if modes is not None else [
         m for m in MODES if (Path(run_dir) / "gsm8k" / f"{m}.jsonl").is_file()]
-    pairs = [(a, b) for a, b in PAIRS if a in present and b in present]
+    pairs = [(f"{arm}{a}", f"{arm}{b}") for arm in ("", "head-", "base-") for a, b in PAIRS
+             if f"{arm}{a}" in present and f"{arm}{b}" in present]
     pairs += [(f"head-{m}", f"base-{m}") for m in MODES
               if f"head-{m}" in present and f"base-{m}" in present]
     return {f"{a}_vs_{b}": paired_analysis(run_dir, a, b) for a, b in pairs}
