@@ -41,16 +41,15 @@ from servegate.history.store import HistoryError, add_run
 from servegate.judge.baselines import baseline_path, run_identity
 from servegate.measure import logparse
 from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl, run_client
-from servegate.measure.exactfill import ExactFillMismatch, check_effective, device_double
+from servegate.measure.exactfill import check_effective, device_double
 from servegate.plan import PlannedPoint, ServerSlot, build_plan, total_points
 from servegate.results import MODES, Point, Run
 from servegate.runner import Detected, RunnerError, detect, fingerprint
 from servegate.serve.launch import build_launch
-from servegate.serve.modelprep import ModelPrepError, ensure_gguf_model
+from servegate.serve.modelprep import ensure_gguf_model
 from servegate.serve.process import (
     PortInUse,
     Server,
-    ServerError,
     Terminated,
     free_port,
     terminate_on_sigterm,
@@ -68,8 +67,7 @@ class BenchError(ServegateError, RuntimeError):
 
 
 # Recorded in run.json as the run's cause, exit 2 (every deliberate error is a ServegateError).
-INFRA_ERRORS = (ServegateError, ServerError, ClientError, ExactFillMismatch,
-                logparse.LogParseError, ModelPrepError, OSError)
+INFRA_ERRORS = (ServegateError, OSError)
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -384,7 +382,7 @@ def main(argv: list[str]) -> int:
         code = EXIT_SIGINT if isinstance(err, KeyboardInterrupt) else EXIT_SIGTERM
     except INFRA_ERRORS as err:
         session.fail(f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
-              getattr(err, "log_tail", "") or "\n".join(str(err).splitlines()[1:]))
+                     getattr(err, "log_tail", "") or "\n".join(str(err).splitlines()[1:]))
         code = EXIT_INFRA
     except Exception as err:  # a bug, but the run folder must still say what happened
         session.fail(f"{type(err).__name__}: {err}", traceback.format_exc())
