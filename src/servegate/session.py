@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +22,7 @@ from servegate.measure.summary import render
 from servegate.paths import REPO_ROOT
 from servegate.results import RUN_SCHEMA_VERSION, AccuracyResult, Point, Run
 from servegate.serve.process import signals_deferred
+from servegate.serve.trees import git_output
 
 
 def utc_now() -> str:
@@ -31,17 +31,11 @@ def utc_now() -> str:
 
 def servegate_commit() -> str | None:
     """The checkout's git commit (with ``-dirty`` when it has local changes), if it is one."""
-    try:
-        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
-                              capture_output=True, text=True, timeout=10)
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain",
-                                "--untracked-files=no"], capture_output=True, text=True,
-                               timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
+    head = git_output(REPO_ROOT, "rev-parse", "HEAD")
+    if head is None:
         return None
-    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    status = git_output(REPO_ROOT, "status", "--porcelain", "--untracked-files=no")
+    return head + ("-dirty" if status else "")
 
 
 def file_sha256(path: Path) -> str:

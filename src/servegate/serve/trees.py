@@ -55,7 +55,8 @@ def _import_root(path: Path) -> Path:
         f"({path / 'sglang' / '__init__.py'}) or a checkout ({path / 'python' / 'sglang' / '__init__.py'})")
 
 
-def _git(top: Path, *args: str) -> str | None:
+def git_output(top: Path, *args: str) -> str | None:
+    """``git -C top ARGS`` stripped stdout, or None when git fails or is missing."""
     try:
         proc = subprocess.run(["git", "--no-optional-locks", "-C", str(top), *args],
                               capture_output=True, text=True, timeout=30, check=False)
@@ -70,11 +71,11 @@ def _git_state(import_root: Path) -> tuple[str | None, bool | None]:
     A tree that merely sits inside some other repository (say an unpacked wheel under a project
     folder) is not a checkout: that repository's commit says nothing about the tree.
     """
-    top = _git(import_root, "rev-parse", "--show-toplevel")
+    top = git_output(import_root, "rev-parse", "--show-toplevel")
     if top is None or Path(top).resolve() not in (import_root.resolve(), import_root.resolve().parent):
         return None, None
-    commit = _git(Path(top), "rev-parse", "HEAD")
-    status = _git(Path(top), "status", "--porcelain", "--untracked-files=no")
+    commit = git_output(Path(top), "rev-parse", "HEAD")
+    status = git_output(Path(top), "status", "--porcelain", "--untracked-files=no")
     return commit, (bool(status) if status is not None else None)
 
 
