@@ -1,9 +1,10 @@
 """The judge validated on real runs (real sglang on CPU, SmolLM2-135M, suites/cpu-gate.toml).
 
 An A/A pair (two runs of the same config, each with its own server start) must not be called a
-regression; a run with a servegate-injected decode delay (SERVEGATE_INJECT_DECODE_DELAY_MS, the
-exact-fill hook's mechanism, active only in the server process) must be called a regression of
-about the injected size, naming the metric. The measured figures are in the README.
+regression; a run with a servegate-injected decode delay of one baseline TPOT per step (a 2x decode slowdown;
+SERVEGATE_INJECT_DECODE_DELAY_MS, the exact-fill hook's mechanism, active only in the server
+process) must be called a regression of about that size, naming the metric.
+The measured figures are in the README.
 """
 
 from __future__ import annotations
@@ -13,14 +14,10 @@ from pathlib import Path
 
 import pytest
 
-# slow (opt-in): it judges single server starts against each other, and on a shared 2-core VM one
-# sglang CPU server start can run 2-3x slower than another for its whole life (measured
-# 2026-11-30; see suites/cpu.toml), which makes both halves fragile. Run it on a quiet machine with
-# SERVEGATE_SLOW_TESTS=1; the redesign (A/A and the slowdown interleaved in one run) is next.
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-DELAY_MS = 100
-
+# In the default e2e tier (three server starts, ~3.5 min). The suite's run_to_run_cv (0.07, 10
+# dof) was measured on an idle machine; another CPU-heavy process during a run makes that server
+# start several times slower (suites/cpu-gate.toml), so run it, like every timing test, alone.
+pytestmark = pytest.mark.e2e
 
 def _bench(results: Path) -> Path:
     from servegate import bench
@@ -54,18 +51,20 @@ def test_aa_passes_and_injected_slowdown_is_a_regression(
     assert aa_code in (0, 3), aa
     assert not [m for m, c in aa.items() if c["verdict"] == "regression"], aa
 
-    monkeypatch.setenv("SERVEGATE_INJECT_DECODE_DELAY_MS", str(DELAY_MS))
+    # A 2x decode slowdown: every decode step sleeps one baseline TPOT more in the scheduler.
+    base_tpot = json.loads(first.joinpath("run.json").read_text())["points"][0]["metrics"][
+        "mean_tpot_ms"]
+    delay_ms = round(base_tpot)
+    monkeypatch.setenv("SERVEGATE_INJECT_DECODE_DELAY_MS", str(delay_ms))
     slowed = _bench(results)
     run = json.loads((slowed / "run.json").read_text())
-    assert run["injected"] == {"SERVEGATE_INJECT_DECODE_DELAY_MS": str(DELAY_MS)}
+    assert run["injected"] == {"SERVEGATE_INJECT_DECODE_DELAY_MS": str(delay_ms)}
     assert command.main([str(slowed), "--baseline", str(baseline), "--no-plots"]) == 1
     checks = _checks(slowed)
-    tpot = checks["median_tpot_ms"]
+    tpot = checks["mean_tpot_ms"]
     assert tpot["verdict"] == "regression"
-    # About the injected size: every decode step sleeps DELAY_MS more in the scheduler.
-    base_tpot = json.loads(first.joinpath("run.json").read_text())["points"][0]["metrics"][
-        "median_tpot_ms"]
-    expected = (base_tpot + DELAY_MS) / base_tpot
+    # About the injected size (x2), not just "slower".
+    expected = (base_tpot + delay_ms) / base_tpot
     assert 0.75 * expected <= tpot["ratio"] <= 1.25 * expected, (tpot, expected)
     # A fault-injected run can never become a baseline by accident.
     assert update.main([str(slowed), "--baseline", str(baseline)]) == 2

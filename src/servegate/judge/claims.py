@@ -24,6 +24,7 @@ from servegate.judge.stats import (
     Interval,
     direction,
     equivalence,
+    improvement,
     newcombe_difference,
     noninferiority,
     paired_difference,
@@ -80,14 +81,11 @@ def _ttft_claim(groups: dict[tuple[str, int], list[dict[str, Any]]],
             return check
         target = 1.0 - required
         assert check.interval is not None
-        if check.interval.high <= target:
-            check.verdict = "pass"
-            check.reason = f"whole interval at or below {target:.3f}"
-        elif check.interval.low > target:
-            check.verdict = "regression"
-            check.reason = f"improvement demonstrably smaller than the stated {100 * required:.1f}%"
-        else:
-            check.reason = f"interval straddles the stated ratio {target:.3f}"
+        check.verdict = improvement(check.interval, target)
+        check.reason = {
+            "pass": f"whole interval at or below {target:.3f}",
+            "regression": f"improvement demonstrably smaller than the stated {100 * required:.1f}%",
+        }.get(check.verdict, f"interval straddles the stated ratio {target:.3f}")
         return check
 
     return Pending(name, True, evaluate)

@@ -427,6 +427,15 @@ def noninferiority(interval: Interval, margin: float) -> Verdict:
     return "regression" if interval.high < -margin else "inconclusive"
 
 
+def improvement(interval: Interval, target: float) -> Verdict:
+    """A stated improvement of a lower-is-better ratio (``target`` = 0.96 for "at least 4 %
+    better"): ``pass`` when the whole interval is at or below ``target``, ``regression`` when it
+    is wholly above (the improvement is demonstrably smaller), ``inconclusive`` otherwise."""
+    if interval.high <= target:
+        return "pass"
+    return "regression" if interval.low > target else "inconclusive"
+
+
 def tost_confidence(confidence: float) -> float:
     """Two one-sided tests at alpha each == a two-sided interval at 1 - 2*alpha."""
     return 1.0 - 2.0 * (1.0 - confidence)
