@@ -1,0 +1,170 @@
+"""``servegate calibrate`` on designs whose outcome is known before simulating (issue 15).
+
+Almost noise-free arms make every decision certain (an A/A night never alarms, any slowdown of
+5 % or more is always caught, identical on/off arms are always equivalent with full power); a
+single prompt per point is never judgeable (nothing is caught). A design with floor 0 has an A/A
+false-alarm rate equal to the one-sided level, checked against the binomial distribution. The
+reported tallies, intervals and table are then compared with values worked out here (scipy's
+Clopper-Pearson interval as the reference), not with the harness's own arithmetic.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from scipy import stats as sps
+
+from servegate.config.judge import JudgeConfig
+from servegate.judge import calibrate as cal
+
+GRID = cal.SLOWDOWN_GRID
+
+
+def _design(*, prompts: int = 400, modes: tuple[str, ...] = ("off",), cv: float = 0.001,
+            floor: float = 0.02) -> cal.Design:
+    config = JudgeConfig(metrics=("mean_ttft_ms",), floors={"mean_ttft_ms": floor},
+                         run_to_run_cv=0.0, noop_margin=0.02)
+    return cal.Design("det", 1, (4,), (prompts,), 16, 0, config, "mi300x", ttft_cv=cv,
+                      tpot_cv=cv, cv_source="test", modes=modes)
+
+
+def _clopper_pearson(k: int, n: int) -> list[float]:
+    low = 0.0 if k == 0 else float(sps.beta.ppf(0.025, k, n - k + 1))
+    high = 1.0 if k == n else float(sps.beta.ppf(0.975, k + 1, n - k))
+    return [round(low, 5), round(high, 5)]
+
+
+def test_certain_design_catches_every_slowdown_and_never_alarms() -> None:
+    row = cal.calibrate(_design(), 0.0, nights=30, seed=5)
+    assert (row["suite"], row["repeats"], row["run_cv"], row["nights"], row["checks"]) == (
+        "det", 1, 0.0, 30, 1)
+    assert row["aa_false_alarm"] == 0.0 and row["noop_false_failure"] == 0.0
+    assert row["aa_false_alarm_ci"] == _clopper_pearson(0, 30)
+    assert row["noop_false_failure_ci"] == _clopper_pearson(0, 30)
+    assert row["power_curve"] == {f"{s:.2f}": 1.0 for s in GRID}
+    assert row["power"] == {"0.05": 1.0, "0.10": 1.0}
+    assert row["slowdown_80"] == 0.05
+    assert row["per_check_confidence"] == 0.95          # one counted check: no Bonferroni
+    assert row["noop_gating_nights"] == 0.0             # no `on` mode: no no-op claim
+    assert (row["assumed_run_cv"], row["assumed_run_cv_dof"]) == (0.0, 10.0)
+    assert row["request_cv"] == {"ttft": 0.001, "tpot": 0.001, "source": "test"}
+    assert (row["runner_class"], row["seed"]) == ("mi300x", 5)
+
+
+def test_every_night_of_every_batch_is_counted() -> None:
+    """Nights split over batches (the last one short) are all simulated and all counted."""
+    row = cal.calibrate(_design(prompts=50), 0.0, nights=7, seed=1, batch=3)
+    assert row["nights"] == 7 and row["power_curve"]["0.05"] == 1.0
+    assert row["aa_false_alarm_ci"] == _clopper_pearson(0, 7)
+
+
+def test_unjudgeable_design_catches_nothing() -> None:
+    row = cal.calibrate(_design(prompts=1), 0.0, nights=20, seed=2)
+    assert row["power_curve"] == {f"{s:.2f}": 0.0 for s in GRID}
+    assert row["slowdown_80"] is None and row["aa_false_alarm"] == 0.0
+
+
+def test_identical_on_off_arms_are_equivalent_with_full_power() -> None:
+    row = cal.calibrate(_design(modes=("off", "on")), 0.0, nights=25, seed=4)
+    # off and on baseline checks, the no-op TOST, and the prefill test (counted, not simulated)
+    assert row["checks"] == 4 and row["per_check_confidence"] == pytest.approx(1 - 0.05 / 4)
+    assert row["noop_gating_nights"] == 1.0 and row["noop_false_failure"] == 0.0
+    assert row["aa_false_alarm"] == 0.0
+
+
+def test_floor_zero_alarms_at_the_one_sided_level() -> None:
+    """With no practical floor an A/A check is a plain one-sided test at alpha/2 = 2.5 %."""
+    nights = 4000
+    row = cal.calibrate(_design(prompts=200, cv=0.05, floor=0.0), 0.0,
+                        nights=nights, seed=11, slowdowns=(0.05,))
+    k = round(row["aa_false_alarm"] * nights)
+    low, high = sps.binom.ppf([0.0005, 0.9995], nights, 0.025)
+    assert low <= k <= high, k
+    assert row["aa_false_alarm_ci"] == _clopper_pearson(k, nights)
+
+
+def test_a_slowdown_grid_reports_the_smallest_step_with_80_percent_power() -> None:
+    # noisy enough that 1 % is not caught and 50 % always is
+    row = cal.calibrate(_design(prompts=20, cv=0.05), 0.0, nights=40, seed=3,
+                        slowdowns=(0.5, 0.01))
+    assert row["power_curve"]["0.50"] == 1.0 and row["power_curve"]["0.01"] < 0.8
+    assert row["slowdown_80"] == 0.5
+    assert row["power"] == {}                           # 5 % and 10 % were not simulated
+
+
+def _suite_file(tmp_path: Path) -> Path:
+    path = tmp_path / "det.toml"
+    path.write_text("""
+[suite]
+name = "det"
+model = "glm-5.2-mxfp4"
+runners = ["mi300x"]
+modes = ["off"]
+repeats = 1
+seed = 1
+
+[load]
+input_len = 300
+output_len = 16
+concurrency = [4]
+num_prompts = [20000]
+warmup_requests = 1
+point_timeout_s = 600
+
+[judge]
+metrics = ["mean_ttft_ms"]
+floors = { mean_ttft_ms = 0.02 }
+run_to_run_cv = 0.0
+""")
+    return path
+
+
+def test_the_table_and_json_of_a_suite_file(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    suite = str(_suite_file(tmp_path))
+    design = cal.design_for(suite)
+    assert (design.suite, design.repeats, design.concurrencies, design.num_prompts,
+            design.output_len, design.questions, design.runner_class, design.modes) == (
+        suite, 1, (4,), (20000,), 16, 0, "mi300x", ("off",))
+    args = ["--suite", suite, "--run-cv", "0,0.5", "--nights", "10", "--seed", "3"]
+    assert cal.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["suite", "rep", "run_cv", "checks", "A/A", "alarm", "[95%",
+                                "CI]", "no-op", "fail", "power", "5%", "power", "10%", "80%",
+                                "at"]
+    assert lines[1].split()[1:] == ["1", "0.0%", "1", "0.0000", "[0.0000,", "0.3085]",
+                                    "0.0000", "1.000", "1.000", "5%"]
+    assert lines[2].split()[1:3] == ["1", "50.0%"]
+    assert lines[3].startswith("10 nights per row, seed 3, ") and lines[3].endswith(" s")
+    assert len(lines) == 4
+    assert cal.main([*args, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["run_cv"] for r in doc["designs"]] == [0.0, 0.5]
+    assert doc["seed"] == 3 and doc["wall_time_s"] >= 0
+    assert doc["designs"][0]["aa_false_alarm_ci"] == _clopper_pearson(0, 10)
+
+
+def test_a_row_without_80_percent_power_prints_a_dash(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path = _suite_file(tmp_path)
+    path.write_text(path.read_text().replace("num_prompts = [20000]", "num_prompts = [1]"))
+    assert cal.main(["--suite", str(path), "--run-cv", "0", "--nights", "5"]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[-3:] == ["0.000", "0.000", "-"]
+
+
+@pytest.mark.parametrize("args", [["--nights", "0"], ["--batch", "0"], ["--run-cv", "-0.1"],
+                                  ["--run-cv", ""]])
+def test_bad_numbers_exit_2_naming_the_options(args: list[str],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert cal.main(["--suite", "nightly", *args]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "servegate calibrate: --nights and --batch must be >= 1, --run-cv >= 0")
+
+
+def test_defaults() -> None:
+    assert cal.DEFAULT_SUITES == ("cpu", "premerge", "nightly")
+    assert cal.DEFAULT_RUN_CVS == (0.01, 0.02, 0.04)
+    assert cal.POWER_AT == (0.05, 0.10)
