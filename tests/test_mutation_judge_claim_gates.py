@@ -284,3 +284,86 @@ def test_forced_experiment_without_samples_is_inconclusive_not_an_error(tmp_path
     check = claims._experiment(groups, 4, "mean_ttft_ms", JudgeConfig()).evaluate(0.95)
     assert check.verdict == "inconclusive" and check.interval is None
     assert "repeats" in check.reason
+
+
+# ------------------------------------------------------------ no-op: metric equivalence (TOST)
+
+def _noop_run(tmp_path: Path, factor: float, n_requests: int, name: str) -> Any:
+    run_dir = make_run(tmp_path / name, runner_class="mi300x", concurrencies=(4,),
+                       n_requests=n_requests, request_cv=0.05,
+                       effect=lambda m, c: factor if m == "on" else 1.0)
+    return run_dir, group_points(load_run(run_dir))
+
+
+def _tost(groups: Any, margin: float = 0.05, **config: Any) -> Any:
+    pending = claims._noop_equivalence(groups, 4, "mean_ttft_ms",
+                                       JudgeConfig(noop_margin=margin, run_to_run_cv=0.0,
+                                                   **config))
+    assert pending.counts is True
+    return pending
+
+
+def test_noop_equivalence_fields_and_a_gating_pass(tmp_path: Path) -> None:
+    run_dir, groups = _noop_run(tmp_path, 1.0, 3000, "same")
+    pending = _tost(groups)
+    assert pending.name == "no-op: on@c4 mean_ttft_ms equivalent to off within ±5.0%"
+    check = pending.evaluate(0.95)
+    assert (check.kind, check.name, check.metric, check.mode, check.concurrency,
+            check.reference, check.floor, check.boundaries) == (
+        "claim", pending.name, "mean_ttft_ms", "on", 4, "off", 0.05, (0.95, 1.05))
+    assert check.verdict == "pass" and check.gate is True
+    assert check.reason == "TOST equivalence"
+    assert check.interval.confidence == pytest.approx(0.90)     # TOST: 1 - 2 alpha
+    assert check.current_value == pytest.approx(_point_mean(run_dir, "on", 4, "mean_ttft_ms"))
+    assert check.reference_value == pytest.approx(
+        _point_mean(run_dir, "off", 4, "mean_ttft_ms"))
+
+
+def test_noop_equivalence_demonstrably_outside_the_margin(tmp_path: Path) -> None:
+    _, groups = _noop_run(tmp_path, 1.2, 3000, "slower")
+    check = _tost(groups).evaluate(0.95)
+    assert check.verdict == "regression" and check.gate is True
+    assert check.reason == "TOST equivalence: demonstrably outside the margin"
+
+
+def test_an_underpowered_tost_reports_and_does_not_gate(tmp_path: Path) -> None:
+    _, groups = _noop_run(tmp_path, 1.0, 6, "few")
+    check = _tost(groups, margin=0.02, noop_min_power=0.8).evaluate(0.95)
+    assert check.gate is False and check.verdict == "inconclusive"
+    assert check.reason.startswith("TOST equivalence; reported, not gating: TOST power ")
+    assert check.reason.endswith("% < 80% at +-2.0%")
+    power = int(check.reason.split("TOST power ")[1].split("%")[0])
+    assert 0 <= power < 80
+
+
+def test_a_zero_power_requirement_always_gates(tmp_path: Path) -> None:
+    _, groups = _noop_run(tmp_path, 1.0, 3000, "same2")
+    check = _tost(groups, noop_min_power=0.0).evaluate(0.95)
+    assert check.gate is True and "not gating" not in check.reason
+
+
+def test_noop_equivalence_without_the_metric_is_inconclusive_naming_the_arm(
+        tmp_path: Path) -> None:
+    _, groups = _noop_run(tmp_path, 1.0, 50, "missing")
+    for point in groups[("on", 4)]:
+        del point["metrics"]["mean_ttft_ms"]
+    check = _tost(groups).evaluate(0.95)
+    assert check.verdict == "inconclusive" and check.interval is None
+    assert check.reason == "mean_ttft_ms missing from on@c4"
+    assert check.current_value is None
+
+
+def test_non_positive_values_are_an_error_with_the_message(tmp_path: Path) -> None:
+    _, groups = _noop_run(tmp_path, 1.0, 50, "zero")
+    for point in groups[("off", 4)]:
+        point["metrics"]["mean_ttft_ms"] = 0.0
+    check = _tost(groups, min_repeats_for_repeat_bootstrap=1).evaluate(0.95)
+    assert check.verdict == "error"
+    assert check.reason.endswith("values must be positive for a ratio")
+
+
+def test_concurrencies_are_those_both_modes_have() -> None:
+    groups = {("off", 4): [], ("off", 8): [], ("on", 8): [], ("on", 16): [], ("forced", 4): []}
+    assert claims._concurrencies(groups, "on", "off") == [8]
+    assert claims._concurrencies(groups, "forced", "off") == [4]
+    assert claims._concurrencies(groups, "off", "off") == [4, 8]
