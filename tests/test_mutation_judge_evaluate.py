@@ -55,7 +55,7 @@ def _judged(tmp_path: Path, **kw: object) -> tuple[Path, object]:
 
 def test_settings_seed_and_family_are_noted(tmp_path: Path) -> None:
     from servegate.judge.stats import run_seed
-    run_dir, judgement = _judged(tmp_path)
+    _, judgement = _judged(tmp_path)
     seed = run_seed(7, "night-1")
     assert judgement.config.seed == seed and seed != 7
     assert judgement.notes[0] == "judge settings from suites/x.toml (as recorded in run.json)"
