@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scipy import stats as sps
 
@@ -168,3 +169,91 @@ def test_defaults() -> None:
     assert cal.DEFAULT_SUITES == ("cpu", "premerge", "nightly")
     assert cal.DEFAULT_RUN_CVS == (0.01, 0.02, 0.04)
     assert cal.POWER_AT == (0.05, 0.10)
+
+
+# ------------------------------------------------------------------ the harness's own pieces
+
+def test_design_of_the_nightly_suite() -> None:
+    from servegate.config import load_suite, suite_path
+    suite = load_suite(suite_path("nightly"))
+    design = cal.design_for("nightly")
+    assert (design.suite, design.repeats, design.concurrencies, design.num_prompts,
+            design.output_len, design.questions, design.modes) == (
+        "nightly", 3, tuple(suite.load.concurrency), tuple(suite.load.num_prompts), 1024, 1319,
+        ("off", "on"))
+    assert design.runner_class == "mi300x"           # the first class exact fill is off on
+    assert design.config == suite.judge
+    assert (design.ttft_cv, design.tpot_cv) == (0.30, 0.10)
+
+
+def test_the_cpu_design_takes_its_request_cvs_from_the_stored_baseline() -> None:
+    design = cal.design_for("cpu")
+    assert design.runner_class == "cpu" and design.questions > 0
+    assert design.cv_source == ("stored CPU baseline baselines/cpu/smollm2-135m/cpu.json "
+                                "(log-sd per point, averaged)")
+    assert (design.ttft_cv, design.tpot_cv) != (0.30, 0.10)
+
+
+def test_family_of_a_design_with_claims_and_accuracy() -> None:
+    config = JudgeConfig(metrics=("mean_ttft_ms", "median_tpot_ms"), floors={
+        "mean_ttft_ms": 0.03}, default_floor=0.07, accuracy_floor=0.015, noop_margin=0.04,
+        noop_metrics=("mean_ttft_ms",), run_to_run_cv=0.02, confidence=0.9)
+    design = cal.Design("fam", 2, (4, 16), (10, 20), 64, 100, config, "mi300x")
+    specs, confidence = cal.family(design)
+    kinds = [(s.kind, s.metric, s.mode, s.concurrency, s.floor) for s in specs]
+    assert sorted(kinds, key=str) == sorted([
+        ("baseline", "mean_ttft_ms", "off", 4, 0.03), ("baseline", "median_tpot_ms", "off", 4, 0.07),
+        ("baseline", "mean_ttft_ms", "off", 16, 0.03),
+        ("baseline", "median_tpot_ms", "off", 16, 0.07),
+        ("baseline", "mean_ttft_ms", "on", 4, 0.03), ("baseline", "median_tpot_ms", "on", 4, 0.07),
+        ("baseline", "mean_ttft_ms", "on", 16, 0.03),
+        ("baseline", "median_tpot_ms", "on", 16, 0.07),
+        ("accuracy", "accuracy", "off", None, 0.015), ("accuracy", "accuracy", "on", None, 0.015),
+        ("prefill", "aligned_fraction", "on", 4, 0.0), ("prefill", "aligned_fraction", "on", 16, 0.0),
+        ("noop", "mean_ttft_ms", "on", 4, 0.04), ("noop", "mean_ttft_ms", "on", 16, 0.04)],
+        key=str)
+    assert confidence == pytest.approx(1 - 0.1 / 14)
+
+
+def test_draws_share_one_server_factor_per_mode_and_repeat() -> None:
+    design = cal.Design("d", 2, (4, 8), (3, 5), 16, 0, JudgeConfig(), "mi300x", ttft_cv=0.0,
+                        tpot_cv=0.0)
+    rng = np.random.default_rng(0)
+    draws = cal._draw(rng, design, 6, 0.1)
+    ttft, tpot = draws[("off", 4)]
+    assert ttft.shape == (6, 2, 3) and draws[("on", 8)][0].shape == (6, 2, 5)
+    server = ttft[..., :1] / cal.TTFT_MS                 # no per-request noise: the server factor
+    assert np.allclose(ttft / cal.TTFT_MS, server) and np.allclose(tpot / cal.TPOT_MS, server)
+    assert np.allclose(draws[("off", 8)][0][..., :1] / cal.TTFT_MS, server)   # same start
+    assert not np.allclose(draws[("on", 4)][0][..., :1] / cal.TTFT_MS, server)
+    assert np.std(np.log(server)) == pytest.approx(0.1, abs=0.05)
+    still = cal._draw(rng, design, 2, 0.0)[("off", 4)]
+    assert np.all(still[0] == cal.TTFT_MS) and np.all(still[1] == cal.TPOT_MS)
+
+
+def test_arm_statistics_as_bench_computes_them() -> None:
+    design = cal.Design("d", 1, (4,), (3,), 11, 0, JudgeConfig(), "mi300x")
+    ttft = np.array([[[100.0, 200.0, 300.0]]])
+    tpot = np.array([[[10.0, 20.0, 30.0]]])
+    e2e = ttft + tpot * 10                                        # output 11 tokens
+    mean_e2e = cal._arm(ttft, tpot, "mean_e2e_latency_ms", design, 4)
+    assert mean_e2e.values.tolist() == [[e2e.mean()]] and mean_e2e.n_requests == 3
+    assert float(mean_e2e.pooled[0]) == pytest.approx(e2e.mean())
+    duration_s = e2e.sum() / 4 / 1000.0
+    for metric, per in (("output_throughput", 11), ("request_throughput", 1),
+                        ("total_throughput", 11)):
+        got = cal._arm(ttft, tpot, metric, design, 4).values
+        assert got.shape == (1, 1) and float(got[0, 0]) == pytest.approx(per * 3 / duration_s)
+    itl = cal._arm(ttft, tpot, "median_itl_ms", design, 4)
+    assert itl.values.tolist() == [[20.0]] and itl.pooled is None
+    with pytest.raises(ValueError) as info:
+        cal._arm(ttft, tpot, "max_output_tokens_per_s", design, 4)
+    assert str(info.value) == "calibrate: no simulation for metric 'max_output_tokens_per_s'"
+
+
+def test_accuracy_codes_per_night() -> None:
+    rng = np.random.default_rng(1)
+    lenient = cal._accuracy_codes(rng, 50, 400, 0.5, 0.95)
+    assert lenient.shape == (50,) and set(lenient.tolist()) == {0}
+    strict = cal._accuracy_codes(rng, 400, 400, 0.0, 0.95)
+    assert 0 < int((strict == 1).sum()) < 40            # about alpha/2 of nights at floor 0
