@@ -160,3 +160,43 @@ def test_no_accuracy_check_without_both_labels(tmp_path: Path) -> None:
     run, run_dir = _ab_run(tmp_path, accuracy=True)
     run["accuracy"] = {"head-off": {"n": 1, "correct": 1}, "base-on": {"n": 1, "correct": 1}}
     assert not [p for p in ab.ab_pendings(run, run_dir, JudgeConfig()) if "GSM8K" in p.name]
+
+
+def test_base_metric_missing_names_the_base_arm_and_floors_are_per_metric(
+        tmp_path: Path) -> None:
+    run, run_dir = _ab_run(tmp_path)
+    for point in run["points"]:
+        if point["arm"] == "base":
+            point["metrics"].pop("mean_ttft_ms")
+    config = JudgeConfig(metrics=("mean_ttft_ms", "median_tpot_ms"),
+                         floors={"mean_ttft_ms": 0.03}, default_floor=0.07)
+    checks = [p.evaluate(0.95) for p in ab.ab_pendings(run, run_dir, config)]  # type: ignore[arg-type]
+    assert checks[0].reason == "mean_ttft_ms missing from base off@c2"
+    assert [c.floor for c in checks] == [0.03, 0.07, 0.03, 0.07]
+
+
+def test_higher_is_better_metrics_regress_when_they_drop(tmp_path: Path) -> None:
+    run, run_dir = _ab_run(tmp_path, head_factor=1.6)     # latencies up: throughput down
+    config = JudgeConfig(metrics=("output_throughput",), run_to_run_cv=0.01)
+    checks = [p.evaluate(0.95) for p in ab.ab_pendings(run, run_dir, config)]  # type: ignore[arg-type]
+    assert {c.verdict for c in checks} == {"regression"}
+
+
+def test_points_in_mode_then_concurrency_order_and_integrity_fields(tmp_path: Path) -> None:
+    run, run_dir = _ab_run(tmp_path, drop=("base", "on", 2))
+    extra = []
+    for point in run["points"]:
+        if point["mode"] == "off":
+            for mode, conc in (("forced", 2), ("off", 16)):
+                extra.append({**point, "mode": mode, "concurrency": conc})
+    run["points"] += extra
+    config = JudgeConfig(metrics=("mean_ttft_ms",))
+    pendings = ab.ab_pendings(run, run_dir, config)        # type: ignore[arg-type]
+    assert [p.name for p in pendings] == [
+        "off@c2 mean_ttft_ms head vs base", "off@c16 mean_ttft_ms head vs base",
+        "on@c2 measured on both trees", "forced@c2 mean_ttft_ms head vs base"]
+    integrity = pendings[2]
+    assert integrity.counts is False
+    check = integrity.evaluate(0.9)
+    assert (check.metric, check.name, check.gate) == ("points", "on@c2 measured on both trees",
+                                                      True)
