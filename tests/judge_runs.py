@@ -90,3 +90,10 @@ def make_run(run_dir: Path, *, runner_class: str = "cpu", model_profile: str = "
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "run.json").write_text(json.dumps(run, indent=1))
     return run_dir
+
+
+def point_mean(run_dir: Path, mode: str, conc: int, metric: str) -> float:
+    """Mean of ``metric`` over the run's points of (mode, concurrency), read from run.json."""
+    points = [p for p in json.loads((run_dir / "run.json").read_text())["points"]
+              if p["mode"] == mode and p["concurrency"] == conc]
+    return sum(p["metrics"][metric] for p in points) / len(points)

@@ -1,10 +1,10 @@
 """The judge validated on real runs (real sglang on CPU, SmolLM2-135M, suites/cpu-gate.toml).
 
 An A/A pair (two runs of the same config, each with its own server start) must not be called a
-regression; a run with a servegate-injected decode delay of one baseline TPOT per step (a 2x decode slowdown;
-SERVEGATE_INJECT_DECODE_DELAY_MS, the exact-fill hook's mechanism, active only in the server
-process) must be called a regression of about that size, naming the metric.
-The measured figures are in the README.
+regression; a run with a servegate-injected decode delay of one baseline TPOT per step (a 2x
+decode slowdown; SERVEGATE_INJECT_DECODE_DELAY_MS, the exact-fill hook's mechanism, active only in
+the server process) must be called a regression of about that size, naming the metric. The
+measured figures are in the README.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-# In the default e2e tier (three server starts, ~3.5 min). The suite's run_to_run_cv (0.07, 10
+# In the default e2e tier (three server starts, 191 s measured). The suite's run_to_run_cv (0.07, 10
 # dof) was measured on an idle machine; another CPU-heavy process during a run makes that server
 # start several times slower (suites/cpu-gate.toml), so run it, like every timing test, alone.
 pytestmark = pytest.mark.e2e
+
 
 def _bench(results: Path) -> Path:
     from servegate import bench

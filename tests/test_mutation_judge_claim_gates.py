@@ -6,12 +6,11 @@ the forced-mode experiment. Every field of each check is pinned against values w
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from judge_runs import make_run
+from judge_runs import make_run, point_mean
 from scipy import stats as sps
 
 from servegate.config.judge import JudgeConfig
@@ -48,12 +47,6 @@ def _gfx95_run(tmp_path: Path, factor: float, concurrencies: tuple[int, ...] = (
                     effect=lambda m, c: factor if m == "on" else 1.0)
 
 
-def _point_mean(run_dir: Path, mode: str, conc: int, metric: str) -> float:
-    points = [p for p in json.loads((run_dir / "run.json").read_text())["points"]
-              if p["mode"] == mode and p["concurrency"] == conc]
-    return sum(p["metrics"][metric] for p in points) / len(points)
-
-
 def test_ttft_claim_check_fields_at_the_highest_concurrency(tmp_path: Path) -> None:
     run_dir = _gfx95_run(tmp_path, 0.90, repeats=2)
     config = JudgeConfig(gated_min_ttft_improvement=0.04, run_to_run_cv=0.0)
@@ -65,9 +58,9 @@ def test_ttft_claim_check_fields_at_the_highest_concurrency(tmp_path: Path) -> N
             check.reference, check.floor, check.boundaries, check.gate) == (
         "claim", pending.name, "mean_ttft_ms", "on", 64, "off", 0.04, (0.96,), True)
     assert check.verdict == "pass" and check.reason == "whole interval at or below 0.960"
-    assert check.current_value == pytest.approx(_point_mean(run_dir, "on", 64, "mean_ttft_ms"))
+    assert check.current_value == pytest.approx(point_mean(run_dir, "on", 64, "mean_ttft_ms"))
     assert check.reference_value == pytest.approx(
-        _point_mean(run_dir, "off", 64, "mean_ttft_ms"))
+        point_mean(run_dir, "off", 64, "mean_ttft_ms"))
     assert check.interval is not None and check.interval.confidence == 0.99
     assert check.interval.high <= 0.96 and check.interval.estimate == pytest.approx(0.9, abs=0.02)
 
@@ -100,7 +93,7 @@ def test_ttft_claim_uses_the_configured_concurrency_and_metric(tmp_path: Path) -
     check = claims._ttft_claim(group_points(load_run(run_dir)), config).evaluate(0.95)
     assert (check.concurrency, check.metric) == (4, "median_ttft_ms")
     assert check.name == "claim: on vs off median_ttft_ms at c4 improves >= 4.0%"
-    assert check.current_value == pytest.approx(_point_mean(run_dir, "on", 4, "median_ttft_ms"))
+    assert check.current_value == pytest.approx(point_mean(run_dir, "on", 4, "median_ttft_ms"))
 
 
 @pytest.mark.parametrize("missing", ["on", "off"])
@@ -273,8 +266,8 @@ def test_forced_is_an_experiment_judged_at_the_suites_own_level(
     assert check.interval.confidence == 0.9          # config.confidence, not the family's
     assert check.interval.estimate == pytest.approx(factor, rel=0.02)
     assert check.current_value == pytest.approx(
-        _point_mean(run_dir, "forced", 4, "mean_ttft_ms"))
-    assert check.reference_value == pytest.approx(_point_mean(run_dir, "off", 4, "mean_ttft_ms"))
+        point_mean(run_dir, "forced", 4, "mean_ttft_ms"))
+    assert check.reference_value == pytest.approx(point_mean(run_dir, "off", 4, "mean_ttft_ms"))
 
 
 def test_forced_experiment_without_samples_is_inconclusive_not_an_error(tmp_path: Path) -> None:
@@ -314,9 +307,9 @@ def test_noop_equivalence_fields_and_a_gating_pass(tmp_path: Path) -> None:
     assert check.verdict == "pass" and check.gate is True
     assert check.reason == "TOST equivalence"
     assert check.interval.confidence == pytest.approx(0.90)     # TOST: 1 - 2 alpha
-    assert check.current_value == pytest.approx(_point_mean(run_dir, "on", 4, "mean_ttft_ms"))
+    assert check.current_value == pytest.approx(point_mean(run_dir, "on", 4, "mean_ttft_ms"))
     assert check.reference_value == pytest.approx(
-        _point_mean(run_dir, "off", 4, "mean_ttft_ms"))
+        point_mean(run_dir, "off", 4, "mean_ttft_ms"))
 
 
 def test_noop_equivalence_demonstrably_outside_the_margin(tmp_path: Path) -> None:

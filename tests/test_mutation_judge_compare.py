@@ -9,17 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from judge_runs import make_run
+from judge_runs import make_run, point_mean
 from statsmodels.stats.proportion import confint_proportions_2indep
 
 from servegate.config.judge import JudgeConfig
 from servegate.judge.compare import baseline_pendings
 from servegate.results import load_run
 
+RUN = "run"
+
 
 def _run(tmp_path: Path, modes: tuple[str, ...] = ("off", "on", "forced"),
          concs: tuple[int, ...] = (4, 16), **kw: Any) -> Any:
-    return load_run(make_run(tmp_path / "run", modes=modes, concurrencies=concs,
+    return load_run(make_run(tmp_path / RUN, modes=modes, concurrencies=concs,
                              n_requests=50, **kw))
 
 
@@ -29,12 +31,6 @@ def _bpoint(mode: str, conc: int, value: float = 100.0, metrics: tuple[str, ...]
             "metrics": {m: {"value": value, "n_repeats": 1, "repeats": [value], "spread": None}
                         for m in metrics},
             "requests": {"ttft_ms": requests or [value * 0.9, value, value * 1.1] * 20}}
-
-
-def _mean(run: Any, mode: str, conc: int, metric: str) -> float:
-    vals = [p["metrics"][metric] for p in run["points"]
-            if p["mode"] == mode and p["concurrency"] == conc]
-    return sum(vals) / len(vals)
 
 
 CONFIG = JudgeConfig(metrics=("mean_ttft_ms",), run_to_run_cv=0.05)
@@ -85,7 +81,7 @@ def test_metric_check_fields_and_verdict(tmp_path: Path) -> None:
             check.floor, check.gate) == ("baseline", "mean_ttft_ms", "off", 4, "baseline", 0.07,
                                          True)
     assert check.verdict == "regression" and check.interval.estimate > 1.3
-    assert check.current_value == pytest.approx(_mean(run, "off", 4, "mean_ttft_ms"))
+    assert check.current_value == pytest.approx(point_mean(tmp_path / RUN, "off", 4, "mean_ttft_ms"))
     assert check.reference_value == 100.0
     better = baseline_pendings(run, {"points": [_bpoint("off", 4, 300.0)]}, config)[0]
     assert better.evaluate(0.95).verdict == "improvement"
@@ -94,7 +90,7 @@ def test_metric_check_fields_and_verdict(tmp_path: Path) -> None:
 def test_higher_is_better_metrics_are_judged_that_way(tmp_path: Path) -> None:
     run = _run(tmp_path, modes=("off",), concs=(4,), repeats=3, run_cv=0.01)
     config = JudgeConfig(metrics=("output_throughput",), run_to_run_cv=0.01)
-    value = _mean(run, "off", 4, "output_throughput")
+    value = point_mean(tmp_path / RUN, "off", 4, "output_throughput")
     for factor, expected in ((2.0, "regression"), (0.5, "improvement")):
         repeats = [value * factor * f for f in (0.99, 1.0, 1.01)]
         base = {"mode": "off", "concurrency": 4, "requests": {}, "metrics": {

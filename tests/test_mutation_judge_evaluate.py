@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from judge_runs import make_run
 
-from servegate.config.judge import JudgeConfig
-from servegate.judge.evaluate import judge
+from servegate.config.judge import JudgeConfig, JudgeConfigError
+from servegate.judge.evaluate import judge, judge_config_for_run
+from servegate.judge.stats import run_seed
 
 
 def test_unreadable_run_is_one_integrity_error(tmp_path: Path) -> None:
@@ -54,7 +56,6 @@ def _judged(tmp_path: Path, **kw: object) -> tuple[Path, object]:
 
 
 def test_settings_seed_and_family_are_noted(tmp_path: Path) -> None:
-    from servegate.judge.stats import run_seed
     _, judgement = _judged(tmp_path)
     seed = run_seed(7, "night-1")
     assert judgement.config.seed == seed and seed != 7
@@ -76,7 +77,6 @@ def test_settings_seed_and_family_are_noted(tmp_path: Path) -> None:
 
 
 def test_the_run_key_falls_back_to_start_time_then_folder(tmp_path: Path) -> None:
-    from servegate.judge.stats import run_seed
     run_dir = _write(make_run(tmp_path / "folder-name"), judge_table=TABLE)
     assert judge(run_dir, baselines_root=tmp_path).config.seed == run_seed(
         7, "2026-11-30T12:00:00+00:00")
@@ -125,10 +125,6 @@ def test_a_recorded_null_table_means_defaults_and_says_so(tmp_path: Path) -> Non
                      suite_source={"path": "my.toml"})
     judgement = judge(run_dir, baselines_root=tmp_path)
     assert judgement.notes[0] == "judge settings from <defaults: my.toml has no [judge] table>"
-    import pytest
-
-    from servegate.config.judge import JudgeConfigError
-    from servegate.judge.evaluate import judge_config_for_run
     with pytest.raises(JudgeConfigError) as info:   # (run.json validation refuses it first)
         judge_config_for_run({"judge_table": [1], "suite_source": {"path": "my.toml"}})
     assert str(info.value) == "run.json: judge_table must be a table (from my.toml)"
