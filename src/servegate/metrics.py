@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -58,6 +58,12 @@ class Metric:
     quantity: str | None = None                 # per-request quantity it summarises
     statistic: str | None = None                # mean | median | std | p<q>
     tags: frozenset[str] = field(default_factory=frozenset)
+
+
+def finite_number(value: Any) -> bool:
+    """A value a metric can hold: a real, finite number (JSON's true/false are not numbers)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
 
 
 QUANTITIES: dict[str, Quantity] = {}

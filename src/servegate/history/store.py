@@ -18,7 +18,6 @@ identical and a refusal when it differs. Reading skips a malformed line but name
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -29,6 +28,7 @@ from typing import Any, Literal
 from servegate.atomic import write_text
 from servegate.errors import ServegateError
 from servegate.judge.baselines import group_points, point_sort_key, run_identity
+from servegate.metrics import finite_number
 from servegate.results import Run, load_run, unusable_reasons
 
 STORE_SCHEMA_VERSION = 1
@@ -114,11 +114,6 @@ class AddResult:
 # ---------------------------------------------------------------- writing
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value)
-
-
 def refusal_reasons(run: Run) -> list[str]:
     """Why a run must not enter the history (empty: fine); update-baselines' rules plus an
     identity and a time."""
@@ -154,7 +149,7 @@ def records_from_run(run: Run, run_id: str) -> list[Record]:
         names = sorted({name for point in points for name in point.get("metrics", {})})
         for name in names:
             values = [point["metrics"].get(name) for point in points]
-            if all(_finite(v) for v in values):
+            if all(finite_number(v) for v in values):
                 records.append(Record(mode=mode, concurrency=concurrency, metric=name,
                                       values=tuple(float(v) for v in values), **common))
     for mode, result in sorted((run.get("accuracy") or {}).items()):
@@ -163,7 +158,7 @@ def records_from_run(run: Run, run_id: str) -> list[Record]:
             continue
         counted = isinstance(correct, int) and not isinstance(correct, bool)
         accuracy: Any = correct / n if counted and correct is not None else result.get("accuracy")
-        if _finite(accuracy):
+        if finite_number(accuracy):
             conc = result.get("concurrency")
             records.append(Record(mode=mode, concurrency=conc if isinstance(conc, int) else None,
                                   metric=ACCURACY_METRIC, values=(float(accuracy),), n=n,
@@ -237,7 +232,7 @@ def _parse_line(raw: str, path: Path) -> Record | str:
     if conc is not None and (isinstance(conc, bool) or not isinstance(conc, int) or conc < 1):
         return f"concurrency must be an integer >= 1 or null, got {conc!r}"
     values = data.get("values")
-    if not isinstance(values, list) or not values or not all(_finite(v) for v in values):
+    if not isinstance(values, list) or not values or not all(finite_number(v) for v in values):
         return f"values must be a non-empty list of numbers, got {values!r}"
     n = data.get("n")
     if data["metric"] == ACCURACY_METRIC and (isinstance(n, bool) or not isinstance(n, int)

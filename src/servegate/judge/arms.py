@@ -24,7 +24,7 @@ from servegate.judge.stats import (
     repeats_estimate,
     requests_estimate,
 )
-from servegate.metrics import METRICS, QUANTITIES, statistic_fn
+from servegate.metrics import METRICS, QUANTITIES, finite_number, statistic_fn
 
 
 @dataclass
@@ -44,22 +44,17 @@ class Arm:
         return sum(vals) / len(vals) if vals else None
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value)
-
-
 def arm_from_points(label: str, points: list[dict[str, Any]]) -> Arm:
     """An arm from run.json points of one (mode, concurrency), in repeat order."""
     arm = Arm(label, repeat_ids=[int(p["repeat"]) for p in points])
     names = {name for p in points for name in p.get("metrics", {})}
     for name in sorted(names):
-        vals = [p["metrics"].get(name) for p in points]
-        if all(_finite(v) for v in vals):       # a metric missing in one repeat is unusable
+        vals = [p.get("metrics", {}).get(name) for p in points]
+        if all(finite_number(v) for v in vals):       # a metric missing in one repeat is unusable
             arm.metrics[name] = [float(v) for v in vals]
     for key in QUANTITIES:
         pooled = [float(v) for p in points for v in (p.get("requests") or {}).get(key, [])
-                  if _finite(v)]
+                  if finite_number(v)]
         if pooled:
             arm.requests[key] = pooled
     return arm
@@ -94,11 +89,12 @@ class ArmStats:
 
 def arm_stats(arm: Arm, metric: str, seed: int) -> ArmStats:
     """:class:`ArmStats` of one real arm (a leading axis of length 1)."""
-    values = np.asarray(arm.values(metric), dtype=float)[None, :]
+    values = np.asarray(arm.values(metric))[None, :]     # an Arm holds floats
     registered = METRICS.get(metric)
-    if registered is None or registered.quantity is None or registered.statistic is None:
+    if registered is None or registered.statistic is None:
         return ArmStats(values)
-    samples = np.asarray(arm.requests.get(registered.quantity, []), dtype=float)
+    # (a statistic of no registered quantity finds no samples: n_requests 0, as above)
+    samples = np.asarray(arm.requests.get(registered.quantity, []))
     if len(samples) < 2:
         return ArmStats(values, n_requests=len(samples))
     pooled = statistic_fn(registered.statistic)(samples[None, :])
@@ -148,22 +144,22 @@ def compare_arms(cur: ArmStats, ref: ArmStats, *, config: JudgeConfig, paired: b
         # prior gets no weight and the repeats' own spread decides alone.
         within = [a.pooled_se ** 2 * a.values.shape[-1] for a in (cur, ref)
                   if a.pooled_se is not None]
-        shape = cur_logs.shape[:-1]
-        within_var = sum(within) / len(within) if within else np.full(shape, np.nan)
+        within_var = sum(within) / len(within) if within else np.nan
         known = np.isfinite(within_var)
         within_var = np.where(known, within_var, 0.0)
         paired = paired and n_c == n_r
         theta, se, df = repeats_estimate(cur_logs, ref_logs, paired=paired,
                                          prior_var=prior_var + within_var,
                                          prior_dof=np.where(known, prior_dof, 0.0))
-        per_repeat = se ** 2 / ((2 / n_c) if paired else (1 / n_c + 1 / n_r))
-        share = np.clip(1 - np.where(per_repeat > 0, within_var / np.where(
-            per_repeat > 0, per_repeat, 1), 0.0), 0.0, 1.0)
         if not np.all(df > 0):
             raise NotJudgeable(f"{what}: no degrees of freedom for the run-to-run variance "
                                f"({n_c}/{n_r} repeats, run_to_run_cv_dof {prior_dof:g}): the "
                                "family's level is unreachable")
-        return Comparison(theta, se, df, se ** 2 * share,
+        # the part of se^2 that more prompts cannot shrink: se^2 less the within-run variance
+        # of the two means (1/n_c + 1/n_r per repeat; paired arms have n_c == n_r, where that
+        # is the 2/n of a difference)
+        run_var = np.maximum(se ** 2 - within_var * (1 / n_c + 1 / n_r), 0.0)
+        return Comparison(theta, se, df, run_var,
                           "repeats-paired" if paired else "repeats", n_c, n_r, n_c)
     if cur.pooled is None or ref.pooled is None or cur.pooled_se is None \
             or ref.pooled_se is None:
@@ -175,11 +171,10 @@ def compare_arms(cur: ArmStats, ref: ArmStats, *, config: JudgeConfig, paired: b
                            f"needs >= {need} repeats per arm")
     if np.any(cur.pooled <= 0) or np.any(ref.pooled <= 0):
         raise ValueError(f"{what}: statistic is not positive; a ratio is meaningless")
-    sum_sq = (_sum_squares(cur_logs) if n_c > 1 else 0.0) + \
-        (_sum_squares(ref_logs) if n_r > 1 else 0.0)
+    sum_sq = _sum_squares(cur_logs) + _sum_squares(ref_logs)    # 0 for a single repeat
     dof = (n_c - 1) + (n_r - 1)
     if prior_var == 0 and dof == 0:
-        run_var, run_dof = np.zeros(cur_logs.shape[:-1]), np.full(cur_logs.shape[:-1], np.inf)
+        run_var, run_dof = 0.0, math.inf    # no run-to-run term at all (not an unknown one)
     else:
         run_var, run_dof = pooled_run_variance(sum_sq, dof, prior_var, prior_dof)
     se, df, run = requests_estimate(cur.pooled_se, ref.pooled_se, cur.n_requests,
@@ -188,9 +183,6 @@ def compare_arms(cur: ArmStats, ref: ArmStats, *, config: JudgeConfig, paired: b
         raise NotJudgeable(f"{what}: {cur.n_requests}/{ref.n_requests} requests cannot bound "
                            "the statistic (its order-statistic interval runs past the sample); "
                            f"needs more prompts or >= {need} repeats per arm")
-    if np.all(np.isnan(df)):
-        raise NotJudgeable(f"{what}: no degrees of freedom for the run-to-run variance: the "
-                           "family's level is unreachable")
     method = "requests" + ("+run-spread" if dof else "") + \
         ("+assumed-run-cv" if prior_var > 0 else "")
     return Comparison(np.log(cur.pooled / ref.pooled), se, df, run, method, cur.n_requests,
@@ -206,11 +198,12 @@ def ratio_interval(current: Arm, reference: Arm, metric: str, *, config: JudgeCo
         raise NotJudgeable(f"{metric} missing from {reference.label}")
     seed = check_seed(config.seed, key)
     use_pairs = paired and current.repeat_ids == reference.repeat_ids
-    comp = compare_arms(arm_stats(current, metric, seed), arm_stats(reference, metric, seed + 1),
+    ref_seed = seed + 1   # pragma: no mutate (any seed but the current arm's is as good)
+    comp = compare_arms(arm_stats(current, metric, seed), arm_stats(reference, metric, ref_seed),
                         config=config, paired=use_pairs,
                         what=f"{metric} ({current.label}/{reference.label})")
     theta, se, df = float(comp.theta[0]), float(comp.se[0]), float(comp.df[0])
-    if not math.isfinite(se):
+    if not math.isfinite(se):       # e.g. a NaN repeat value in an arm built by hand
         raise NotJudgeable(f"{metric} ({current.label}/{reference.label}): no standard error "
                            "from these samples")
     interval = interval_from_log(theta, se, df, confidence, comp.method, comp.n_current,

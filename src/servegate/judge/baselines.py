@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -23,7 +22,7 @@ import numpy as np
 from servegate import runners
 from servegate.atomic import write_text
 from servegate.errors import ServegateError
-from servegate.metrics import QUANTITIES
+from servegate.metrics import QUANTITIES, finite_number
 from servegate.paths import BASELINES_DIR
 from servegate.results import MODES, Run
 from servegate.versioned import Schema, SchemaVersionError
@@ -66,11 +65,6 @@ def _scrub(text: str) -> str:
     return _SECRET.sub("<redacted>", text)
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value)
-
-
 def group_points(run: Run) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """Points of a run grouped by (mode, concurrency), each group sorted by repeat."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
@@ -100,7 +94,7 @@ def _metric_entry(values: list[float]) -> dict[str, Any]:
 def _request_sample(points: list[dict[str, Any]], key: str, cap: int,
                     rng: np.random.Generator) -> tuple[list[float], int]:
     pooled = [float(v) for p in points for v in p.get("requests", {}).get(key, [])
-              if _finite(v)]
+              if finite_number(v)]
     total = len(pooled)
     if total > cap:
         keep = np.sort(rng.choice(total, size=cap, replace=False))
@@ -118,7 +112,7 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
         metric_values: dict[str, list[float]] = defaultdict(list)
         for point in points:
             for name, value in point.get("metrics", {}).items():
-                if _finite(value):
+                if finite_number(value):
                     metric_values[name].append(float(value))
         requests: dict[str, Any] = {}
         for req_key in QUANTITIES:
@@ -135,7 +129,7 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
         })
     accuracy = {}
     for mode, result in (run.get("accuracy") or {}).items():
-        if _finite(result.get("n")) and _finite(result.get("correct")):
+        if finite_number(result.get("n")) and finite_number(result.get("correct")):
             accuracy[mode] = {"n": int(result["n"]), "correct": int(result["correct"]),
                               "accuracy": round(int(result["correct"]) / int(result["n"]), 6)
                               if result["n"] else None}
@@ -246,23 +240,23 @@ def validate_baseline(data: Any, path: Path) -> dict[str, Any]:
         for name, entry in metrics.items():
             mwhere = f"{where}.metrics.{name}"
             _require(isinstance(entry, dict), path, mwhere, "an object", entry)
-            _require(_finite(entry.get("value")), path, f"{mwhere}.value", "a number",
+            _require(finite_number(entry.get("value")), path, f"{mwhere}.value", "a number",
                      entry.get("value"))
             _require(isinstance(entry.get("n_repeats"), int) and entry["n_repeats"] >= 1, path,
                      f"{mwhere}.n_repeats", "an integer >= 1", entry.get("n_repeats"))
             reps = entry.get("repeats")
             _require(isinstance(reps, list) and len(reps) == entry["n_repeats"]
-                     and all(_finite(v) for v in reps), path, f"{mwhere}.repeats",
+                     and all(finite_number(v) for v in reps), path, f"{mwhere}.repeats",
                      f"a list of {entry['n_repeats']} numbers", reps)
             spread = entry.get("spread")
-            _require(spread is None or _finite(spread), path, f"{mwhere}.spread",
+            _require(spread is None or finite_number(spread), path, f"{mwhere}.spread",
                      "a number or null", spread)
         requests = point.get("requests", {})
         _require(isinstance(requests, dict), path, f"{where}.requests", "an object", requests)
         for key in QUANTITIES:
             if key in requests:
                 vals = requests[key]
-                _require(isinstance(vals, list) and all(_finite(v) for v in vals), path,
+                _require(isinstance(vals, list) and all(finite_number(v) for v in vals), path,
                          f"{where}.requests.{key}", "a list of numbers", vals)
     accuracy = data.get("accuracy", {})
     _require(isinstance(accuracy, dict), path, "accuracy", "an object", accuracy)

@@ -101,7 +101,7 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
         except BaselineError as err:
             return error_judgement(run_dir, str(err), strict, run)
         notes.append(f"baseline {label}: {len(baseline.get('points', []))} points")
-        baseline_file, explicit = label, True
+        baseline_file = label
     elif baseline_file is None:
         try:
             baseline_file = baseline_path(*run_identity(run), root=baselines_root)
@@ -135,7 +135,7 @@ def _decide(run_dir: Path, run: Run, config: JudgeConfig, pendings: list[Pending
     family = sum(1 for p in pendings if p.counts)
     confidence = per_check_confidence(config.confidence, family)
     checks = [p.evaluate(confidence) for p in pendings]
-    if not run.get("complete", False):
+    if run.get("complete") is not True:
         cause = run.get("error") or "not every planned point finished"
         checks.insert(0, Check("integrity", "run complete", "complete", "error",
                                reason=f"run is incomplete: {cause}"))

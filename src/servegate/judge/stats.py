@@ -159,8 +159,7 @@ def guidance(interval: Interval, boundaries: Sequence[float]) -> Guidance:
     """Solve for the repeats (and prompts) that decide ``interval`` against ``boundaries``."""
     se = interval.standard_error()
     q = float(t_quantile(interval.confidence, interval.df))
-    theta = interval.to_model(interval.estimate) if interval.estimate > 0 or \
-        interval.scale == "difference" else -math.inf
+    theta = interval.to_model(interval.estimate)           # -inf for a ratio <= 0
     distances = [abs(theta - interval.to_model(b)) for b in boundaries
                  if interval.scale == "difference" or b > 0]
     if not distances or not math.isfinite(se) or not math.isfinite(theta):
@@ -185,9 +184,8 @@ def guidance(interval: Interval, boundaries: Sequence[float]) -> Guidance:
     else:
         prompts = within / (target * target - interval.run_var)
         how = f"~{prompts:.1f}x the prompts per repeat, or "
-    unit = "repeats per arm" if interval.scale == "ratio" else "questions"
-    return Guidance(False, factor, prompts,
-                    f"{how}~{need} {unit} (x{factor:.1f}) would decide at this estimate")
+    return Guidance(False, factor, prompts,            # (a difference returned above)
+                    f"{how}~{need} repeats per arm (x{factor:.1f}) would decide at this estimate")
 
 
 # ------------------------------------------------------------------------ vectorised kernels
@@ -202,7 +200,7 @@ def log_se_within(samples: np.ndarray, statistic: str, *, seed: int = 0,
     a standard error — NaN when ``n`` is too small for the quantile to be bounded at all;
     anything else (std): ``scipy.stats.bootstrap``'s standard error.
     """
-    x = np.asarray(samples, dtype=float)
+    x = np.asarray(samples, dtype=float)  # pragma: no mutate (samples are numbers: same floats)
     n = x.shape[-1]
     if n < 2:
         return np.full(x.shape[:-1], np.nan)
@@ -217,10 +215,10 @@ def log_se_within(samples: np.ndarray, statistic: str, *, seed: int = 0,
         hi = int(sps.binom.ppf(1 - alpha / 2, n, p)) + 1   # 1-based rank of the upper bound
         if lo < 1 or hi > n:
             return np.full(x.shape[:-1], np.nan)
-        ordered = np.partition(x, (lo - 1, hi - 1), axis=-1)
+        ordered = np.partition(x, (lo - 1, hi - 1))            # along the last axis
         a, b = ordered[..., lo - 1], ordered[..., hi - 1]
         z = float(sps.norm.ppf(1 - alpha / 2))
-        ok = (a > 0) & (b > 0)
+        ok = a > 0                                         # and so b >= a > 0
         return np.where(ok, (np.log(np.where(ok, b, 1.0)) - np.log(np.where(ok, a, 1.0)))
                         / (2 * z), np.nan)
     func = statistic_fn(statistic)
@@ -235,8 +233,8 @@ def pooled_run_variance(sum_sq: np.ndarray | float, dof: np.ndarray | float, pri
     """Run-to-run variance of one repeat's log value: the measured sum of squares (``dof``
     degrees of freedom) pooled with the assumed variance worth ``prior_dof`` (scaled-inverse-chi2
     prior; the posterior of a mean is then t with the summed degrees of freedom)."""
-    sum_sq = np.asarray(sum_sq, dtype=float)
-    dof = np.asarray(dof, dtype=float)
+    sum_sq = np.asarray(sum_sq, dtype=float)  # pragma: no mutate (numbers: float or int, same)
+    dof = np.asarray(dof, dtype=float)  # pragma: no mutate (numbers: float or int, same)
     total = dof + prior_dof
     var = np.where(total > 0, (prior_dof * prior_var + sum_sq) / np.where(total > 0, total, 1),
                    np.nan)
@@ -252,7 +250,7 @@ def repeats_estimate(cur_logs: np.ndarray, ref_logs: np.ndarray, *, paired: bool
     (same repeat ids, e.g. on vs off in one run): one-sample t on the differences
     (``ttest_rel``), the prior scaled to a difference (twice the per-repeat variance).
     """
-    cur, ref = np.asarray(cur_logs, dtype=float), np.asarray(ref_logs, dtype=float)
+    cur, ref = np.asarray(cur_logs, float), np.asarray(ref_logs, float)  # pragma: no mutate (floats)
     n_c, n_r = cur.shape[-1], ref.shape[-1]
     if paired:
         diff = cur - ref
@@ -279,7 +277,7 @@ def requests_estimate(se_cur: np.ndarray, se_ref: np.ndarray, n_cur: int, n_ref:
     w_c, w_r = np.asarray(se_cur, float) ** 2, np.asarray(se_ref, float) ** 2
     run = np.asarray(run_var, float) * (1 / n_rep_cur + 1 / n_rep_ref)
     total = w_c + w_r + run
-    run_dof = np.asarray(run_dof, float)
+    run_dof = np.asarray(run_dof, float)  # pragma: no mutate (numbers: float or int, same)
     denom = w_c ** 2 / max(n_cur - 1, 1) + w_r ** 2 / max(n_ref - 1, 1) + \
         np.where(np.isfinite(run_dof) & (run_dof > 0), run ** 2 / np.where(run_dof > 0, run_dof,
                                                                                1), 0.0)
@@ -299,10 +297,10 @@ def classify(low: np.ndarray, high: np.ndarray, floor: float, metric_direction: 
              ) -> np.ndarray:
     """Verdict codes (:data:`CODES`) from interval bounds given as *changes* (ratio - 1 or a
     difference): regression/improvement only when the whole interval is past the floor."""
-    low, high = np.asarray(low, float), np.asarray(high, float)
+    low, high = np.asarray(low, float), np.asarray(high, float)  # pragma: no mutate (floats already)
     if metric_direction == "higher":      # flip so that positive = worse
         low, high = -high, -low
-    codes = np.full(np.broadcast(low, high).shape, 3, dtype=np.int8)
+    codes = np.int8(3)                    # inconclusive; each np.where broadcasts it to the bounds
     codes = np.where(high <= floor, 0, codes)
     codes = np.where(high < -floor, 2, codes)
     codes = np.where(low > floor, 1, codes)
@@ -311,7 +309,7 @@ def classify(low: np.ndarray, high: np.ndarray, floor: float, metric_direction: 
 
 def classify_equivalence(low: np.ndarray, high: np.ndarray, margin: float) -> np.ndarray:
     """TOST codes from bounds as changes: pass inside +-margin, regression wholly outside."""
-    low, high = np.asarray(low, float), np.asarray(high, float)
+    low, high = np.asarray(low, float), np.asarray(high, float)  # pragma: no mutate (floats already)
     codes = np.where((-margin <= low) & (high <= margin), 0, 3)
     codes = np.where((low > margin) | (high < -margin), 1, codes)
     return np.where(np.isnan(low) | np.isnan(high), 3, codes).astype(np.int8)
@@ -322,10 +320,10 @@ def tost_power(se: np.ndarray | float, df: np.ndarray | float, confidence: float
     """Power of the TOST (interval at ``confidence``) to show equivalence when the arms are
     truly identical: P(|theta_hat| <= log(1+margin) - t*se) = 2 Phi(...) - 1 (0 when negative)."""
     q = t_quantile(confidence, df)
-    se = np.asarray(se, float)
+    se = np.asarray(se, float)  # pragma: no mutate (numbers: float or int, same)
     with np.errstate(divide="ignore", invalid="ignore"):
         room = (math.log1p(margin) - q * se) / se
-    return np.clip(2 * sps.norm.cdf(room) - 1, 0.0, 1.0)
+    return np.maximum(2 * sps.norm.cdf(room) - 1, 0.0)         # (2 Phi - 1 <= 1 already)
 
 
 # --------------------------------------------------------------------- scalar judge helpers

@@ -1,0 +1,207 @@
+"""Every way `judge` can be handed its reference, and every way that can fail
+(servegate.judge.evaluate, issue 15): a baseline document built by the caller (named by its
+source run), an explicit baseline file, the stored-baseline lookup, and head vs base. Each
+failure is one integrity error that keeps the run folder, the loaded run and the strictness, and
+names the file and the run it is about."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from judge_runs import make_run
+
+from servegate.judge.baselines import baseline_from_run
+from servegate.judge.evaluate import judge
+
+
+def _raw(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "run.json").read_text())
+
+
+def _rewrite(run_dir: Path, **changes: Any) -> Path:
+    raw = {**_raw(run_dir), **changes}
+    (run_dir / "run.json").write_text(json.dumps(raw))
+    return run_dir
+
+
+def _doc(tmp_path: Path, source: str = "results/night-7", **changes: Any) -> dict[str, Any]:
+    """A baseline document from another run of the same suite, recorded as coming from `source`."""
+    ref = make_run(tmp_path / "ref", seed=3)
+    doc = baseline_from_run(_raw(ref), Path(source))   # type: ignore[arg-type]
+    doc.update(changes)
+    return doc
+
+
+def _only_error(judgement: Any, run_dir: Path, strict: bool) -> str:
+    (check,) = judgement.checks
+    assert (check.kind, check.name, check.metric, check.verdict) == (
+        "integrity", "inputs readable", "inputs", "error")
+    assert judgement.run_dir == run_dir
+    assert judgement.run is not None and judgement.run["suite"] == "synthetic"
+    assert judgement.strict is strict
+    return check.reason
+
+
+# ------------------------------------------------------------- a baseline document from the caller
+
+def test_a_given_document_is_named_by_its_source_run(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    doc = _doc(tmp_path)
+    judgement = judge(run_dir, baseline_doc=doc, baselines_root=tmp_path / "none")
+    assert judgement.baseline_file == Path("results/night-7")
+    assert judgement.baseline is not None and judgement.baseline["suite"] == "synthetic"
+    # make_run's default plan: modes off/on x concurrencies 2/4 = 4 points
+    assert "baseline results/night-7: 4 points" in judgement.notes
+    assert any(c.kind == "baseline" and c.reference == "baseline" for c in judgement.checks)
+    assert judgement.strict is False                       # the default is not strict
+
+
+def test_a_given_document_without_provenance_is_named_given(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    doc = _doc(tmp_path)
+    del doc["provenance"]
+    reason = _only_error(judge(run_dir, baseline_doc=doc, strict=True,
+                               baselines_root=tmp_path / "none"), run_dir, True)
+    assert reason == "<given>: provenance must be an object, got None"
+    doc["provenance"] = {"created_at": "2026-11-30T00:00:00+00:00"}
+    reason = _only_error(judge(run_dir, baseline_doc=doc, baselines_root=tmp_path / "none"),
+                         run_dir, False)
+    assert reason == "<given>: provenance.source_run must be a string, got None"
+
+
+def test_a_malformed_given_document_names_its_source_run(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    doc = _doc(tmp_path, points="none")
+    reason = _only_error(judge(run_dir, baseline_doc=doc, strict=True,
+                               baselines_root=tmp_path / "none"), run_dir, True)
+    assert reason == "results/night-7: points must be a list, got 'none'"
+
+
+def test_a_given_document_of_another_suite_names_both_sides(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    doc = _doc(tmp_path, suite="nightly")
+    reason = _only_error(judge(run_dir, baseline_doc=doc, baselines_root=tmp_path / "none"),
+                         run_dir, False)
+    assert reason == ("baseline does not belong to this run: suite 'nightly' (baseline "
+                      f"results/night-7) vs 'synthetic' (run {run_dir})")
+
+
+# ------------------------------------------------------------------ an explicit baseline file
+
+def test_an_explicit_file_that_is_missing_is_an_error_not_a_skip(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    missing = tmp_path / "nowhere.json"
+    reason = _only_error(judge(run_dir, baseline_file=missing, strict=True), run_dir, True)
+    assert reason == f"{missing}: baseline file not found"
+
+
+def test_an_explicit_file_of_another_suite_names_file_and_run(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    stored = tmp_path / "other.json"
+    stored.write_text(json.dumps(_doc(tmp_path, suite="nightly")))
+    reason = _only_error(judge(run_dir, baseline_file=stored), run_dir, False)
+    assert reason == ("baseline does not belong to this run: suite 'nightly' (baseline "
+                      f"{stored}) vs 'synthetic' (run {run_dir})")
+
+
+def test_an_explicit_file_that_matches_is_the_judged_reference(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    stored = tmp_path / "good.json"
+    stored.write_text(json.dumps(_doc(tmp_path)))
+    judgement = judge(run_dir, baseline_file=stored, strict=True)
+    assert judgement.baseline_file == stored and judgement.strict is True
+    assert not [c for c in judgement.checks if c.kind == "integrity"]
+
+
+# ------------------------------------------------------------------- the stored-baseline lookup
+
+def test_a_run_whose_identity_cannot_name_a_file_is_an_error(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", model_profile="../escape")
+    judgement = judge(run_dir, strict=True, baselines_root=tmp_path)
+    (check,) = judgement.checks
+    assert check.reason == "run.json: model_profile '../escape' cannot name a baseline file"
+    assert judgement.run_dir == run_dir and judgement.strict is True
+    assert judgement.run is not None and judgement.run["model_profile"] == "../escape"
+
+
+def test_a_stored_file_that_is_unreadable_is_an_error(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    stored = tmp_path / "cpu" / "smollm2-135m" / "synthetic.json"
+    stored.parent.mkdir(parents=True)
+    stored.write_text("{not json")
+    reason = _only_error(judge(run_dir, baselines_root=tmp_path, strict=True), run_dir, True)
+    assert reason.startswith(f"{stored}: not valid JSON (")
+
+
+def test_a_bad_judge_table_error_keeps_run_folder_and_strictness(tmp_path: Path) -> None:
+    run_dir = _rewrite(make_run(tmp_path / "run"), judge_table={"confidence": "high"})
+    (check,) = judge(run_dir, strict=True, baselines_root=tmp_path).checks
+    judgement = judge(run_dir, strict=True, baselines_root=tmp_path)
+    assert judgement.run_dir == run_dir and judgement.strict is True
+    assert judgement.run is not None and "confidence" in check.reason
+
+
+# ------------------------------------------------------------------------------ run integrity
+
+def test_an_empty_run_is_one_integrity_error_per_cause(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", concurrencies=())
+    checks = judge(run_dir, baselines_root=tmp_path).checks
+    assert [(c.kind, c.name, c.metric, c.verdict, c.reason) for c in checks] == [
+        ("integrity", "run has points", "points", "error", "run.json has no points")]
+
+
+def test_a_run_that_never_said_it_completed_is_incomplete(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    raw = _raw(run_dir)
+    del raw["complete"]
+    (run_dir / "run.json").write_text(json.dumps(raw))
+    check = judge(run_dir, baselines_root=tmp_path).checks[0]
+    assert (check.kind, check.name, check.metric, check.verdict, check.reason) == (
+        "integrity", "run complete", "complete", "error",
+        "run is incomplete: not every planned point finished")
+
+
+# ------------------------------------------------------------------------------- head vs base
+
+def _records(run_dir: Path, label: str, correct: list[bool]) -> None:
+    folder = run_dir / "gsm8k"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{label}.jsonl").write_text("".join(
+        json.dumps({"id": i, "gold": "7", "correct": c, "output": f"{label} {i}"}) + "\n"
+        for i, c in enumerate(correct)))
+
+
+def _ab_run(tmp_path: Path) -> Path:
+    """Head and base measured in one run, GSM8K answered identically by both trees."""
+    base = _raw(make_run(tmp_path / "b", modes=("off", "on"), concurrencies=(2,), repeats=2))
+    head = _raw(make_run(tmp_path / "h", modes=("off", "on"), concurrencies=(2,), repeats=2,
+                         seed=5))
+    for arm, doc in (("base", base), ("head", head)):
+        for point in doc["points"]:
+            point["arm"] = arm
+    run_dir = tmp_path / "ab"
+    run_dir.mkdir()
+    answers = [True] * 180 + [False] * 20
+    for label in ("head-off", "base-off"):
+        _records(run_dir, label, answers)
+    run = {**base, "points": base["points"] + head["points"],
+           "ab": {"head": {"path": "/src/pr", "version": "0.5.24.dev1"},
+                  "base": {"path": "/src/main", "version": "0.5.23"}},
+           "accuracy": {label: {"n": 200, "correct": 180, "accuracy": 0.9}
+                        for label in ("head-off", "base-off")}}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    return run_dir
+
+
+def test_head_vs_base_names_both_trees_and_reads_the_answers(tmp_path: Path) -> None:
+    run_dir = _ab_run(tmp_path)
+    judgement = judge(run_dir, strict=True, baselines_root=tmp_path / "none")
+    assert ("head vs base: head /src/pr (0.5.24.dev1) against base /src/main (0.5.23)"
+            in judgement.notes)
+    assert judgement.strict is True and judgement.run_dir == run_dir
+    assert judgement.baseline_file is None and judgement.baseline is None
+    (gsm8k,) = [c for c in judgement.checks if "GSM8K" in c.name]
+    assert gsm8k.verdict == "pass" and gsm8k.interval.n_current == 200    # read from run_dir
+    assert judge(run_dir, baselines_root=tmp_path / "none").strict is False
