@@ -56,7 +56,7 @@ def test_vectorised_nights_decide_like_the_judge(repeats, metric):
     ref = cal._draw(rng, design, 12, 0.03)[("off", 4)]
     cur = (cur[0] * 1.04, cur[1] * 1.04)             # something to decide
     a, b = cal._arm(*cur, metric, design, 4), cal._arm(*ref, metric, design, 4)
-    theta, se, df = cal._codes_ratio(a, b, config, False, 0.99)
+    theta, se, df = cal._codes_ratio(a, b, config, False)
     low, high = log_bounds(theta, se, df, 0.99)
     codes = classify(np.expm1(low), np.expm1(high), 0.02, "lower" if "ms" in metric else "higher")
     quantity = {"mean_ttft_ms": 0, "median_tpot_ms": 1}.get(metric)

@@ -1,0 +1,426 @@
+"""``servegate calibrate``: the pieces its other tests leave loose (mutation testing).
+
+Pinned here: the CLI's help, defaults, argument checks, error path and printed table/JSON (the
+simulation replaced by a canned row, the clock by a fixed one); the synthetic run the family is
+read from; how ``design_for`` picks the runner, question count and request CVs; the family's kinds
+for forced experiments; the lognormal draws' means; how one batch of nights is decided (arms
+built by hand so every verdict is certain); and how the per-night decisions are tallied,
+rounded and turned into intervals (the decisions scripted per night). Expected values are worked
+out by hand or with scipy here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from servegate.config.judge import JudgeConfig
+from servegate.judge import calibrate as cal
+
+Arrays = tuple[np.ndarray, np.ndarray]
+
+
+def _design(*, repeats: int = 1, concs: tuple[int, ...] = (4,), prompts: tuple[int, ...] = (20,),
+            questions: int = 0, modes: tuple[str, ...] = ("off",), config: JudgeConfig | None = None,
+            ttft_cv: float = 0.3, tpot_cv: float = 0.1, runner: str = "mi300x") -> cal.Design:
+    return cal.Design("holes", repeats, concs, prompts, 16, questions,
+                      config or JudgeConfig(metrics=("mean_ttft_ms",)), runner, ttft_cv=ttft_cv,
+                      tpot_cv=tpot_cv, cv_source="test", modes=modes)
+
+
+def _clopper_pearson(k: int, n: int) -> list[float]:
+    low = 0.0 if k == 0 else float(sps.beta.ppf(0.025, k, n - k + 1))
+    high = 1.0 if k == n else float(sps.beta.ppf(0.975, k + 1, n - k))
+    return [round(low, 5), round(high, 5)]
+
+
+# ------------------------------------------------------------------------------------- the CLI
+
+def test_help_names_the_command_its_purpose_and_every_option(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as info:
+        cal.main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: servegate calibrate ")
+    text = " ".join(out.split())
+    assert ("``servegate calibrate``: simulate nights through the judge's own decision code, "
+            "per suite design.") in text
+    assert "Why:" not in text                       # only the docstring's first paragraph
+    for option, help_text in (
+            ("--suite SUITE", "suite name (repeatable); default cpu, premerge, nightly"),
+            ("--run-cv RUN_CV", "true run-to-run CVs to simulate, comma-separated"),
+            ("--batch BATCH", "nights simulated at once"),
+            ("--json", "print one JSON document")):
+        assert f"{option} {help_text}" in text, option
+
+
+class _Recorder:
+    """Stands in for :func:`calibrate.calibrate`: records its arguments, returns a canned row."""
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        self.row = row
+        self.calls: list[tuple[str, float, int, int, int]] = []
+
+    def __call__(self, design: cal.Design, run_cv: float, *, nights: int, seed: int,
+                 batch: int) -> dict[str, Any]:
+        self.calls.append((design.suite, run_cv, nights, seed, batch))
+        return {**self.row, "suite": design.suite, "run_cv": run_cv, "nights": nights}
+
+
+ROW: dict[str, Any] = {"repeats": 3, "checks": 7, "aa_false_alarm": 0.0125,
+                       "aa_false_alarm_ci": [0.001, 0.25], "noop_false_failure": 0.5,
+                       "power": {}, "slowdown_80": 1.0}
+
+
+def test_defaults_of_the_command(monkeypatch: pytest.MonkeyPatch,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Without options: the three true CVs, 1000 nights, the documented seed, batches of 200."""
+    fake = _Recorder(ROW)
+    monkeypatch.setattr(cal, "calibrate", fake)
+    assert cal.main(["--suite", "cpu"]) == 0
+    assert fake.calls == [("cpu", cv, 1000, 20261130, 200) for cv in (0.01, 0.02, 0.04)]
+    assert capsys.readouterr().out.splitlines()[-1].startswith("1000 nights per row, seed 20261130")
+
+
+def test_argv_defaults_to_the_command_line_and_one_night_is_enough(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _Recorder(ROW)
+    monkeypatch.setattr(cal, "calibrate", fake)
+    monkeypatch.setattr(sys, "argv", ["servegate calibrate", "--suite", "cpu", "--nights", "1",
+                                      "--batch", "1", "--run-cv", "0", "--seed", "9"])
+    assert cal.main() == 0
+    assert fake.calls == [("cpu", 0.0, 1, 9, 1)]
+
+
+def test_table_and_json_of_a_canned_row(monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Powers not simulated print as 0; the 80 % step as a whole percent; the wall time is the
+    clock's difference, to 0.1 s; the JSON is indented by one space."""
+    monkeypatch.setattr(cal, "calibrate", _Recorder(ROW))
+    clock = iter([100.0, 102.34, 200.0, 202.34])
+    monkeypatch.setattr(cal, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    args = ["--suite", "cpu", "--run-cv", "0.02", "--nights", "8", "--seed", "5"]
+    assert cal.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["cpu", "3", "2.0%", "7", "0.0125", "[0.0010,", "0.2500]",
+                                "0.5000", "0.000", "0.000", "100%"]
+    assert lines[2] == "8 nights per row, seed 5, 2.3 s"
+    assert cal.main([*args, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('{\n "designs": [\n  {\n   "repeats": 3,')
+    doc = json.loads(out)
+    assert doc["wall_time_s"] == 2.3 and doc["seed"] == 5
+    assert doc["designs"] == [{**ROW, "suite": "cpu", "run_cv": 0.02, "nights": 8}]
+
+
+def test_an_unknown_suite_is_reported_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cal.main(["--suite", "no-such-suite-xyz", "--nights", "1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    assert line.startswith("servegate calibrate: ") and "no-such-suite-xyz" in line
+
+
+# ------------------------------------------------------------------------------ the family
+
+def test_the_synthetic_run_has_one_point_per_repeat_concurrency_and_mode() -> None:
+    config = JudgeConfig(metrics=("mean_ttft_ms", "output_throughput"))
+    design = _design(repeats=2, concs=(4, 8), prompts=(10, 30), questions=101,
+                     modes=("off", "on"), config=config, runner="h100")
+    run = cal._skeleton_run(design)
+    requests = {q: [1.0, 1.1, 0.9] for q in ("ttft_ms", "tpot_ms", "e2e_latency_ms")}
+    expected_points = [
+        {"mode": mode, "concurrency": conc, "repeat": repeat,
+         "metrics": {"mean_ttft_ms": 1.0 + 0.01 * repeat,
+                     "output_throughput": 1.0 + 0.01 * repeat},
+         "requests": requests, "alignment": {"prefill_tokens": [256, 236]},
+         "exact_fill_effective": False, "n": n}
+        for repeat in (0, 1) for conc, n in ((4, 10), (8, 30)) for mode in ("off", "on")]
+    assert run == {"suite": "holes", "runner_class": "h100", "model_profile": "calibrate",
+                   "complete": True, "points": expected_points,
+                   "fingerprint": {"runner_class": "h100"},
+                   "accuracy": {"off": {"n": 101, "correct": 50},
+                                "on": {"n": 101, "correct": 50}}}
+    assert all(isinstance(a["correct"], int) for a in run["accuracy"].values())
+
+
+def test_concurrencies_and_prompt_counts_must_pair_up() -> None:
+    design = _design(concs=(4, 8), prompts=(10,))
+    with pytest.raises(ValueError):
+        cal._skeleton_run(design)
+    with pytest.raises(ValueError):
+        cal._draw(np.random.default_rng(0), design, 2, 0.01)
+
+
+def test_gated_claims_are_counted_but_not_simulated() -> None:
+    """On a gated runner `on` must improve TTFT and keep accuracy: claims that are neither the
+    no-op nor its prefill test ("other": counted, never simulated)."""
+    design = _design(modes=("off", "on"), questions=10, runner="mi355x")
+    specs, confidence = cal.family(design)
+    assert sorted((s.kind, s.metric, s.mode) for s in specs) == [
+        ("accuracy", "accuracy", "off"), ("accuracy", "accuracy", "on"),
+        ("baseline", "mean_ttft_ms", "off"), ("baseline", "mean_ttft_ms", "on"),
+        ("other", "accuracy", "on"), ("other", "mean_ttft_ms", "on")]
+    assert confidence == pytest.approx(1 - 0.05 / 6)
+
+
+def _suite(tmp_path: Path, runners: str, gsm8k: str = "") -> str:
+    path = tmp_path / "s.toml"
+    path.write_text(f"""
+[suite]
+name = "s"
+model = "glm-5.2-mxfp4"
+runners = [{runners}]
+modes = ["off", "on"]
+repeats = 2
+seed = 1
+
+[load]
+input_len = 300
+output_len = 16
+concurrency = [4]
+num_prompts = [20]
+warmup_requests = 1
+point_timeout_s = 600
+{gsm8k}
+[judge]
+metrics = ["mean_ttft_ms"]
+""")
+    return str(path)
+
+
+GSM8K = """
+[gsm8k]
+questions = {}
+shots = 5
+concurrency = 4
+max_tokens = 160
+seed = 1
+"""
+
+
+def test_design_for_a_gated_only_suite_judges_on_mi300x(tmp_path: Path) -> None:
+    design = cal.design_for(_suite(tmp_path, '"mi355x"', GSM8K.format(200)))
+    assert design.runner_class == "mi300x" and design.questions == 200
+    assert design.modes == ("off", "on") and design.repeats == 2
+
+
+def test_design_for_all_questions_means_the_whole_test_split(tmp_path: Path) -> None:
+    design = cal.design_for(_suite(tmp_path, '"mi355x", "h100"', GSM8K.format('"all"')))
+    assert design.runner_class == "h100" and design.questions == 1319
+
+
+def test_cpu_design_reads_each_cv_from_its_own_quantity(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    e = float(np.e)
+    doc = {"points": [{"requests": {"ttft_ms": [1.0, e, e * e],             # log-sd 1
+                                    "tpot_ms": [1.0, e ** 0.5, e]}}]}       # log-sd 0.5
+    path = tmp_path / "cpu" / "smollm2-135m" / "cpu.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(doc))
+    monkeypatch.setattr(cal, "BASELINES_DIR", tmp_path)
+    design = cal.design_for("cpu")
+    assert design.ttft_cv == pytest.approx(1.0) and design.tpot_cv == pytest.approx(0.5)
+
+
+# ------------------------------------------------------------------------------ simulation
+
+def test_request_draws_have_the_nominal_means() -> None:
+    """The lognormal per-request factors are mean-corrected: TTFT averages 1000 ms and TPOT
+    50 ms whatever the CV (here 0.5: a missing or doubled correction is 4 % or more off)."""
+    design = _design(prompts=(4000,), ttft_cv=0.5, tpot_cv=0.5)
+    ttft, tpot = cal._draw(np.random.default_rng(3), design, 50, 0.0)[("off", 4)]
+    assert ttft.mean() == pytest.approx(cal.TTFT_MS, rel=0.01)
+    assert tpot.mean() == pytest.approx(cal.TPOT_MS, rel=0.01)
+    assert np.std(np.log(ttft)) == pytest.approx(0.5, rel=0.02)
+
+
+def _judge(design: cal.Design, specs: list[cal.Spec], current: dict[tuple[str, int], Arrays],
+           baseline: dict[tuple[str, int], Arrays], nights: int,
+           confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return cal._judge_batch(design, specs, confidence, current, baseline,
+                            np.random.default_rng(0), nights)
+
+
+def _arrays(factors: list[float], nights: int = 4, prompts: int = 30, seed: int = 0) -> Arrays:
+    """Per-request TTFT/TPOT with one factor per repeat and 1 % per-request noise."""
+    rng = np.random.default_rng(seed)
+    noise = np.exp(rng.normal(0.0, 0.01, (nights, len(factors), prompts)))
+    scale = np.asarray(factors)[None, :, None]
+    return 1000.0 * scale * noise, 50.0 * scale * noise
+
+
+def _noop_config(**kw: float) -> JudgeConfig:
+    return JudgeConfig(metrics=("mean_ttft_ms",), noop_margin=0.05, run_to_run_cv=0.0, **kw)
+
+
+def test_noop_fails_only_where_on_differs_from_off_in_the_same_run() -> None:
+    """c4: `on` 30 % slower than `off` with tight repeats (gating, fails); c8: on and off equal
+    on average but repeats scattered (not gating, no failure). The baseline run's on/off are the
+    other way round, so reading either arm from it would hide the c4 failure."""
+    design = _design(repeats=3, concs=(4, 8), prompts=(30, 30), modes=("off", "on"),
+                     config=_noop_config(noop_min_power=1.0))
+    flat = [1.0, 1.0, 1.0]
+    current = {("off", 4): _arrays(flat), ("on", 4): _arrays([1.3] * 3, seed=1),
+               ("off", 8): _arrays([0.5, 1.0, 2.0], seed=2),
+               ("on", 8): _arrays([2.0, 1.0, 0.5], seed=3)}
+    baseline = {("off", 4): _arrays([1.3] * 3, seed=4), ("on", 4): _arrays(flat, seed=5),
+                ("off", 8): _arrays(flat, seed=6), ("on", 8): _arrays(flat, seed=7)}
+    specs = [cal.Spec("noop", "mean_ttft_ms", "on", 4, 0.05),
+             cal.Spec("noop", "mean_ttft_ms", "on", 8, 0.05)]
+    alarm, noop_fail, gating = _judge(design, specs, current, baseline, 4)
+    assert alarm.tolist() == noop_fail.tolist() == gating.tolist() == [True] * 4
+    alarm, noop_fail, gating = _judge(design, specs[1:], current, baseline, 4)
+    assert alarm.tolist() == noop_fail.tolist() == gating.tolist() == [False] * 4
+    # identical on/off: equivalent, power exactly 1 (gates at noop_min_power 1.0), no failure
+    same = {**current, ("on", 4): current[("off", 4)]}
+    alarm, noop_fail, gating = _judge(design, specs[:1], same, baseline, 4)
+    assert gating.tolist() == [True] * 4 and not noop_fail.any() and not alarm.any()
+
+
+def test_noop_pairs_on_and_off_by_repeat() -> None:
+    """`on` 1 % slower than `off` in every repeat while the repeats scatter by 2x: paired by
+    repeat the no-op is shown equivalent (gating); unpaired it could not be. (Throughput: a
+    summary-only metric, so the repeats' own spread decides.)"""
+    design = _design(repeats=3, modes=("off", "on"), config=_noop_config())
+    current = {("off", 4): _arrays([0.5, 1.0, 2.0]),
+               ("on", 4): _arrays([0.505, 1.01, 2.02], seed=1)}
+    _, noop_fail, gating = _judge(design, [cal.Spec("noop", "output_throughput", "on", 4, 0.05)],
+                                  current, current, 4)
+    assert gating.tolist() == [True] * 4 and not noop_fail.any()
+
+
+def test_baseline_checks_are_unpaired_and_follow_the_metric_direction() -> None:
+    design = _design(repeats=3, config=JudgeConfig(metrics=("mean_ttft_ms",),
+                                                   run_to_run_cv=0.0))
+    base = {("off", 4): _arrays([0.5, 1.0, 2.0])}
+    # 10 % slower in every repeat of a scattered run: a paired test would call it; the judge
+    # compares a run with a baseline from another sitting unpaired, so it is inconclusive
+    # (throughput: a summary-only metric, so the repeats' spread decides)
+    slower = {("off", 4): _arrays([0.55, 1.1, 2.2], seed=1)}
+    spec = cal.Spec("baseline", "output_throughput", "off", 4, 0.02)
+    assert not _judge(design, [spec], slower, base, 4)[0].any()
+    # twice as slow with tight repeats: TTFT up is a regression, and so is throughput down
+    tight = {("off", 4): _arrays([1.0] * 3, seed=2)}
+    double = {("off", 4): _arrays([2.0] * 3, seed=3)}
+    for metric in ("mean_ttft_ms", "output_throughput"):
+        spec = cal.Spec("baseline", metric, "off", 4, 0.02)
+        assert _judge(design, [spec], double, tight, 4)[0].tolist() == [True] * 4, metric
+        assert not _judge(design, [spec], tight, double, 4)[0].any(), metric
+
+
+def _fixed_accuracy(diff: list[float], se: float) -> Callable[..., Arrays]:
+    def agresti_min(a_only: np.ndarray, b_only: np.ndarray, n: int) -> Arrays:
+        assert a_only.shape == b_only.shape == (len(diff),)
+        return np.asarray(diff), np.full(len(diff), se)
+    return agresti_min
+
+
+def test_accuracy_is_judged_higher_is_better(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given the paired difference cur - base and its se, the interval diff -+ 1.96 se is judged
+    one-sided: a drop past the floor is a regression (1), a rise past it an improvement (2)."""
+    monkeypatch.setattr(cal, "agresti_min", _fixed_accuracy([-0.1, 0.1, 0.0, -0.03], 0.01))
+    codes = cal._accuracy_codes(np.random.default_rng(0), 4, 50, 0.02, 0.95)
+    assert codes.tolist() == [1, 2, 0, 3]
+
+
+def test_accuracy_alarms_add_to_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    design = _design(questions=50, modes=("off", "on"))
+    tight, double = _arrays([1.0], nights=3), _arrays([2.0], nights=3, seed=1)
+    baseline_spec = cal.Spec("baseline", "mean_ttft_ms", "off", 4, 0.02)
+    accuracy = cal.Spec("accuracy", "accuracy", "off", None, 0.02)
+    prefill = cal.Spec("prefill", "aligned_fraction", "on", 4, 0.0)
+    # the accuracy of night 2 drops by 10 points, the others' do not move
+    monkeypatch.setattr(cal, "agresti_min", _fixed_accuracy([0.0, 0.0, -0.1], 0.01))
+    quiet = {("off", 4): tight, ("on", 4): tight}
+    alarm = _judge(design, [baseline_spec, accuracy, prefill], quiet, quiet, 3)[0]
+    assert alarm.tolist() == [False, False, True]
+    # a slowed night stays an alarm whatever the accuracy says
+    slow = {("off", 4): double, ("on", 4): tight}
+    alarm = _judge(design, [baseline_spec, accuracy, prefill], slow, quiet, 3)[0]
+    assert alarm.tolist() == [True, True, True]
+    # the prefill test is not simulated: with no accuracy spec nothing alarms
+    assert not _judge(design, [baseline_spec, prefill], quiet, quiet, 3)[0].any()
+
+
+# ------------------------------------------------------------------------------ the tally
+
+class _Script:
+    """Stands in for one batch's decisions: which of the 15 nights (counted across batches) alarm,
+    fail the no-op, gate it, and are caught at each slowdown (read off the slowed TTFT)."""
+
+    def __init__(self) -> None:
+        self.alarm = {0, 4, 9, 14}                         # 4/15
+        self.noop_fail = {3, 11}                           # 2/15
+        self.gating = {0, 1, 2, 3, 5, 8, 11}               # 7/15
+        self.caught = {0.05: {7}, 0.1: {1, 2, 3, 4, 5}, 0.5: set(range(12)),
+                       1.0: set(range(15))}
+        self.done = 0
+        self.sizes: list[int] = []
+        self.current: dict[tuple[str, int], Arrays] = {}
+
+    def __call__(self, design: cal.Design, specs: list[cal.Spec], confidence: float,
+                 current: dict[tuple[str, int], Arrays], baseline: dict[tuple[str, int], Arrays],
+                 rng: np.random.Generator, nights: int, *_: Any) -> tuple[np.ndarray, ...]:
+        if any(s.kind != "baseline" for s in specs):      # the A/A nights: the whole family
+            self.current, nights_at = current, range(self.done, self.done + nights)
+            self.done += nights
+            self.sizes.append(nights)
+            return tuple(np.array([i in chosen for i in nights_at])
+                         for chosen in (self.alarm, self.noop_fail, self.gating))
+        key = next(iter(current))
+        ratio = current[key][0] / self.current[key][0]
+        assert np.allclose(current[key][1], self.current[key][1])     # TPOT untouched
+        slowdown = round(float(ratio.mean()) - 1, 6)
+        assert np.allclose(ratio, 1 + slowdown)
+        caught = np.array([i in self.caught[slowdown]
+                           for i in range(self.done - nights, self.done)])
+        return caught, np.zeros(nights, bool), np.zeros(nights, bool)
+
+
+def test_decisions_are_tallied_over_batches_rounded_and_given_intervals(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    config = JudgeConfig(metrics=("mean_ttft_ms", "median_tpot_ms"))
+    design = _design(modes=("off", "on"), config=config, ttft_cv=0.123456, tpot_cv=0.654321,
+                     prompts=(5,))
+    script = _Script()
+    monkeypatch.setattr(cal, "_judge_batch", script)
+    row = cal.calibrate(design, 0.02, nights=15, seed=1, batch=4, slowdowns=(0.05, 0.1, 0.5, 1.0))
+    assert script.sizes == [4, 4, 4, 3]
+    # 4 baseline checks, 2 no-op TOSTs, 1 prefill test
+    assert row["checks"] == 7 and row["per_check_confidence"] == 0.99285714
+    assert row["aa_false_alarm"] == 0.26667 and row["aa_false_alarm_ci"] == _clopper_pearson(4, 15)
+    assert row["noop_false_failure"] == 0.13333
+    assert row["noop_false_failure_ci"] == _clopper_pearson(2, 15)
+    assert row["noop_gating_nights"] == 0.4667
+    assert row["power_curve"] == {"0.05": 0.0667, "0.10": 0.3333, "0.50": 0.8, "1.00": 1.0}
+    assert row["power"] == {"0.05": 0.0667, "0.10": 0.3333}
+    assert row["slowdown_80"] == 0.5                     # exactly 80 % counts
+    assert row["request_cv"] == {"ttft": 0.1235, "tpot": 0.6543, "source": "test"}
+
+
+def test_nights_are_simulated_200_at_a_time_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = _Script()
+    script.caught = {0.05: set()}
+    monkeypatch.setattr(cal, "_judge_batch", script)
+    cal.calibrate(_design(modes=("off", "on"), prompts=(2,)), 0.0, nights=450, seed=1,
+                  slowdowns=(0.05,))
+    assert script.sizes == [200, 200, 50]
+
+
+def test_each_true_cv_has_its_own_random_stream() -> None:
+    """Two nearly equal true CVs give different nights (not the same draws rescaled)."""
+    design = _design(prompts=(30,), ttft_cv=0.3)
+    rows = [cal.calibrate(design, cv, nights=30, seed=2, slowdowns=(0.05, 0.1, 0.15, 0.2))
+            for cv in (1e-6, 2e-6)]
+    assert rows[0]["power_curve"] != rows[1]["power_curve"]
