@@ -23,8 +23,6 @@ from servegate.judge.stats import (
     log_se_within,
     per_check_confidence,
     pooled_run_variance,
-    ratio_over_repeats,
-    ratio_over_requests,
     repeats_estimate,
     request_statistic,
     t_quantile,
@@ -38,14 +36,24 @@ def _lognormal(n: int, centre: float, cv: float, seed: int) -> np.ndarray:
     return centre * np.exp(np.random.default_rng(seed).normal(0.0, cv, n))
 
 
+def _repeats_interval(cur: list[float], ref: list[float], *, confidence: float,
+                      paired: bool = False) -> Interval:
+    """The judge's interval over whole repeats of a summary-only metric (no per-request
+    samples, so no within-run estimate: the assumed CV gets no weight and the repeats decide)."""
+    return ratio_interval(Arm("cur", list(range(len(cur))), {"output_throughput": cur}),
+                          Arm("ref", list(range(len(ref))), {"output_throughput": ref}),
+                          "output_throughput", config=JudgeConfig(), confidence=confidence,
+                          key="k", paired=paired)
+
+
 def test_unpaired_repeats_match_scipy_ttest_ind():
     """Kills 'small-sample widening removed' (t with honest df replaced by z): the interval is
     scipy's two-sample t interval on log values, df = n_c + n_r - 2."""
     cur, ref = [101.0, 104.0, 99.5], [100.0, 98.0, 100.7]
-    iv = ratio_over_repeats(cur, ref, confidence=0.99)
+    iv = _repeats_interval(cur, ref, confidence=0.99)
     ref_t = sps.ttest_ind(np.log(cur), np.log(ref), equal_var=True)
     ci = ref_t.confidence_interval(0.99)
-    assert iv.df == pytest.approx(4)
+    assert (iv.method, iv.df) == ("repeats", pytest.approx(4))
     assert math.log(iv.low) == pytest.approx(ci.low, rel=1e-9)
     assert math.log(iv.high) == pytest.approx(ci.high, rel=1e-9)
 
@@ -53,13 +61,13 @@ def test_unpaired_repeats_match_scipy_ttest_ind():
 def test_paired_repeats_match_scipy_ttest_rel():
     """Kills 'paired comparison disabled': with pairing the interval is scipy's paired t."""
     on, off = [103.0, 110.0, 96.0, 105.0], [100.0, 108.0, 94.5, 102.0]
-    iv = ratio_over_repeats(on, off, confidence=0.95, paired=True)
+    iv = _repeats_interval(on, off, confidence=0.95, paired=True)
     ci = sps.ttest_rel(np.log(on), np.log(off)).confidence_interval(0.95)
     assert (iv.method, iv.df) == ("repeats-paired", 3)
     assert math.log(iv.low) == pytest.approx(ci.low, rel=1e-9)
     assert math.log(iv.high) == pytest.approx(ci.high, rel=1e-9)
     # shared server noise cancels only when paired: a 3 % effect is shown paired, not unpaired
-    unpaired = ratio_over_repeats(on, off, confidence=0.95)
+    unpaired = _repeats_interval(on, off, confidence=0.95)
     assert iv.low > 1.0 > unpaired.low
 
 
@@ -249,8 +257,13 @@ def test_verdicts_need_the_whole_interval_past_the_floor():
 def test_request_interval_and_multiplicity():
     stat = request_statistic("mean_ttft_ms")
     assert stat is not None and stat[0] == "ttft_ms"
-    slow = ratio_over_requests(_lognormal(300, 120, 0.1, 6), _lognormal(300, 100, 0.1, 7),
-                               "mean", confidence=0.99)
+    cur, ref = list(_lognormal(300, 120, 0.1, 6)), list(_lognormal(300, 100, 0.1, 7))
+    # one repeat each and no assumed run-to-run CV: the requests alone decide
+    slow = ratio_interval(Arm("run", [0], {"mean_ttft_ms": [120.0]}, {"ttft_ms": cur}),
+                          Arm("base", [0], {"mean_ttft_ms": [100.0]}, {"ttft_ms": ref}),
+                          "mean_ttft_ms", config=JudgeConfig(run_to_run_cv=0.0),
+                          confidence=0.99, key="k")
+    assert slow.method == "requests" and slow.run_var == 0.0
     assert verdict(slow, "lower", 0.05) == "regression" and slow.df > 100
     assert per_check_confidence(0.95, 20) == pytest.approx(0.9975)
     assert tost_confidence(0.95) == pytest.approx(0.90)

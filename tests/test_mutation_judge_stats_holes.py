@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from servegate.config.judge import JudgeConfig
 from servegate.judge import stats
+from servegate.judge.arms import Arm, ArmStats, compare_arms, ratio_interval
 from servegate.metrics import METRICS, Metric
 
 Z95 = float(sps.t.ppf(0.975, math.inf))          # 1.959964: the two-sided 95 % normal quantile
@@ -265,7 +267,7 @@ def test_noninferiority_at_the_margin(low: float, high: float, expected: str) ->
     assert stats.noninferiority(_difference(low, high), 0.02) == expected
 
 
-# --------------------------------------------------- the scalar ratio_over_* helpers
+# ------------------------------------- the judge's ratio rule (servegate.judge.arms), at its edges
 
 CUR = [104.0, 99.0, 108.0, 101.0]
 REF = [100.0, 97.0, 99.0]
@@ -276,73 +278,84 @@ def _sum_sq(values: list[float]) -> float:
     return float(((logs - logs.mean()) ** 2).sum())
 
 
-def test_repeats_prior_defaults_to_no_assumed_cv() -> None:
-    """prior_dof alone: the measured spread is pooled with a variance of 0 worth 10 dof."""
-    got = stats.ratio_over_repeats(CUR, REF, confidence=0.9, prior_dof=10)
+def _known_within(values: list[float], pooled_se: float) -> ArmStats:
+    """Arm statistics with a known within-run standard error (the prior then gets weight)."""
+    return ArmStats(np.array([values]), np.array([100.0]), np.array([pooled_se]), 50)
+
+
+def _arm(label: str, values: list[float], requests: list[float]) -> Arm:
+    metrics = {"mean_ttft_ms": values, "median_ttft_ms": values, "std_ttft_ms": values}
+    return Arm(label, list(range(len(values))), metrics, {"ttft_ms": requests})
+
+
+def test_a_zero_assumed_cv_still_weighs_its_degrees_of_freedom() -> None:
+    """run_to_run_cv 0 worth 10 dof (no within-run noise): the measured spread is pooled with a
+    variance of 0 worth 10 dof."""
+    config = JudgeConfig(run_to_run_cv=0.0, run_to_run_cv_dof=10.0)
+    got = compare_arms(_known_within(CUR, 0.0), _known_within(REF, 0.0), config=config,
+                       paired=False)
     var = (_sum_sq(CUR) + _sum_sq(REF)) / (5 + 10)
-    assert got.se == pytest.approx(math.sqrt(var * (1 / 4 + 1 / 3)), rel=1e-12)
-    assert got.df == 15.0
+    assert float(got.se[0]) == pytest.approx(math.sqrt(var * (1 / 4 + 1 / 3)), rel=1e-12)
+    assert float(got.df[0]) == 15.0
 
 
 def test_within_run_share_with_unequal_and_paired_repeats() -> None:
-    """With the prior dominant (1e12 dof) a repeat's variance is prior_cv^2 + within_var =
-    0.02, of which within_var 0.01 is within-run: half of se^2 is run-to-run, whatever the
-    repeats per arm (4 vs 3, or 4 paired: a difference has twice a repeat's variance)."""
-    strong = dict(confidence=0.9, prior_cv=0.1, prior_dof=1e12, within_var=0.01)
-    unequal = stats.ratio_over_repeats(CUR, REF, **strong)
-    assert unequal.se ** 2 == pytest.approx(0.02 * (1 / 4 + 1 / 3), rel=1e-9)
-    assert unequal.run_var == pytest.approx(0.01 * (1 / 4 + 1 / 3), rel=1e-9)
-    paired = stats.ratio_over_repeats(CUR, [*REF, 95.0], paired=True, **strong)
-    assert paired.se ** 2 == pytest.approx(2 * 0.02 / 4, rel=1e-9)
-    assert paired.run_var == pytest.approx(2 * 0.01 / 4, rel=1e-9)
+    """With the prior dominant (1e12 dof) a repeat's variance is run_to_run_cv^2 + within =
+    0.02, of which the within-run 0.01 (pooled se^2 x repeats, averaged over the arms): half of
+    se^2 is run-to-run, whatever the repeats per arm (4 vs 3, or 4 paired: a difference has
+    twice a repeat's variance)."""
+    strong = JudgeConfig(run_to_run_cv=0.1, run_to_run_cv_dof=1e12)
+    unequal = compare_arms(_known_within(CUR, math.sqrt(0.01 / 4)),
+                           _known_within(REF, math.sqrt(0.01 / 3)), config=strong, paired=False)
+    assert float(unequal.se[0]) ** 2 == pytest.approx(0.02 * (1 / 4 + 1 / 3), rel=1e-9)
+    assert float(unequal.run_var[0]) == pytest.approx(0.01 * (1 / 4 + 1 / 3), rel=1e-9)
+    paired = compare_arms(_known_within(CUR, math.sqrt(0.01 / 4)),
+                          _known_within([*REF, 95.0], math.sqrt(0.01 / 4)), config=strong,
+                          paired=True)
+    assert paired.method == "repeats-paired"
+    assert float(paired.se[0]) ** 2 == pytest.approx(2 * 0.02 / 4, rel=1e-9)
+    assert float(paired.run_var[0]) == pytest.approx(2 * 0.01 / 4, rel=1e-9)
 
 
 def test_identical_repeats_have_no_variance_at_all() -> None:
-    got = stats.ratio_over_repeats([100.0] * 3, [100.0] * 3, confidence=0.9, within_var=0.01)
+    # the requests do have within-run noise, but the repeats agree exactly: se 0, run_var 0
+    requests = [90.0, 100.0, 110.0, 120.0]
+    got = ratio_interval(_arm("cur", [100.0] * 3, requests), _arm("ref", [100.0] * 3, requests),
+                         "mean_ttft_ms", config=JudgeConfig(run_to_run_cv=0.0,
+                                                            run_to_run_cv_dof=0.0),
+                         confidence=0.9, key="k")
     assert (got.estimate, got.se, got.run_var) == (1.0, 0.0, 0.0)
 
 
-def test_paired_length_mismatch_message() -> None:
-    with pytest.raises(ValueError) as info:
-        stats.ratio_over_repeats(CUR, REF, confidence=0.95, paired=True)
-    assert str(info.value) == "paired comparison needs the same number of repeats in both arms"
-
-
-@pytest.mark.parametrize(("values", "words"), [
-    ([], "requests: need at least one value"),
-    ([1.0, math.nan], "requests: contains NaN or infinite values"),
-    ([1.0, None, 2.0], "requests: contains NaN or infinite values"),    # a JSON null
-])
-def test_bad_requests_are_named(values: list[float], words: str) -> None:
-    good = [1.0, 2.0, 3.0]
-    with pytest.raises(ValueError) as info:
-        stats.ratio_over_requests(values, good, "mean", confidence=0.9)
-    assert str(info.value) == f"current {words}"
-    with pytest.raises(ValueError) as info:
-        stats.ratio_over_requests(good, values, "mean", confidence=0.9)
-    assert str(info.value) == f"reference {words}"
-
-
 def test_request_statistics_below_one_are_fine_and_zero_is_named() -> None:
-    # means 0.4 and 0.5: ratio 0.8, se by the delta method (sem 0.11547 / mean)
-    got = stats.ratio_over_requests([0.2, 0.4, 0.6], [0.3, 0.5, 0.7], "mean", confidence=0.9,
-                                    repeats=(2, 3))
+    # means 0.4 and 0.5: ratio 0.8, se by the delta method (sem 0.11547 / mean); 2 vs 3
+    # repeats that agree within each arm (below the 4 the repeats' t needs here, no assumed CV)
+    got = ratio_interval(_arm("cur", [0.4, 0.4], [0.2, 0.4, 0.6]),
+                         _arm("ref", [0.5, 0.5, 0.5], [0.3, 0.5, 0.7]), "mean_ttft_ms",
+                         config=JudgeConfig(run_to_run_cv=0.0,
+                                            min_repeats_for_repeat_bootstrap=4),
+                         confidence=0.9, key="k")
     assert got.estimate == pytest.approx(0.8)
     sem = 0.2 / math.sqrt(3)
     assert got.se == pytest.approx(math.hypot(sem / 0.4, sem / 0.5))
     assert got.n_repeats == 2
     with pytest.raises(ValueError) as info:
-        stats.ratio_over_requests([0.0, 0.0, 0.0], [1.0, 2.0], "median", confidence=0.9)
-    assert str(info.value) == "statistic is not positive; a ratio is meaningless"
+        ratio_interval(_arm("cur", [1.0], [0.0, 0.0, 0.0]), _arm("ref", [1.0], [1.0, 2.0]),
+                       "median_ttft_ms", config=JudgeConfig(), confidence=0.9, key="k")
+    assert str(info.value) == ("median_ttft_ms (cur/ref): statistic is not positive; a ratio "
+                               "is meaningless")
 
 
 def test_request_std_seeds_each_arm_apart() -> None:
-    """The reference arm's bootstrap uses seed + 1 (seed 0 by default)."""
+    """The current arm's bootstrap uses the check's seed, the reference arm's that seed + 1."""
     rng = np.random.default_rng(9)
     cur, ref = rng.gamma(5.0, 20.0, 16), rng.gamma(5.0, 18.0, 16)
-    for seed, kw in ((0, {}), (5, {"seed": 5})):
-        got = stats.ratio_over_requests(cur, ref, "std", confidence=0.9, **kw)
+    for suite_seed in (0, 5):
+        got = ratio_interval(_arm("cur", [1.0], list(cur)), _arm("ref", [1.0], list(ref)),
+                             "std_ttft_ms", config=JudgeConfig(seed=suite_seed,
+                                                               run_to_run_cv=0.0),
+                             confidence=0.9, key="std_ttft_ms@c4")
+        seed = (suite_seed * 1_000_003 + zlib.crc32(b"std_ttft_ms@c4")) % 2 ** 32
         se_c = float(_boot_log_std_se(cur, seed, 400))
         se_r = float(_boot_log_std_se(ref, seed + 1, 400))
         assert got.se == pytest.approx(math.hypot(se_c, se_r), rel=1e-12)
-

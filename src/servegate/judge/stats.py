@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -328,22 +328,6 @@ def tost_power(se: np.ndarray | float, df: np.ndarray | float, confidence: float
 
 # --------------------------------------------------------------------- scalar judge helpers
 
-def _as_array(values: Sequence[float], what: str) -> np.ndarray:
-    array = np.asarray(values, dtype=float)
-    if array.ndim != 1 or len(array) == 0:
-        raise ValueError(f"{what}: need at least one value")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{what}: contains NaN or infinite values")
-    return array
-
-
-def _positive_logs(values: Sequence[float], what: str) -> np.ndarray:
-    array = _as_array(values, what)
-    if np.any(array <= 0):
-        raise ValueError(f"{what}: values must be positive for a ratio")
-    return np.log(array)
-
-
 def interval_from_log(theta: float, se: float, df: float, confidence: float, method: str,
                       n_current: int, n_reference: int, run_var: float = 0.0) -> Interval:
     """A ratio :class:`Interval` from a log-scale estimate, standard error and df."""
@@ -351,48 +335,6 @@ def interval_from_log(theta: float, se: float, df: float, confidence: float, met
     return Interval(math.exp(theta), float(np.exp(low)), float(np.exp(high)), confidence,
                     method, n_current, n_reference, se=float(se), df=float(df),
                     run_var=float(run_var))
-
-
-def ratio_over_repeats(current: Sequence[float], reference: Sequence[float], *,
-                       confidence: float, paired: bool = False, prior_cv: float = 0.0,
-                       prior_dof: float = 0.0, within_var: float = 0.0) -> Interval:
-    """Geometric-mean ratio current/reference over whole repeats (t on log values).
-
-    ``prior_cv``/``prior_dof``: the assumed run-to-run CV and what it is worth; ``within_var``:
-    the within-run variance of one repeat's log value, added to the prior (the repeats' spread
-    contains both)."""
-    cur = _positive_logs(current, "current repeats")
-    ref = _positive_logs(reference, "reference repeats")
-    if paired and len(cur) != len(ref):
-        raise ValueError("paired comparison needs the same number of repeats in both arms")
-    theta, se, df = repeats_estimate(cur, ref, paired=paired,
-                                     prior_var=prior_cv ** 2 + within_var, prior_dof=prior_dof)
-    method = "repeats-paired" if paired else "repeats"
-    # the share of a repeat's variance that more prompts cannot shrink (for the guidance)
-    per_repeat = float(se) ** 2 / ((2 / len(cur)) if paired else (1 / len(cur) + 1 / len(ref)))
-    share = 1.0 - within_var / per_repeat if per_repeat > 0 else 1.0
-    return interval_from_log(float(theta), float(se), float(df), confidence, method, len(cur),
-                             len(ref), run_var=float(se) ** 2 * min(max(share, 0.0), 1.0))
-
-
-def ratio_over_requests(current: Sequence[float], reference: Sequence[float], statistic: str,
-                        *, confidence: float, run_var: float = 0.0, run_dof: float = math.inf,
-                        repeats: tuple[int, int] = (1, 1), seed: int = 0) -> Interval:
-    """statistic(current)/statistic(reference) from per-request samples, plus a run-to-run
-    variance term ``run_var`` (per repeat, ``run_dof`` degrees of freedom)."""
-    cur = _as_array(current, "current requests")
-    ref = _as_array(reference, "reference requests")
-    func = statistic_fn(statistic)
-    s_cur, s_ref = float(func(cur[None, :])[0]), float(func(ref[None, :])[0])
-    if s_ref <= 0 or s_cur <= 0:
-        raise ValueError("statistic is not positive; a ratio is meaningless")
-    se_c = float(log_se_within(cur, statistic, seed=seed))
-    se_r = float(log_se_within(ref, statistic, seed=seed + 1))
-    se, df, run = requests_estimate(np.float64(se_c), np.float64(se_r), len(cur), len(ref),
-                                    run_var, run_dof, *repeats)
-    interval = interval_from_log(math.log(s_cur / s_ref), float(se), float(df), confidence,
-                                 "requests", len(cur), len(ref), run_var=float(run))
-    return replace(interval, n_repeats=repeats[0])
 
 
 def verdict(interval: Interval, metric_direction: Direction, floor: float) -> Verdict:
