@@ -320,6 +320,9 @@ def test_baseline_checks_are_unpaired_and_follow_the_metric_direction() -> None:
 
 
 def _fixed_accuracy(diff: list[float], se: float) -> Callable[..., Arrays]:
+    """A test double for the Agresti-Min estimate (tested itself in test_mutation_paired):
+    fixed paired differences, so what is checked is the harness's
+    direction and wiring, not the estimate."""
     def agresti_min(a_only: np.ndarray, b_only: np.ndarray, n: int) -> Arrays:
         assert a_only.shape == b_only.shape == (len(diff),)
         return np.asarray(diff), np.full(len(diff), se)
@@ -356,7 +359,8 @@ def test_accuracy_alarms_add_to_the_others(monkeypatch: pytest.MonkeyPatch) -> N
 # ------------------------------------------------------------------------------ the tally
 
 class _Script:
-    """Stands in for one batch's decisions: which of the 15 nights (counted across batches) alarm,
+    """A test double for `_judge_batch` (tested above on hand-built arms). Stands in for one
+    batch's decisions: which of the 15 nights (counted across batches) alarm,
     fail the no-op, gate it, and are caught at each slowdown (read off the slowed TTFT)."""
 
     def __init__(self) -> None:
