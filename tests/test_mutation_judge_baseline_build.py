@@ -12,7 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from servegate.judge.baselines import BaselineError, baseline_from_run, baseline_path
+from servegate.judge.baselines import (
+    BaselineError,
+    baseline_from_run,
+    baseline_path,
+    run_identity,
+)
 
 TOKEN = "hf_abcdefghijklmnopqrstuv"
 
@@ -121,3 +126,12 @@ def test_baseline_path_refuses_names_that_are_not_one_file(field: str, value: st
 def test_baseline_path_layout(tmp_path: Path) -> None:
     assert baseline_path("cpu", "m", "s", root=tmp_path) == tmp_path / "cpu" / "m" / "s.json"
     assert baseline_path("cpu", "m", "s").parts[-4:] == ("baselines", "cpu", "m", "s.json")
+
+
+def test_run_identity_falls_back_to_the_fingerprint_and_empty_names() -> None:
+    assert run_identity({"fingerprint": {"runner_class": "mi300x"}, "suite": "s"}) == (
+        "mi300x", "", "s")
+    assert run_identity({"runner_class": "cpu", "model_profile": "m",
+                         "fingerprint": {"runner_class": "mi355x"}}) == ("cpu", "m", "")
+    assert run_identity({}) == ("", "", "")
+    assert run_identity({"fingerprint": {}}) == ("", "", "")

@@ -176,6 +176,22 @@ def test_accuracy_paired_on_common_question_ids(tmp_path: Path) -> None:
     assert check.verdict == "inconclusive"
 
 
+def test_accuracy_paired_cells_are_told_apart(tmp_path: Path) -> None:
+    # 10 common ids: both right 3 (0-2), run only 2 (3-4), baseline only 1 (5), neither 4 (6-9)
+    base = {"n": 10, "correct": 4, "outcomes": _outcomes("1110010000", list(range(10)))}
+    cur = {i: i < 5 for i in range(10)}
+    check = _accuracy_check(tmp_path, {"n": 10, "correct": 5}, base, cur)
+    assert (check.current_value, check.reference_value) == (0.5, 0.4)
+    assert check.interval.estimate == pytest.approx(0.1)             # (2 - 1) / 10
+    assert check.interval.n_current == check.interval.n_reference == 10
+    assert check.reason == "paired on 10 common questions (3 discordant); accuracy points"
+
+
+def test_a_single_question_run_is_judged_not_refused(tmp_path: Path) -> None:
+    check = _accuracy_check(tmp_path, {"n": 1, "correct": 1}, {"n": 1, "correct": 1}, None)
+    assert check.verdict != "error" and check.interval is not None
+
+
 def test_accuracy_paired_on_every_question_says_nothing_more(tmp_path: Path) -> None:
     base = {"n": 2, "correct": 1, "outcomes": _outcomes("10", [5, 6])}
     check = _accuracy_check(tmp_path, {"n": 2, "correct": 1}, base, {5: True, 6: False})

@@ -71,12 +71,10 @@ def _accuracy_pending(mode: str, current: dict[str, Any], reference: dict[str, A
         common = sorted(set(base) & set(outcomes)) if base and outcomes else []
         if base is not None and common:
             # same questions in both sittings: only the discordant ones carry the difference
-            cur = [outcomes[i] for i in common]     # type: ignore[index]
-            ref = [base[i] for i in common]
-            cells = (sum(a and b for a, b in zip(cur, ref, strict=True)),
-                     sum(a and not b for a, b in zip(cur, ref, strict=True)),
-                     sum(b and not a for a, b in zip(cur, ref, strict=True)),
-                     sum(not a and not b for a, b in zip(cur, ref, strict=True)))
+            pairs = [(outcomes[i], base[i]) for i in common]     # type: ignore[index]
+            both, cur_only = pairs.count((True, True)), pairs.count((True, False))
+            base_only = pairs.count((False, True))
+            cells = (both, cur_only, base_only, len(pairs) - both - cur_only - base_only)
             check.interval = paired_difference(*cells, confidence=confidence)
             check.current_value = (cells[0] + cells[1]) / len(common)
             check.reference_value = (cells[0] + cells[2]) / len(common)
