@@ -133,3 +133,26 @@ def test_overall_verdict_folds_gating_checks_by_severity() -> None:
     assert overall_verdict([c("inconclusive"), c("error")]) == "error"
     assert overall_verdict([c("error"), c("regression")]) == "regression"
     assert overall_verdict([c("pass"), c("regression", gate=False)]) == "pass"
+
+
+def test_verdict_json_rounds_guidance_factors_and_df_to_three_places() -> None:
+    # run_var small: more prompts can still decide, so a prompts factor is given
+    wide = Interval(1.05, 0.9, 1.25, 0.95, "requests", 24, 24, se=0.08, df=40.123456,
+                    run_var=0.0001)
+    guide = wide.guidance((1.1,))
+    assert guide.prompts_factor is not None and not guide.decided
+    assert round(guide.prompts_factor, 3) != round(guide.prompts_factor, 4)   # visible rounding
+    entry = _check(verdict="inconclusive", interval=wide).to_dict()
+    assert entry["prompts_factor"] == round(guide.prompts_factor, 3)
+    assert entry["df"] == 40.123
+    assert entry["samples_factor"] == round(guide.repeats_factor, 3)
+    assert round(guide.repeats_factor, 3) != round(guide.repeats_factor, 4)
+
+
+def test_a_difference_without_a_margin_says_none() -> None:
+    diff = Interval(0.01, -0.02, 0.04, 0.95, "paired (Agresti-Min)", 100, 100,
+                    scale="difference", se=0.015)
+    check = _check(kind="accuracy", metric="accuracy", verdict="pass", interval=diff, floor=None,
+                   name="n")
+    assert check.describe() == ("[PASS        ] n: diff +0.0100 [-0.0200, +0.0400] (95.00% "
+                                "paired (Agresti-Min))")
