@@ -16,6 +16,7 @@ from servegate.judge.baselines import (
     BaselineError,
     baseline_from_run,
     baseline_path,
+    dumps_baseline,
     run_identity,
 )
 
@@ -135,3 +136,38 @@ def test_run_identity_falls_back_to_the_fingerprint_and_empty_names() -> None:
                          "fingerprint": {"runner_class": "mi355x"}}) == ("cpu", "m", "")
     assert run_identity({}) == ("", "", "")
     assert run_identity({"fingerprint": {}}) == ("", "", "")
+
+
+def test_the_stored_text_is_sorted_two_space_utf8_with_number_lists_on_one_line() -> None:
+    doc = {"b": {"note": "MI355X · gfx950", "repeats": [1.5, 2, 3.25]}, "a": None}
+    assert dumps_baseline(doc) == (
+        '{\n  "a": null,\n  "b": {\n    "note": "MI355X · gfx950",\n'
+        '    "repeats": [1.5, 2, 3.25]\n  }\n}\n')
+    with pytest.raises(ValueError):
+        dumps_baseline({"value": float("nan")})
+
+
+def test_metric_entries_keep_six_decimals() -> None:
+    doc = baseline_from_run(_run(points=[_point("off", 4, 0, 1.23456789, []),
+                                         _point("off", 4, 1, 2.0, [])]), Path("r"))
+    entry = doc["points"][0]["metrics"]["mean_ttft_ms"]
+    assert entry["repeats"] == [1.234568, 2.0]
+    assert entry["value"] == round((1.23456789 + 2.0) / 2, 6) == 1.617284
+
+
+def test_a_capped_request_sample_never_repeats_a_request() -> None:
+    requests = [float(i) for i in range(12)]
+    doc = baseline_from_run(_run(points=[_point("off", 4, 0, 1.0, requests)]), Path("r"),
+                            request_cap=10, seed=3)
+    kept = doc["points"][0]["requests"]["ttft_ms"]
+    assert len(kept) == len(set(kept)) == 10 and kept == sorted(kept)
+    every = baseline_from_run(_run(points=[_point("off", 4, 0, 1.0, requests)]), Path("r"),
+                              request_cap=12)
+    assert every["points"][0]["requests"]["ttft_ms"] == requests
+
+
+def test_a_point_without_request_samples_still_has_its_metrics() -> None:
+    point = _point("off", 4, 0, 3.0, [])
+    del point["requests"]
+    doc = baseline_from_run(_run(points=[point]), Path("r"))
+    assert doc["points"][0]["metrics"]["mean_ttft_ms"]["value"] == 3.0
