@@ -97,3 +97,13 @@ def point_mean(run_dir: Path, mode: str, conc: int, metric: str) -> float:
     points = [p for p in json.loads((run_dir / "run.json").read_text())["points"]
               if p["mode"] == mode and p["concurrency"] == conc]
     return sum(p["metrics"][metric] for p in points) / len(points)
+
+
+def write_gsm8k_records(run_dir: Path, label: str, correct: list[bool], gold: str = "7") -> None:
+    """``run_dir/gsm8k/<label>.jsonl``: one record per question id, in the accuracy step's
+    format (what the judge pairs head with base, or a run with its baseline, on)."""
+    folder = run_dir / "gsm8k"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{label}.jsonl").write_text("".join(
+        json.dumps({"id": i, "gold": gold, "correct": c, "output": f"{label} {i}"}) + "\n"
+        for i, c in enumerate(correct)))

@@ -8,18 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from judge_runs import make_run
+from judge_runs import make_run, write_gsm8k_records
 
 from servegate.config.judge import JudgeConfig
 from servegate.judge import ab
-
-
-def _records(run_dir: Path, label: str, correct: list[bool], gold: str = "7") -> None:
-    folder = run_dir / "gsm8k"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{label}.jsonl").write_text("".join(
-        json.dumps({"id": i, "gold": gold, "correct": c, "output": f"{label} {i}"}) + "\n"
-        for i, c in enumerate(correct)))
 
 
 def _ab_run(tmp_path: Path, *, head_factor: float = 1.0, accuracy: bool = False,
@@ -109,8 +101,8 @@ def test_a_metric_one_arm_lacks_is_inconclusive_with_the_reason(tmp_path: Path) 
 def _accuracy_check(tmp_path: Path, head: list[bool], base: list[bool],
                     confidence: float = 0.95) -> Any:
     run, run_dir = _ab_run(tmp_path, accuracy=True)
-    _records(run_dir, "head-off", head)
-    _records(run_dir, "base-off", base)
+    write_gsm8k_records(run_dir, "head-off", head)
+    write_gsm8k_records(run_dir, "base-off", base)
     pendings = [p for p in ab.ab_pendings(run, run_dir, JudgeConfig()) if "GSM8K" in p.name]
     assert [p.name for p in pendings] == [
         "off GSM8K head vs base (paired, non-inferior within 2.0 pp)"]
@@ -149,8 +141,8 @@ def test_accuracy_small_sample_is_inconclusive(tmp_path: Path) -> None:
 
 def test_accuracy_records_that_cannot_be_paired_are_an_error(tmp_path: Path) -> None:
     run, run_dir = _ab_run(tmp_path, accuracy=True)
-    _records(run_dir, "head-off", [True, False])
-    _records(run_dir, "base-off", [True, False], gold="8")
+    write_gsm8k_records(run_dir, "head-off", [True, False])
+    write_gsm8k_records(run_dir, "base-off", [True, False], gold="8")
     check = next(p for p in ab.ab_pendings(run, run_dir, JudgeConfig())
                  if "GSM8K" in p.name).evaluate(0.95)
     assert check.verdict == "error" and "gold" in check.reason and check.interval is None

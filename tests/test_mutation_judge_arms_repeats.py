@@ -7,6 +7,7 @@ message, and the Interval that `ratio_interval` hands to the checks."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -104,16 +105,24 @@ def test_pairing_needs_equal_repeat_counts() -> None:
     assert comp.method == "repeats"
 
 
-def test_several_leading_axes_decide_as_each_cell_alone() -> None:
-    rng = np.random.default_rng(11)
-    cur = rng.lognormal(4.6, 0.05, (2, 3, 4))        # 2 x 3 simulated cells, 4 repeats each
-    ref = rng.lognormal(4.6, 0.05, (2, 3, 5))
+def _cells(seed: int, n_cur: int, n_ref: int, config: JudgeConfig, n_requests: tuple[int, int]
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]:
+    """2 x 3 simulated cells (two leading axes) of per-repeat values and pooled standard
+    errors, compared in one call: (cur, ref, se_cur, se_ref, comparison)."""
+    rng = np.random.default_rng(seed)
+    cur = rng.lognormal(4.6, 0.05, (2, 3, n_cur))
+    ref = rng.lognormal(4.6, 0.05, (2, 3, n_ref))
     se_c, se_r = rng.uniform(0.005, 0.03, (2, 3)), rng.uniform(0.005, 0.03, (2, 3))
+    batch = compare(ArmStats(cur, np.full((2, 3), 100.0), se_c, n_requests[0]),
+                    ArmStats(ref, np.full((2, 3), 100.0), se_r, n_requests[1]), config=config,
+                    paired=False)
+    return cur, ref, se_c, se_r, batch
+
+
+def test_several_leading_axes_decide_as_each_cell_alone() -> None:
     config = JudgeConfig(run_to_run_cv=0.03, run_to_run_cv_dof=6.0,
                          min_repeats_for_repeat_bootstrap=3)
-    batch = compare(ArmStats(cur, np.full((2, 3), 100.0), se_c, 50),
-                    ArmStats(ref, np.full((2, 3), 100.0), se_r, 50), config=config,
-                    paired=False)
+    cur, ref, se_c, se_r, batch = _cells(11, 4, 5, config, (50, 50))
     for i in range(2):
         for j in range(3):
             within = (se_c[i, j] ** 2 * 4 + se_r[i, j] ** 2 * 5) / 2
@@ -125,15 +134,10 @@ def test_several_leading_axes_decide_as_each_cell_alone() -> None:
 
 
 def test_several_leading_axes_on_the_request_path() -> None:
-    rng = np.random.default_rng(12)
-    cur = rng.lognormal(4.6, 0.05, (2, 3, 2))        # 2 repeats vs 1: below the 3 needed
-    ref = rng.lognormal(4.6, 0.05, (2, 3, 1))
-    se_c, se_r = rng.uniform(0.005, 0.03, (2, 3)), rng.uniform(0.005, 0.03, (2, 3))
     config = JudgeConfig(run_to_run_cv=0.04, run_to_run_cv_dof=5.0,
                          min_repeats_for_repeat_bootstrap=3)
-    batch = compare(ArmStats(cur, np.full((2, 3), 100.0), se_c, 40),
-                    ArmStats(ref, np.full((2, 3), 100.0), se_r, 30), config=config,
-                    paired=False)
+    # 2 repeats vs 1: below the 3 the repeats' t test needs
+    cur, _, se_c, se_r, batch = _cells(12, 2, 1, config, (40, 30))
     for i in range(2):
         for j in range(3):
             run_var = (5 * 0.04 ** 2 + _ss(list(cur[i, j]))) / (1 + 5)

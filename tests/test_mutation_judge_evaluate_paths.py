@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from judge_runs import make_run
+from judge_runs import make_run, write_gsm8k_records
 
 from servegate.judge.baselines import baseline_from_run
 from servegate.judge.evaluate import judge
@@ -137,8 +137,8 @@ def test_a_stored_file_that_is_unreadable_is_an_error(tmp_path: Path) -> None:
 
 def test_a_bad_judge_table_error_keeps_run_folder_and_strictness(tmp_path: Path) -> None:
     run_dir = _rewrite(make_run(tmp_path / "run"), judge_table={"confidence": "high"})
-    (check,) = judge(run_dir, strict=True, baselines_root=tmp_path).checks
     judgement = judge(run_dir, strict=True, baselines_root=tmp_path)
+    (check,) = judgement.checks
     assert judgement.run_dir == run_dir and judgement.strict is True
     assert judgement.run is not None and "confidence" in check.reason
 
@@ -165,14 +165,6 @@ def test_a_run_that_never_said_it_completed_is_incomplete(tmp_path: Path) -> Non
 
 # ------------------------------------------------------------------------------- head vs base
 
-def _records(run_dir: Path, label: str, correct: list[bool]) -> None:
-    folder = run_dir / "gsm8k"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{label}.jsonl").write_text("".join(
-        json.dumps({"id": i, "gold": "7", "correct": c, "output": f"{label} {i}"}) + "\n"
-        for i, c in enumerate(correct)))
-
-
 def _ab_run(tmp_path: Path) -> Path:
     """Head and base measured in one run, GSM8K answered identically by both trees."""
     base = _raw(make_run(tmp_path / "b", modes=("off", "on"), concurrencies=(2,), repeats=2))
@@ -185,7 +177,7 @@ def _ab_run(tmp_path: Path) -> Path:
     run_dir.mkdir()
     answers = [True] * 180 + [False] * 20
     for label in ("head-off", "base-off"):
-        _records(run_dir, label, answers)
+        write_gsm8k_records(run_dir, label, answers)
     run = {**base, "points": base["points"] + head["points"],
            "ab": {"head": {"path": "/src/pr", "version": "0.5.24.dev1"},
                   "base": {"path": "/src/main", "version": "0.5.23"}},

@@ -76,10 +76,10 @@ def _accuracy_pending(mode: str, current: dict[str, Any], reference: dict[str, A
             base_only = pairs.count((False, True))
             cells = (both, cur_only, base_only, len(pairs) - both - cur_only - base_only)
             check.interval = paired_difference(*cells, confidence=confidence)
-            check.current_value = (cells[0] + cells[1]) / len(common)
-            check.reference_value = (cells[0] + cells[2]) / len(common)
+            check.current_value = (both + cur_only) / len(common)
+            check.reference_value = (both + base_only) / len(common)
             check.reason = (f"paired on {len(common)} common questions "
-                            f"({cells[1] + cells[2]} discordant); accuracy points")
+                            f"({cur_only + base_only} discordant); accuracy points")
             if len(common) < max(n_cur, reference["n"]):
                 check.reason += (f" (of {n_cur} in the run, {reference['n']} in the "
                                  "baseline)")
