@@ -77,7 +77,8 @@ def test_verdict_json_entry_of_a_ratio_check() -> None:
         "n_current": 24, "n_reference": 20, "floor": 0.1,
         "mde": round(RATIO.minimal_detectable_effect(0.1), 6),
         "samples_factor": None, "prompts_factor": None, "guidance": None, "se": 0.02,
-        "df": 30.0, "current_value": 123.456789, "reference_value": 100.0, "reason": "r"}
+        "df": 30.0, "current_value": 123.456789, "reference_value": 100.0, "reason": "r",
+        "primary": True}
 
 
 def test_verdict_json_entry_of_an_undecided_check_carries_the_guidance() -> None:

@@ -86,6 +86,15 @@ class Point(TypedDict):
     device_double: NotRequired[str]
     files: NotRequired[dict[str, str]]        # relative paths: client_jsonl, server_log, ...
     arm: NotRequired[Literal["base", "head"]]  # head-vs-base runs: which sglang tree
+    # in-server design ([design]): the server start and the block round within it; repeat is
+    # then start * blocks + block (unique per mode and concurrency)
+    start: NotRequired[int]
+    block: NotRequired[int]
+    # the mode switch acknowledged before this block: {"seq", "gates": {pid: gate}}
+    mode_ack: NotRequired[dict[str, Any]]
+    # what else used the machine during the block (psutil; GPU processes where a tool exists)
+    machine: NotRequired[dict[str, Any]]
+    wall_s: NotRequired[float]                # the block's client wall time
 
 
 class Fingerprint(TypedDict, total=False):
@@ -150,6 +159,8 @@ class Run(TypedDict, total=False):
     servegate_commit: str | None            # the servegate checkout's commit ("-dirty" if changed)
     sglang_src: dict[str, Any]              # --sglang-src: {path, version, commit, dirty, ...}
     ab: dict[str, dict[str, Any]]           # head vs base: {"base": tree, "head": tree}
+    # the design: {"in_server", "starts", "blocks", "unit", "order", "starts_s", ...}
+    design: dict[str, Any]
 
 
 class RunFolderError(ServegateError, ValueError):

@@ -2,7 +2,7 @@
 
 from servegate.config._schema import ConfigError
 from servegate.config.profiles import ModelProfile, RunnerProfile, load_profile
-from servegate.config.suites import Load, Suite, load_suite, suite_path
+from servegate.config.suites import Design, Load, Suite, load_suite, suite_path
 
-__all__ = ["ConfigError", "Load", "ModelProfile", "RunnerProfile", "Suite",
+__all__ = ["ConfigError", "Design", "Load", "ModelProfile", "RunnerProfile", "Suite",
            "load_profile", "load_suite", "suite_path"]

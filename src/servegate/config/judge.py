@@ -52,6 +52,16 @@ class JudgeConfig:
     noop_metrics: tuple[str, ...] | None = None  # None: same as metrics
     accuracy_noninferiority_margin: float = 0.02
     experiment_metrics: tuple[str, ...] | None = None  # forced-vs-off; None: same as metrics
+    # The primary (gated) family, by selector (servegate.judge.block_checks.FAMILY_SELECTORS):
+    # empty = every counted check gates, Bonferroni-corrected (the design before families).
+    family: tuple[str, ...] = ()
+    family_method: str = "holm"
+    # the metrics of the aggregate checks (geometric mean over concurrencies, per mode)
+    aggregate_metrics: tuple[str, ...] = ("mean_ttft_ms", "median_tpot_ms")
+    # prior for the start x mode interaction of modes paired inside one server (blocks design):
+    # the part of start-to-start noise that does not cancel between two modes of one server
+    interaction_cv: float = 0.01
+    interaction_cv_dof: float = 10.0
     source: str = "<defaults>"
     deprecations: tuple[str, ...] = ()     # old key names read, for a note in the verdict
 
@@ -61,7 +71,10 @@ class JudgeConfig:
 
 
 _FLOAT_FRACTION = ("default_floor", "accuracy_floor", "run_to_run_cv", "gated_min_ttft_improvement",
-                   "noop_margin", "accuracy_noninferiority_margin", "noop_min_power")
+                   "noop_margin", "accuracy_noninferiority_margin", "noop_min_power",
+                   "interaction_cv")
+FAMILY_SELECTORS = ("claims", "baseline-aggregate", "ab-aggregate")
+FAMILY_METHODS = ("holm", "bonferroni")
 
 
 def _metric_list(value: Any, where: str) -> tuple[str, ...]:
@@ -72,7 +85,8 @@ def _metric_list(value: Any, where: str) -> tuple[str, ...]:
 
 _TOP_KEYS = ("metrics", "floors", "default_floor", "confidence", "bootstrap_resamples", "seed",
              "min_repeats_for_repeat_bootstrap", "accuracy_floor", "run_to_run_cv",
-             "run_to_run_cv_dof", "claims")
+             "run_to_run_cv_dof", "claims", "family", "family_method", "aggregate_metrics",
+             "interaction_cv", "interaction_cv_dof")
 _CLAIM_KEYS = ("gated_min_ttft_improvement", "gated_ttft_metric", "gated_claim_concurrency",
                "noop_margin", "noop_metrics", "noop_min_power", "accuracy_noninferiority_margin",
                "experiment_metrics")
@@ -94,15 +108,25 @@ def _integer(value: Any, where: str, low: int) -> int:
 
 
 def _parse_value(key: str, value: Any, where: str) -> Any:
-    if key in ("metrics", "noop_metrics", "experiment_metrics"):
+    if key in ("metrics", "noop_metrics", "experiment_metrics", "aggregate_metrics"):
         return _metric_list(value, where)
+    if key == "family":
+        if not isinstance(value, list) or not all(v in FAMILY_SELECTORS for v in value):
+            raise JudgeConfigError(f"{where}: expected a list of {', '.join(FAMILY_SELECTORS)}, "
+                                   f"got {value!r}")
+        return tuple(value)
+    if key == "family_method":
+        if value not in FAMILY_METHODS:
+            raise JudgeConfigError(f"{where}: expected one of {', '.join(FAMILY_METHODS)}, "
+                                   f"got {value!r}")
+        return value
     if key == "floors":
         if not isinstance(value, dict):
             raise JudgeConfigError(f"{where}: expected a table metric -> fraction")
         return {metric: _fraction(floor, f"{where}.{metric}") for metric, floor in value.items()}
     if key in _FLOAT_FRACTION:
         return _fraction(value, where)
-    if key == "run_to_run_cv_dof":
+    if key in ("run_to_run_cv_dof", "interaction_cv_dof"):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise JudgeConfigError(f"{where}: expected a number of degrees of freedom >= 0, "
                                    f"got {value!r}")
@@ -156,7 +180,7 @@ def parse_judge_table(table: dict[str, Any], source: str) -> JudgeConfig:
     if "metrics" not in values and values.get("floors"):
         values["metrics"] = tuple(values["floors"])
     config = JudgeConfig(**values, deprecations=tuple(deprecated))
-    for metric in (*config.metrics, *(config.noop_metrics or ()),
+    for metric in (*config.metrics, *(config.noop_metrics or ()), *config.aggregate_metrics,
                    *(config.experiment_metrics or ()), *config.floors):
         try:
             direction(metric)

@@ -24,14 +24,16 @@ _TOP = {
     "load": Field(dict, required=True),
     "gsm8k": Field(dict),
     "judge": Field(dict),
+    "design": Field(dict),
 }
+_DESIGN = {"starts": Field(int, required=True), "blocks": Field(int, required=True)}
 _SUITE = {
     "name": Field(str, required=True),
     "description": Field(str),
     "model": Field(str, required=True),
     "runners": Field(list, required=True, item=str),
     "modes": Field(list, required=True, item=str),
-    "repeats": Field(int, required=True),
+    "repeats": Field(int),          # required without a [design] table
     "seed": Field(int, required=True),
 }
 _SERVER = {"chunked_prefill_size": Field(int), "page_size": Field(int)}
@@ -70,6 +72,22 @@ class Load:
 
 
 @dataclass(frozen=True)
+class Design:
+    """``[design]``: ``starts`` server starts, each running every mode (switched in place) for
+    ``blocks`` client runs per mode and concurrency. Without the table a suite keeps the design
+    before blocks: ``[suite].repeats`` server starts per mode (``in_server`` false)."""
+
+    starts: int
+    blocks: int
+    in_server: bool = True
+
+    def record(self) -> dict[str, Any]:
+        """What run.json's ``design`` says about it."""
+        return {"in_server": self.in_server, "starts": self.starts, "blocks": self.blocks,
+                "unit": "block" if self.in_server else "server start per mode and repeat"}
+
+
+@dataclass(frozen=True)
 class Suite:
     name: str
     source: Path
@@ -85,6 +103,13 @@ class Suite:
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     judge_table: dict[str, Any] | None = None     # as written (recorded in run.json)
     description: str = ""
+    design: Design | None = None                  # None: [suite].repeats starts per mode
+    notes: tuple[str, ...] = ()                   # how the file was read (e.g. old designs)
+
+    @property
+    def effective_design(self) -> Design:
+        """The design bench runs: ``[design]``, else a start per mode and repeat."""
+        return self.design or Design(starts=self.repeats, blocks=1, in_server=False)
 
     def runs_on(self, runner_class: str) -> bool:
         """``runners`` lists this class, or its architecture."""
@@ -127,7 +152,7 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
         if runner not in known:
             raise ConfigError(f"{path}: suite.runners: {runner!r} is not a runner class or "
                               f"architecture ({', '.join(known)})")
-    _positive_ints(path, "suite.repeats", [head["repeats"]])
+    design, notes = _design(path, data, head)
     load = check_table(path, "load", data["load"], _LOAD)
     if len(load["concurrency"]) != len(load["num_prompts"]) or not load["concurrency"]:
         raise ConfigError(f"{path}: load.num_prompts must list one count per load.concurrency "
@@ -173,7 +198,8 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
                               f"for runner {runner!r}")
     return Suite(
         name=head["name"], source=path, model=profile, runners=tuple(head["runners"]),
-        modes=tuple(head["modes"]), repeats=head["repeats"], seed=head["seed"],
+        modes=tuple(head["modes"]), repeats=1 if design else head["repeats"],
+        seed=head["seed"],
         load=Load(input_len=load["input_len"], output_len=load["output_len"],
                   concurrency=tuple(load["concurrency"]),
                   num_prompts=tuple(load["num_prompts"]),
@@ -181,7 +207,26 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
                   point_timeout_s=load["point_timeout_s"], range_ratio=range_ratio),
         server_overrides=dict(server), gsm8k=gsm8k_settings, gsm8k_table=gsm8k, judge=judge,
         judge_table=judge_table,
-        description=head.get("description", ""))
+        description=head.get("description", ""), design=design, notes=notes)
+
+
+def _design(path: Path, data: dict[str, Any], head: dict[str, Any]
+            ) -> tuple[Design | None, tuple[str, ...]]:
+    """``[design]`` (every mode in each start) or the older ``[suite].repeats``, never both."""
+    if "design" not in data:
+        if "repeats" not in head:
+            raise ConfigError(f"{path}: [design] (starts, blocks) or suite.repeats is required")
+        _positive_ints(path, "suite.repeats", [head["repeats"]])
+        return None, (f"{path}: suite.repeats = {head['repeats']}: a server start per mode and "
+                      "repeat (the design before [design]; modes are not paired within a "
+                      "server)",)
+    if "repeats" in head:
+        raise ConfigError(f"{path}: suite.repeats and [design] are exclusive: [design] starts "
+                          "and blocks replace repeats")
+    table = check_table(path, "design", data["design"], _DESIGN)
+    _positive_ints(path, "design.starts", [table["starts"]])
+    _positive_ints(path, "design.blocks", [table["blocks"]])
+    return Design(starts=table["starts"], blocks=table["blocks"]), ()
 
 
 def suite_path(name_or_path: str) -> Path:

@@ -102,8 +102,15 @@ def ab_pendings(run: Run, run_dir: Path, config: JudgeConfig) -> list[Pending]:
             continue
         for metric in config.metrics:
             pendings.append(_metric_pending(head[key], base[key], mode, conc, metric, config))
+    return pendings + ab_accuracy_pendings(run, run_dir, config)
+
+
+def ab_accuracy_pendings(run: Run, run_dir: Path, config: JudgeConfig,
+                         primary: bool = True) -> list[Pending]:
+    """Per mode GSM8K of head against base, paired per question."""
     labels = set(run.get("accuracy") or {})
-    for mode in MODES:
-        if f"head-{mode}" in labels and f"base-{mode}" in labels:
-            pendings.append(_accuracy_pending(run_dir, mode, config))
+    pendings = [_accuracy_pending(run_dir, mode, config) for mode in MODES
+                if f"head-{mode}" in labels and f"base-{mode}" in labels]
+    for pending in pendings:
+        pending.primary = primary
     return pendings

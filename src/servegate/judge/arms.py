@@ -218,3 +218,5 @@ class Pending:
     name: str
     counts: bool                                 # gating and interval-based: joins the family
     evaluate: Callable[[float], Check]           # per-check confidence -> Check
+    primary: bool = True                         # in the suite's gated family (else reported)
+    one_sided: bool = False                      # builds its interval at 1 - 2 alpha itself

@@ -120,13 +120,16 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
             if sample:
                 requests[req_key] = sample
                 requests[f"n_{req_key}"] = total
-        points_out.append({
+        entry: dict[str, Any] = {
             "mode": key[0],
             "concurrency": key[1],
             "repeats": [int(p["repeat"]) for p in points],
             "metrics": {name: _metric_entry(vals) for name, vals in metric_values.items()},
             "requests": requests,
-        })
+        }
+        if all("start" in p for p in points):      # in-server design: blocks within starts
+            entry["starts"] = [int(p["start"]) for p in points]
+        points_out.append(entry)
     accuracy = {}
     for mode, result in (run.get("accuracy") or {}).items():
         if finite_number(result.get("n")) and finite_number(result.get("correct")):
@@ -138,7 +141,11 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
                     sum(outcomes.values()) == accuracy[mode]["correct"]:
                 accuracy[mode]["outcomes"] = encode_outcomes(outcomes)
     fingerprint = dict(run.get("fingerprint") or {})
+    design = {"design": {k: v for k, v in run["design"].items()
+                         if k in ("in_server", "starts", "blocks", "unit")}} \
+        if run.get("design") else {}
     return {
+        **design,
         "schema_version": BASELINE_SCHEMA_VERSION,
         "runner_class": runner,
         "model_profile": model,
@@ -251,6 +258,11 @@ def validate_baseline(data: Any, path: Path) -> dict[str, Any]:
             spread = entry.get("spread")
             _require(spread is None or finite_number(spread), path, f"{mwhere}.spread",
                      "a number or null", spread)
+        if "starts" in point:
+            starts, n = point["starts"], len(point.get("repeats", []))
+            _require(isinstance(starts, list) and len(starts) == n and all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in starts),
+                path, f"{where}.starts", f"a list of {n} start indexes (one per repeat)", starts)
         requests = point.get("requests", {})
         _require(isinstance(requests, dict), path, f"{where}.requests", "an object", requests)
         for key in QUANTITIES:

@@ -36,6 +36,10 @@ class Check:
     reason: str = ""
     # decision boundaries on the interval's scale (ratio or difference); None: from the floor
     boundaries: tuple[float, ...] | None = None
+    # in the suite's primary (gated) family; a check outside it is reported, never gates
+    primary: bool = True
+    # the smallest family level alpha at which this check would be decided (Holm's input)
+    p_value: float | None = None
 
     @property
     def point(self) -> str:
@@ -144,6 +148,7 @@ class Check:
             "current_value": rnd(self.current_value),
             "reference_value": rnd(self.reference_value),
             "reason": self.reason,
+            "primary": self.primary,
         }
 
 

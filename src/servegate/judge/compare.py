@@ -130,9 +130,20 @@ def baseline_pendings(run: Run, baseline: dict[str, Any], config: JudgeConfig,
                 continue
             pendings.append(_metric_pending(groups[key], base_point, mode, concurrency, metric,
                                             config))
+    return pendings + accuracy_pendings(run, baseline, config, outcomes)
+
+
+def accuracy_pendings(run: Run, baseline: dict[str, Any], config: JudgeConfig,
+                      outcomes: dict[str, dict[int, bool] | None] | None = None,
+                      primary: bool = True) -> list[Pending]:
+    """GSM8K accuracy per mode against the baseline (paired per question where both sides
+    stored outcomes)."""
+    pendings: list[Pending] = []
     run_accuracy = run.get("accuracy") or {}
     for mode, reference in sorted((baseline.get("accuracy") or {}).items()):
         if mode in run_accuracy and reference.get("n"):
-            pendings.append(_accuracy_pending(mode, dict(run_accuracy[mode]), reference, config,
-                                              (outcomes or {}).get(mode)))
+            pending = _accuracy_pending(mode, dict(run_accuracy[mode]), reference, config,
+                                        (outcomes or {}).get(mode))
+            pending.primary = primary
+            pendings.append(pending)
     return pendings

@@ -14,7 +14,7 @@ from servegate.config.judge import (
     load_judge_table,
     parse_judge_table,
 )
-from servegate.judge.ab import ab_pendings, arm_view, is_ab
+from servegate.judge.ab import ab_accuracy_pendings, ab_pendings, arm_view, is_ab
 from servegate.judge.arms import Pending
 from servegate.judge.baselines import (
     BaselineError,
@@ -25,11 +25,14 @@ from servegate.judge.baselines import (
     run_identity,
     validate_baseline,
 )
+from servegate.judge.block_checks import block_pendings
 from servegate.judge.checks import Check
 from servegate.judge.claims import claim_pendings
-from servegate.judge.compare import baseline_pendings
+from servegate.judge.compare import accuracy_pendings, baseline_pendings
+from servegate.judge.evidence import evidence_from_baseline, evidence_from_run
+from servegate.judge.family import BONFERRONI, decide
 from servegate.judge.judgement import Judgement
-from servegate.judge.stats import per_check_confidence, run_seed
+from servegate.judge.stats import run_seed
 from servegate.paths import SUITES_DIR
 from servegate.results import Run, RunFolderError, load_run
 
@@ -82,6 +85,19 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
         config = replace(config, run_to_run_cv_dof=0.0)
         notes.append("run-to-run spread measured from the baseline's nights replaces the "
                      "suite's assumed run_to_run_cv")
+    in_server = bool((run.get("design") or {}).get("in_server"))
+    if in_server:
+        design = run["design"]
+        notes.append(f"design: {design.get('starts')} server start(s) x {design.get('blocks')} "
+                     "block(s) per mode and concurrency, every mode inside each start; judged "
+                     "on block values (20 % trimmed means, Yuen), modes paired within starts")
+    if is_ab(run) and in_server:
+        notes.append(f"head vs base: head {run['ab']['head'].get('path')} against base "
+                     f"{run['ab']['base'].get('path')}, each tree in its own server start(s)")
+        pendings = block_pendings(run, evidence_from_run(dict(run)), config, run_dir=run_dir,
+                                  extra=ab_accuracy_pendings(run, run_dir, config,
+                                                             primary=not config.family))
+        return _decide(run_dir, run, config, pendings, notes, strict, None, None)
     if is_ab(run):
         # head vs base, measured together: the stored baseline is not the reference; the A/B
         # claims (exact fill on vs off) are the head tree's
@@ -122,6 +138,14 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
     outcomes = {mode: read_outcomes(run_dir, mode)
                 for mode, entry in ((baseline or {}).get("accuracy") or {}).items()
                 if "outcomes" in entry}
+    if in_server:
+        pendings = block_pendings(
+            run, evidence_from_run(dict(run)), config,
+            baseline=evidence_from_baseline(baseline) if baseline else None,
+            extra=accuracy_pendings(run, baseline, config, outcomes,
+                                     primary=not config.family) if baseline else [])
+        return _decide(run_dir, run, config, pendings, notes, strict,
+                       baseline_file if baseline else None, baseline)
     pendings = baseline_pendings(run, baseline, config, outcomes) if baseline else []
     pendings += claim_pendings(run, config)
     return _decide(run_dir, run, config, pendings, notes, strict,
@@ -131,10 +155,12 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
 def _decide(run_dir: Path, run: Run, config: JudgeConfig, pendings: list[Pending],
             notes: list[str], strict: bool, baseline_file: Path | None,
             baseline: dict[str, Any] | None) -> Judgement:
-    """Evaluate every pending check at one Bonferroni level; integrity checks first."""
-    family = sum(1 for p in pendings if p.counts)
-    confidence = per_check_confidence(config.confidence, family)
-    checks = [p.evaluate(confidence) for p in pendings]
+    """Evaluate every pending check (the primary family at its family level, the rest
+    reported at the plain level); integrity checks first."""
+    method = config.family_method if config.family else BONFERRONI
+    checks, family_record = decide(pendings, config.confidence, method)
+    family = int(family_record["size"])  # type: ignore[call-overload]
+    confidence = 1.0 - (1.0 - config.confidence) / max(1, family)
     if run.get("complete") is not True:
         cause = run.get("error") or "not every planned point finished"
         checks.insert(0, Check("integrity", "run complete", "complete", "error",
@@ -142,8 +168,15 @@ def _decide(run_dir: Path, run: Run, config: JudgeConfig, pendings: list[Pending
     if not run.get("points"):
         checks.insert(0, Check("integrity", "run has points", "points", "error",
                                reason="run.json has no points"))
-    notes.append(f"{family} checks judged together: each interval at "
-                 f"{100 * confidence:.3f}% (Bonferroni for a family-wise "
-                 f"{100 * config.confidence:.0f}%)")
+    if method == BONFERRONI:
+        notes.append(f"{family} checks judged together: each interval at "
+                     f"{100 * confidence:.3f}% (Bonferroni for a family-wise "
+                     f"{100 * config.confidence:.0f}%)")
+    else:
+        reported = sum(1 for c in checks if not c.primary and c.kind != "integrity")
+        notes.append(f"gated family of {family} checks (Holm step-down, family-wise "
+                     f"{100 * config.confidence:.0f}%, suite [judge] family = "
+                     f"{list(config.family)}); {reported} more reported at "
+                     f"{100 * config.confidence:.0f}%, not gating")
     return Judgement(run_dir, run, config, checks, baseline_file, baseline, family, confidence,
-                     notes, strict)
+                     notes, strict, family=family_record)

@@ -25,6 +25,8 @@ class Judgement:
     per_check_confidence: float = 0.95
     notes: list[str] = field(default_factory=list)
     strict: bool = False
+    # the gated family: {"method": "holm" | "bonferroni", "size": m, "checks": [names]}
+    family: dict[str, Any] = field(default_factory=dict)
 
     @property
     def overall(self) -> CheckVerdict:

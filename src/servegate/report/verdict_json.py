@@ -19,7 +19,7 @@ VERDICT_SCHEMA_VERSION = 1
 CHECK_KEYS = ("kind", "name", "metric", "point", "mode", "concurrency", "reference", "verdict",
               "gate", "scale", "ratio", "difference", "interval", "confidence", "method",
               "n_current", "n_reference", "floor", "mde", "samples_factor", "current_value",
-              "reference_value", "reason", "prompts_factor", "guidance", "se", "df")
+              "reference_value", "reason", "prompts_factor", "guidance", "se", "df", "primary")
 STATES = ("pass", "regression", "improvement", "inconclusive", "error")
 
 
@@ -45,6 +45,9 @@ def build(judgement: Judgement) -> dict[str, Any]:
         },
         "confidence": judgement.config.confidence,
         "family_size": judgement.family_size,
+        "family": judgement.family or {
+            "method": "bonferroni", "size": judgement.family_size,
+            "checks": [c.name for c in judgement.checks if c.gate and c.primary]},
         "per_check_confidence": round(judgement.per_check_confidence, 8),
         "judge_settings": judgement.config.source,
         "seed": judgement.config.seed,     # this run's judge seed: re-judging reproduces it

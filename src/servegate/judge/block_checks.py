@@ -1,0 +1,345 @@
+"""Checks judged on blocks, for runs whose modes share their server starts (``[design]``).
+
+Every check reads the one evidence table (:mod:`servegate.judge.evidence`) and one of two
+estimates (:mod:`servegate.judge.nested`): modes of one tree paired within their starts (the
+start component cancels; the start x mode interaction is measured with two or more starts, else
+the suite's ``interaction_cv`` prior), or two sittings / two trees as independent nested means
+(each start component counts; measured from two or more starts, else ``run_to_run_cv``).
+
+The suite's ``[judge] family`` picks the primary (gated) checks: ``claims`` (on a gated runner
+class the TTFT claim at the claim concurrency and GSM8K non-inferiority; elsewhere the no-op:
+prefill alignment pooled over concurrencies and equivalence of the geometric mean over
+concurrencies for each ``aggregate_metrics`` entry), ``baseline-aggregate`` (per mode and
+``aggregate_metrics`` entry, the geometric-mean ratio over all concurrencies against the
+baseline, the correlation between concurrencies kept by averaging logs block by block) and
+``ab-aggregate`` (the same, head vs base). Every other check is reported, not gated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from scipy import stats as sps
+
+from servegate.config.judge import FAMILY_SELECTORS, JudgeConfig
+from servegate.judge.ab import arm_view
+from servegate.judge.arms import Pending
+from servegate.judge.checks import Check
+from servegate.judge.claims import _accuracy_claim, _aligned_counts, _sequence_note
+from servegate.judge.evidence import (
+    Evidence,
+    MissingEvidence,
+    as_matrix,
+    paired_matrices,
+)
+from servegate.judge.nested import Difference, independent_difference, paired_difference
+from servegate.judge.stats import (
+    Interval,
+    direction,
+    equivalence,
+    improvement,
+    interval_from_log,
+    tost_confidence,
+    tost_power,
+    verdict,
+)
+from servegate.results import Run
+from servegate.runners import REGISTRY
+
+CLAIMS, BASELINE_AGGREGATE, AB_AGGREGATE = FAMILY_SELECTORS
+
+
+def _interval(diff: Difference, confidence: float) -> Interval:
+    """A ratio interval from a nested difference (its noise components kept for the budget)."""
+    theta, se, df = diff.scalar("theta"), diff.scalar("se"), diff.scalar("df")
+    if not (math.isfinite(theta) and math.isfinite(se)):
+        raise MissingEvidence("no standard error from these blocks (one block per side and no "
+                              "prior for the level that varies)")
+    between = sum(float(c.var.reshape(-1)[0]) for c in diff.components if c.level != "block")
+    blocks = [part.starts * part.blocks for part in diff.parts]
+    iv = interval_from_log(theta, se, df, confidence, diff.method, blocks[0], blocks[-1],
+                           run_var=between)
+    return Interval(iv.estimate, iv.low, iv.high, iv.confidence, iv.method, iv.n_current,
+                    iv.n_reference, se=iv.se, df=iv.df, run_var=iv.run_var,
+                    n_repeats=diff.parts[0].starts)
+
+
+def noise_note(diff: Difference) -> str:
+    """Where each level's variance came from: measured in this run, or the stated prior."""
+    notes = []
+    for part in diff.parts:
+        level = part.components[0].level
+        sd = math.sqrt(max(part.scalar("between_var"), 0.0))
+        if part.between_source == "prior":
+            notes.append(f"{level} level from the prior (log-sd {sd:.3f}; {part.starts} start)")
+        else:
+            notes.append(f"{level} level {part.between_source} over {part.starts} starts "
+                         f"(log-sd {sd:.3f})")
+        block_sd = math.sqrt(max(part.scalar("block_var"), 0.0))
+        notes.append(f"block log-sd {block_sd:.3f} (df {part.scalar('block_df'):.0f})")
+    return "; ".join(notes)
+
+
+def _fill(check: Check, build: Callable[[], Difference], confidence: float) -> Difference | None:
+    try:
+        diff = build()
+        check.interval = _interval(diff, confidence)
+    except MissingEvidence as err:
+        check.verdict, check.reason = "inconclusive", str(err)
+        return None
+    except ValueError as err:
+        check.verdict, check.reason = "error", str(err)
+        return None
+    return diff
+
+
+class Judge:
+    """The block checks of one run (and its reference), sharing the evidence table."""
+
+    def __init__(self, run: Run, evidence: Evidence, config: JudgeConfig) -> None:
+        self.run, self.evidence, self.config = run, evidence, config
+        self.family = set(config.family)
+
+    def primary(self, selector: str) -> bool:
+        return not self.family or selector in self.family
+
+    # -------------------------------------------------------------------- estimates
+
+    def paired(self, arm: str, mode: str, reference: str, concs: list[int],
+               metric: str) -> Difference:
+        cur = self.evidence.logs(arm, mode, concs, metric)
+        ref = self.evidence.logs(arm, reference, concs, metric)
+        a, b = paired_matrices(cur, ref)
+        cv = self.config.interaction_cv
+        return paired_difference(a, b, interaction_var=cv * cv,
+                                 interaction_dof=self.config.interaction_cv_dof)
+
+    def independent(self, current: Evidence, cur_arm: str, reference: Evidence, ref_arm: str,
+                    mode: str, concs: list[int], metric: str) -> Difference:
+        cv = self.config.run_to_run_cv
+        return independent_difference(as_matrix(current.logs(cur_arm, mode, concs, metric)),
+                                      as_matrix(reference.logs(ref_arm, mode, concs, metric)),
+                                      start_var=cv * cv,
+                                      start_dof=self.config.run_to_run_cv_dof)
+
+    def shared_concs(self, arm: str, a: str, b: str) -> list[int]:
+        return sorted(set(self.evidence.concurrencies(arm, a)) &
+                      set(self.evidence.concurrencies(arm, b)))
+
+    # -------------------------------------------------------------------- claims
+
+    def claims(self, arm: str = "") -> list[Pending]:
+        runner = str(self.run.get("runner_class") or "")
+        pendings: list[Pending] = []
+        concs = self.shared_concs(arm, "on", "off")
+        if runner in REGISTRY and REGISTRY[runner].gated:
+            if concs:
+                claim_conc = self.config.gated_claim_concurrency or concs[-1]
+                for conc in concs:
+                    pendings.append(self._ttft_claim(arm, conc, primary=conc == claim_conc))
+                inner = _accuracy_claim(self.run, self.config)
+                pendings.append(Pending(inner.name, True,
+                                        lambda c, inner=inner: inner.evaluate(tost_confidence(c)),
+                                        primary=self.primary(CLAIMS), one_sided=True))
+        elif concs:
+            pendings.append(self._prefill_pooled(arm, concs))
+            for metric in self.config.aggregate_metrics:
+                pendings.append(self._noop(arm, concs, metric, primary=self.primary(CLAIMS)))
+            for conc in concs:
+                for metric in self.config.noop_metrics or self.config.metrics:
+                    pendings.append(self._noop(arm, [conc], metric, primary=False))
+        for conc in self.shared_concs(arm, "forced", "off"):
+            for metric in self.config.experiment_metrics or self.config.metrics:
+                pendings.append(self._experiment(arm, conc, metric))
+        return pendings
+
+    def _ttft_claim(self, arm: str, conc: int, primary: bool) -> Pending:
+        metric, required = self.config.gated_ttft_metric, self.config.gated_min_ttft_improvement
+        target = 1.0 - required
+        kind = "claim" if primary else "experiment"
+        name = (f"claim: on vs off {metric} at c{conc} improves >= {100 * required:.1f}%"
+                if primary else f"effect: on vs off {metric} at c{conc} (claim size "
+                                f"{100 * required:.1f}%, reported)")
+
+        def evaluate(confidence: float) -> Check:
+            check = Check(kind, name, metric, "inconclusive", mode="on", concurrency=conc,
+                          reference="off", floor=required, boundaries=(target,))
+            level = tost_confidence(confidence)        # one-sided at the family level
+            diff = _fill(check, lambda: self.paired(arm, "on", "off", [conc], metric), level)
+            if diff is None:
+                return check
+            assert check.interval is not None
+            check.verdict = improvement(check.interval, target)
+            check.reason = {
+                "pass": f"whole one-sided interval at or below {target:.3f}",
+                "regression": "improvement demonstrably smaller than the stated "
+                              f"{100 * required:.1f}%",
+            }.get(check.verdict, f"interval straddles the stated ratio {target:.3f}")
+            check.reason += f"; {noise_note(diff)}"
+            return check
+
+        return Pending(name, True, evaluate, primary=primary and self.primary(CLAIMS),
+                       one_sided=True)
+
+    def _prefill_pooled(self, arm: str, concs: list[int]) -> Pending:
+        """The no-op at the server level: exact fill read back inactive in every ``on`` block,
+        and ``on``'s saturated batches not aligned at the chunk more often than ``off``'s
+        (one-sided Fisher exact test over every concurrency)."""
+        name = "no-op: on prefill batches not aligned beyond off (exact fill inactive)"
+        points = [p for p in self.run.get("points", []) if p.get("arm", "") == arm]
+        on = [p for p in points if p["mode"] == "on" and p["concurrency"] in concs]
+        off = [p for p in points if p["mode"] == "off" and p["concurrency"] in concs]
+
+        def evaluate(confidence: float) -> Check:
+            check = Check("claim", name, "aligned_fraction", "pass", mode="on",
+                          reference="off")
+            effective = sorted({(p["concurrency"], p.get("start", p["repeat"]),
+                                 p.get("block", 0)) for p in on if p.get("exact_fill_effective")})
+            if effective:
+                check.verdict, check.p_value = "regression", 0.0
+                check.reason = f"exact fill read back effective in on blocks {effective}"
+                return check
+            (a_on, n_on), (a_off, n_off) = _aligned_counts(on), _aligned_counts(off)
+            info = _sequence_note(off, on)
+            if n_on == 0 or n_off == 0:
+                check.verdict, check.p_value = "inconclusive", 1.0
+                check.reason = (f"no saturated prefill batches to compare (on {n_on}, off "
+                                f"{n_off}); {info}")
+                return check
+            check.current_value, check.reference_value = a_on / n_on, a_off / n_off
+            p_value = float(sps.fisher_exact([[a_on, n_on - a_on], [a_off, n_off - a_off]],
+                                             alternative="greater").pvalue)
+            check.p_value = p_value
+            summary = (f"aligned on {a_on}/{n_on} vs off {a_off}/{n_off} saturated batches "
+                       f"(one-sided Fisher p={p_value:.3g}, alpha {1 - confidence:.3g})")
+            if p_value < 1 - confidence:
+                check.verdict = "regression"
+                check.reason = f"{summary}: on aligns more than off - exact fill leaked?; {info}"
+            else:
+                check.reason = f"{summary}; {info}"
+            return check
+
+        return Pending(name, True, evaluate, primary=self.primary(CLAIMS))
+
+    def _noop(self, arm: str, concs: list[int], metric: str, primary: bool) -> Pending:
+        margin = self.config.noop_margin
+        where = "all concurrencies (geometric mean)" if len(concs) > 1 else f"c{concs[0]}"
+        name = f"no-op: on {metric} at {where} equivalent to off within ±{100 * margin:.1f}%"
+
+        def evaluate(confidence: float) -> Check:
+            check = Check("claim", name, metric, "inconclusive", mode="on",
+                          concurrency=concs[0] if len(concs) == 1 else None, reference="off",
+                          floor=margin, boundaries=(1.0 - margin, 1.0 + margin))
+            level = tost_confidence(confidence)
+            diff = _fill(check, lambda: self.paired(arm, "on", "off", concs, metric), level)
+            if diff is None:
+                return check
+            iv = check.interval
+            assert iv is not None
+            check.verdict = equivalence(iv, margin)
+            check.reason = "TOST equivalence, blocks paired within starts" + (
+                ": demonstrably outside the margin" if check.verdict == "regression" else "")
+            power = float(tost_power(iv.standard_error(), iv.df, level, margin))
+            if power < self.config.noop_min_power:
+                check.gate = False
+                check.reason += (f"; reported, not gating: TOST power {100 * power:.0f}% < "
+                                 f"{100 * self.config.noop_min_power:.0f}% at "
+                                 f"+-{100 * margin:.1f}%")
+            else:
+                check.reason += f"; TOST power {100 * power:.0f}%"
+            check.reason += f"; {noise_note(diff)}"
+            return check
+
+        return Pending(name, True, evaluate, primary=primary, one_sided=True)
+
+    def _experiment(self, arm: str, conc: int, metric: str) -> Pending:
+        name = f"experiment: forced@c{conc} {metric} vs off"
+
+        def evaluate(confidence: float) -> Check:
+            floor = self.config.floor(metric)
+            check = Check("experiment", name, metric, "inconclusive", gate=False,
+                          mode="forced", concurrency=conc, reference="off", floor=floor)
+            diff = _fill(check, lambda: self.paired(arm, "forced", "off", [conc], metric),
+                         confidence)
+            if diff is not None:
+                assert check.interval is not None
+                check.verdict = verdict(check.interval, direction(metric), floor)
+                check.reason = noise_note(diff)
+            return check
+
+        return Pending(name, False, evaluate, primary=False)
+
+    # -------------------------------------------------------------------- references
+
+    def versus(self, reference: Evidence, *, arm: str = "", ref_arm: str = "",
+               kind: str = "baseline", label: str = "baseline",
+               selector: str = BASELINE_AGGREGATE) -> list[Pending]:
+        """Per point and metric (reported) and per mode the aggregate over concurrencies
+        (primary under ``selector``), current against ``reference``."""
+        pendings: list[Pending] = []
+        for mode in self.evidence.modes(arm):
+            cur_concs = set(self.evidence.concurrencies(arm, mode))
+            ref_concs = set(reference.concurrencies(ref_arm, mode))
+            for conc in sorted(ref_concs - cur_concs):
+                check = Check("integrity", f"{mode}@c{conc} present in run", "points", "error",
+                              mode=mode, concurrency=conc,
+                              reason=f"point is in the {label} but missing from the run")
+                pendings.append(Pending(check.name, False, lambda _c, check=check: check,
+                                        primary=False))
+            shared = sorted(cur_concs & ref_concs)
+            for metric in self.config.aggregate_metrics:
+                if shared and all(reference.slots(ref_arm, mode, c, metric) for c in shared):
+                    pendings.append(self._versus(reference, arm, ref_arm, mode, shared, metric,
+                                                 kind, label, self.primary(selector)))
+            for conc in shared:
+                for metric in self.config.metrics:
+                    if not reference.slots(ref_arm, mode, conc, metric):
+                        continue
+                    pendings.append(self._versus(reference, arm, ref_arm, mode, [conc], metric,
+                                                 kind, label, False))
+        return pendings
+
+    def _versus(self, reference: Evidence, arm: str, ref_arm: str, mode: str,
+                concs: list[int], metric: str, kind: str, label: str,
+                primary: bool) -> Pending:
+        many = len(concs) > 1
+        where = "all concurrencies (geometric mean)" if many else f"c{concs[0]}"
+        name = (f"{mode} {metric} at {where} vs {label}" if many
+                else f"{mode}@c{concs[0]} {metric} vs {label}")
+        floor = self.config.floor(metric)
+
+        def evaluate(confidence: float) -> Check:
+            check = Check(kind, name, metric, "inconclusive", mode=mode,  # type: ignore[arg-type]
+                          concurrency=None if many else concs[0], reference=label, floor=floor)
+            diff = _fill(check, lambda: self.independent(self.evidence, arm, reference, ref_arm,
+                                                         mode, concs, metric), confidence)
+            if diff is None:
+                return check
+            assert check.interval is not None
+            check.current_value = math.exp(diff.parts[0].scalar("theta"))
+            check.reference_value = math.exp(diff.parts[1].scalar("theta"))
+            check.verdict = verdict(check.interval, direction(metric), floor)
+            check.reason = noise_note(diff)
+            return check
+
+        return Pending(name, True, evaluate, primary=primary)
+
+
+def block_pendings(run: Run, evidence: Evidence, config: JudgeConfig, *,
+                   baseline: Evidence | None = None, run_dir: Path | None = None,
+                   extra: list[Pending] | None = None) -> list[Pending]:
+    """Every block check of a run: head vs base (when it is one), baseline, claims."""
+    judge = Judge(run, evidence, config)
+    pendings: list[Pending] = []
+    if run.get("ab"):
+        pendings += judge.versus(evidence, arm="head", ref_arm="base", kind="ab",
+                                 label="base", selector=AB_AGGREGATE)
+        pendings += Judge(arm_view(run, "head"), evidence, config).claims("head")
+    else:
+        if baseline is not None:
+            pendings += judge.versus(baseline)
+        pendings += judge.claims("")
+    return pendings + list(extra or [])
+

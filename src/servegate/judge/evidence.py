@@ -1,0 +1,141 @@
+"""The evidence, built once: one table of block values per (arm, mode, concurrency, metric).
+
+A block is one client run (one run.json point); its value for a metric is the client's summary
+over the block's requests (mean TTFT, median TPOT, p99, ...). Every check reads this table
+instead of regrouping the raw points. Where the blocks sit in the design is kept with them:
+``start`` (which server start) and ``block`` (its index within that start for this mode and
+concurrency). Points from designs before blocks existed count as one block per server start
+(``start`` = repeat, ``block`` = 0); baselines store ``starts`` beside their per-repeat values.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from servegate.metrics import finite_number
+
+Key = tuple[str, str, int, str]          # (arm, mode, concurrency, metric)
+Slot = tuple[int, int]                   # (start, block)
+
+
+class MissingEvidence(ValueError):
+    """The table has no usable blocks for what a check asks; the message says what is missing."""
+
+
+@dataclass
+class Evidence:
+    """Block values by (arm, mode, concurrency, metric) -> {(start, block): value}."""
+
+    label: str
+    in_server: bool = False              # every mode inside the same server starts
+    cells: dict[Key, dict[Slot, float]] = field(default_factory=dict)
+
+    def add(self, arm: str, mode: str, concurrency: int, metric: str, start: int, block: int,
+            value: float) -> None:
+        self.cells.setdefault((arm, mode, concurrency, metric), {})[(start, block)] = value
+
+    def concurrencies(self, arm: str, mode: str, metric: str | None = None) -> list[int]:
+        return sorted({c for (a, m, c, name) in self.cells
+                       if a == arm and m == mode and (metric is None or name == metric)})
+
+    def modes(self, arm: str = "") -> list[str]:
+        return sorted({m for (a, m, _c, _n) in self.cells if a == arm})
+
+    def slots(self, arm: str, mode: str, concurrency: int, metric: str) -> dict[Slot, float]:
+        return self.cells.get((arm, mode, concurrency, metric), {})
+
+    def n_blocks(self, arm: str, mode: str, concurrency: int, metric: str) -> int:
+        return len(self.slots(arm, mode, concurrency, metric))
+
+    def logs(self, arm: str, mode: str, concurrencies: list[int], metric: str,
+             only: set[Slot] | None = None) -> dict[Slot, float]:
+        """Log value per slot, averaged over ``concurrencies`` (slots present in all of them):
+        the geometric mean across concurrencies, block by block, so the correlation between
+        concurrencies measured in one block round stays in the block-to-block spread."""
+        per_conc = [self.slots(arm, mode, c, metric) for c in concurrencies]
+        if not per_conc or not all(per_conc):
+            missing = [c for c, s in zip(concurrencies, per_conc, strict=True) if not s]
+            raise MissingEvidence(f"{metric}: no blocks for {_name(arm, mode)} at "
+                                  f"concurrency {missing or concurrencies}")
+        common = set.intersection(*(set(s) for s in per_conc))
+        if only is not None:
+            common &= only
+        out = {}
+        for slot in common:
+            values = [s[slot] for s in per_conc]
+            if all(v > 0 for v in values):
+                out[slot] = float(np.mean(np.log(values)))
+        if not out:
+            raise MissingEvidence(f"{metric}: no positive block values common to "
+                                  f"{_name(arm, mode)} at concurrency {concurrencies}")
+        return out
+
+
+def _name(arm: str, mode: str) -> str:
+    return f"{arm}-{mode}" if arm else mode
+
+
+def as_matrix(values: dict[Slot, float]) -> np.ndarray:
+    """``(1, starts, blocks)``: starts in order, each start's first B blocks, B the smallest
+    count any start has (a complete run is balanced; an unbalanced one loses its extra blocks)."""
+    by_start: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for (start, block), value in values.items():
+        by_start[start].append((block, value))
+    blocks = min(len(v) for v in by_start.values())
+    rows = [[value for _, value in sorted(by_start[start])[:blocks]]
+            for start in sorted(by_start)]
+    return np.asarray(rows, float)[None, :, :]
+
+
+def paired_matrices(current: dict[Slot, float], reference: dict[Slot, float]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Both sides on the slots they share (same start, same block round), as matrices."""
+    common = set(current) & set(reference)
+    if not common:
+        raise MissingEvidence("no block measured in the same start and round for both modes")
+    return (as_matrix({s: current[s] for s in common}),
+            as_matrix({s: reference[s] for s in common}))
+
+
+def point_slot(point: dict[str, Any]) -> Slot:
+    """(start, block) of a run.json point; before blocks: one block per start (the repeat)."""
+    repeat = int(point.get("repeat", 0))
+    return int(point.get("start", repeat)), int(point.get("block", 0))
+
+
+def evidence_from_run(run: dict[str, Any], label: str = "run") -> Evidence:
+    design = run.get("design") or {}
+    evidence = Evidence(label, in_server=bool(design.get("in_server")))
+    for point in run.get("points", []):
+        start, block = point_slot(point)
+        for metric, value in (point.get("metrics") or {}).items():
+            if finite_number(value):
+                evidence.add(str(point.get("arm", "")), point["mode"], int(point["concurrency"]),
+                             metric, start, block, float(value))
+    return evidence
+
+
+def evidence_from_baseline(baseline: dict[str, Any]) -> Evidence:
+    """A stored baseline's per-block values (``starts`` beside ``repeats``; older baselines:
+    each repeat its own start)."""
+    evidence = Evidence("baseline", in_server=bool((baseline.get("design") or {})
+                                                   .get("in_server")))
+    for point in baseline.get("points", []):
+        repeats = [int(r) for r in point.get("repeats", [])]
+        starts = [int(s) for s in point.get("starts", repeats)]
+        for metric, entry in (point.get("metrics") or {}).items():
+            values = entry.get("repeats", [])
+            ids = repeats if len(repeats) == len(values) else list(range(len(values)))
+            slot_starts = starts if len(starts) == len(values) else ids
+            seen: dict[int, int] = defaultdict(int)
+            for start, value in zip(slot_starts, values, strict=True):
+                block = seen[start]
+                seen[start] += 1
+                if finite_number(value):
+                    evidence.add("", point["mode"], int(point["concurrency"]), metric, start,
+                                 block, float(value))
+    return evidence

@@ -1,0 +1,102 @@
+"""The gated family: a few primary checks decided together, everything else reported.
+
+Why: with 97 Bonferroni-corrected checks the one claim a suite exists for is tested at
+alpha/97 and is never confirmed; a suite declares its primary family (``[judge] family``) and
+only those checks gate, under Holm's step-down procedure (statsmodels ``multipletests``), which
+keeps the family-wise error rate at alpha while giving the checks that decide early a larger
+share. Every other check is still computed with its interval at the plain ``confidence`` level,
+marked ``primary: false`` and never changes the exit code.
+
+How a verdict meets Holm: each check's *decision p-value* is the smallest family level alpha at
+which its interval would be decided (no decision boundary inside it), from its estimate,
+standard error and degrees of freedom; one-sided checks (the claims, equivalence, non-
+inferiority) build their interval at ``1 - 2 alpha``. Holm's level for each check is
+``alpha / (m - rank + 1)`` up to the first check it cannot reject; from there on every check
+gets the level of that step. Each primary check is then evaluated at its own level.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
+
+from servegate.judge.arms import Pending
+from servegate.judge.checks import Check
+from servegate.judge.stats import per_check_confidence
+
+HOLM = "holm"
+BONFERRONI = "bonferroni"
+
+
+def decision_p_value(check: Check, one_sided: bool) -> float:
+    """The smallest alpha at which ``check`` is decided (1.0 when it cannot be: no interval).
+
+    A check that carries its own p-value (e.g. the no-op's Fisher test) gives that."""
+    if check.p_value is not None:
+        return float(check.p_value)
+    iv, bounds = check.interval, check.decision_boundaries()
+    if iv is None or not bounds:
+        return 1.0
+    se = iv.standard_error()
+    if not math.isfinite(se) or se <= 0:
+        return 1.0
+    theta = iv.to_model(iv.estimate)
+    distance = min(abs(theta - iv.to_model(b)) for b in bounds)
+    # the interval at confidence c is decided iff t_{(1+c)/2, df} * se < distance
+    critical = 2.0 * float(sps.t.cdf(distance / se, iv.df)) - 1.0
+    alpha = 1.0 - critical
+    return alpha / 2.0 if one_sided else alpha
+
+
+def holm_levels(p_values: list[float], alpha: float) -> list[float]:
+    """Per-check levels of Holm's step-down (statsmodels decides which are rejected)."""
+    m = len(p_values)
+    if m == 0:
+        return []
+    reject = multipletests(p_values, alpha=alpha, method="holm")[0]
+    order = sorted(range(m), key=lambda i: p_values[i])
+    levels = [0.0] * m
+    stop_level = None
+    for rank, index in enumerate(order):
+        step = alpha / (m - rank)
+        if stop_level is None and not reject[index]:
+            stop_level = step
+        levels[index] = step if stop_level is None else stop_level
+    return levels
+
+
+def decide(pendings: list[Pending], confidence: float, method: str
+           ) -> tuple[list[Check], dict[str, object]]:
+    """Evaluate every pending check: the primary family at its family level, the rest at the
+    plain ``confidence`` (reported, not gating). Returns the checks (in pending order) and the
+    family record for verdict.json (``method``, ``size``, ``checks``)."""
+    alpha = 1.0 - confidence
+    primary = [i for i, p in enumerate(pendings) if p.counts and p.primary]
+    out: list[Check | None] = [None] * len(pendings)
+    if method == HOLM:
+        first = {i: pendings[i].evaluate(confidence) for i in primary}
+        p_values = [decision_p_value(first[i], pendings[i].one_sided) for i in primary]
+        levels = holm_levels(p_values, alpha)
+        for i, level, p in zip(primary, levels, p_values, strict=True):
+            check = pendings[i].evaluate(1.0 - level)
+            out[i] = replace(check, p_value=p)
+    else:
+        level_confidence = per_check_confidence(confidence, len(primary))
+        for i in primary:
+            out[i] = pendings[i].evaluate(level_confidence)
+    for i, pending in enumerate(pendings):
+        if out[i] is not None:
+            continue
+        check = pending.evaluate(confidence)
+        if pending.counts and not pending.primary:   # reported with its interval, never gating
+            check = replace(check, gate=False, primary=False)
+        elif not pending.counts:
+            check = replace(check, primary=False)
+        out[i] = check
+    checks = [c for c in out if c is not None]
+    family = {"method": method, "size": len(primary),
+              "checks": [checks[i].name for i in primary]}
+    return checks, family

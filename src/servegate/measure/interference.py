@@ -1,0 +1,145 @@
+"""What else used the machine during a block: CPU steal, other processes' CPU, other GPU users.
+
+Why: on a shared VM the noise is interference bursts (+10-30 % for tens of seconds), and a
+verdict is easier to trust, or to distrust, when the block values sit beside what the machine
+was doing. Recorded per block (run.json ``points[*].machine``), never used to drop data.
+
+CPU figures come from psutil (system-wide times and the server's process tree); "ours" is the
+server tree plus this process and its finished children (the client), so ``other_cpu_pct`` is
+the share of the machine's CPU time the rest of the world took. GPU users come from
+``nvidia-smi`` / ``amd-smi`` where installed (absent here: the field is then omitted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+
+def _tree_cpu(pid: int) -> float:
+    """User + system seconds of ``pid`` and its living descendants."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def _own_cpu() -> float:
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+@dataclass
+class _Snapshot:
+    wall: float
+    system: Any
+    server: float
+    own: float
+
+
+class BlockMonitor:
+    """Start before a block, :meth:`finish` after it: the block's interference record."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        self.server_pid = server_pid
+        self._start = self._snapshot()
+
+    def _snapshot(self) -> _Snapshot:
+        server = _tree_cpu(self.server_pid) if self.server_pid else 0.0
+        return _Snapshot(time.monotonic(), psutil.cpu_times(), server, _own_cpu())
+
+    def finish(self) -> dict[str, Any]:
+        end = self._snapshot()
+        a, b = self._start.system, end.system
+        total = sum(b) - sum(a)
+        if total <= 0:
+            return {"wall_s": round(end.wall - self._start.wall, 3)}
+        idle = (b.idle - a.idle) + (getattr(b, "iowait", 0.0) - getattr(a, "iowait", 0.0))
+        steal = getattr(b, "steal", 0.0) - getattr(a, "steal", 0.0)
+        busy = total - idle - steal
+        ours = max(end.server - self._start.server, 0.0) + max(end.own - self._start.own, 0.0)
+        record: dict[str, Any] = {
+            "wall_s": round(end.wall - self._start.wall, 3),
+            "cpu_steal_pct": round(100.0 * steal / total, 2),
+            "other_cpu_pct": round(100.0 * max(busy - ours, 0.0) / total, 2),
+            "server_cpu_pct": round(100.0 * max(end.server - self._start.server, 0.0) / total,
+                                    2),
+        }
+        gpu = other_gpu_processes(self._server_pids())
+        if gpu is not None:
+            record["other_gpu_processes"] = gpu
+        return record
+
+    def _server_pids(self) -> set[int]:
+        if not self.server_pid:
+            return set()
+        try:
+            root = psutil.Process(self.server_pid)
+            return {root.pid, *(c.pid for c in root.children(recursive=True))}
+        except psutil.Error:
+            return set()
+
+
+def _run(argv: list[str]) -> str | None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def other_gpu_processes(ours: set[int]) -> int | None:
+    """Processes on the GPUs that are not the server's (None when no GPU tool is installed)."""
+    pids: set[int] = set()
+    if shutil.which("nvidia-smi"):
+        out = _run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"])
+        if out is None:
+            return None
+        pids = {int(line) for line in out.split() if line.strip().isdigit()}
+    elif shutil.which("amd-smi"):
+        out = _run(["amd-smi", "process", "--json"])
+        if out is None:
+            return None
+        pids = set(_amd_pids(out))
+    else:
+        return None
+    return len(pids - ours)
+
+
+def _amd_pids(text: str) -> list[int]:
+    """PIDs in ``amd-smi process --json`` output (its nesting varies between versions)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return []
+    found: list[int] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "pid" and isinstance(value, int):
+                    found.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(doc)
+    return found
