@@ -48,8 +48,13 @@ def _compare(run_dir: Path, baseline: Path, capsys: pytest.CaptureFixture[str]
 
 
 def _error_line(out: str) -> str:
-    (line,) = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("[ERROR")]
-    return line
+    """The headline of an error verdict (the first line): it ends with the error's reason, and
+    the one gated check repeats it."""
+    lines = out.splitlines()
+    assert lines[0].startswith("ERROR (exit 2): inputs readable: ")
+    (check,) = [ln.strip() for ln in lines[1:] if ln.strip().startswith("ERROR ")]
+    assert lines[0].endswith(check.removeprefix("ERROR").strip().removeprefix("inputs readable"))
+    return lines[0]
 
 
 def test_compare_baseline_missing(judged_run: Path, tmp_path: Path,

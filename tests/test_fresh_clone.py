@@ -116,7 +116,7 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         verdicts = [line for line in proc.stdout.splitlines()
-                    if line.strip().startswith(("[REGRESSION", "[ERROR", "verdict:"))]
+                    if line.strip().startswith(("REGRESSION", "ERROR"))]
         pytest.fail(f"README main command exited {proc.returncode}\n" + "\n".join(verdicts)
                     + f"\n--- stderr tail ---\n{proc.stderr[-4000:]}", pytrace=False)
     run_dir = Path(proc.stdout.strip().splitlines()[-1])        # last line: the run folder

@@ -53,14 +53,20 @@ def test_junit_counts_and_parses(tmp_path):
     root = ET.parse(path).getroot()
     suite = root.find("testsuite")
     cases = suite.findall("testcase")
-    assert len(cases) == 7
+    assert len(cases) == 6                                    # the gated checks
+    assert "an experiment" not in {case.get("name") for case in cases}
     assert len(suite.findall("testcase/failure")) == 2        # the experiment does not fail
     assert len(suite.findall("testcase/error")) == 1
     assert len(suite.findall("testcase/skipped")) == 1
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors"),
-            suite.get("skipped")) == ("7", "2", "1", "1")
+            suite.get("skipped")) == ("6", "2", "1", "1")
     skipped = suite.find("testcase/skipped")
     assert "MDE" in skipped.get("message") and "inconclusive" in skipped.get("message")
+    # the experiment is reported as a property of the suite: verdict, ratio, interval
+    [prop] = suite.findall("properties/property")
+    assert (prop.get("name"), prop.get("value")) == ("an experiment",
+                                                     "regression 1.100 [1.060, 1.140]")
+    assert suite.find("system-out").text.startswith("REGRESSION (exit 1): a regression x1.200")
 
 
 def test_verdict_json_schema(tmp_path):
@@ -92,8 +98,16 @@ def test_summary_section_replaced_not_duplicated(tmp_path, monkeypatch):
     assert text.count("## Verdict") == 1
     assert "stale" not in text
     assert text.index("## Measure") < text.index("## Verdict") < text.index("## Accuracy")
-    assert "acc" in text and "**Overall: REGRESSION**" in text
-    assert text.count("| **REGRESSION** |") == 2
+    assert "acc" in text
+    # the headline first, the gated table, then every check inside <details>
+    assert text[text.index("## Verdict"):].splitlines()[2] == (
+        "**REGRESSION (exit 1)**: a regression x1.200 [1.150, 1.250], floor 5 % "
+        "(+1 more regression)")
+    gated, full = text.split("<details><summary>All 7 checks</summary>")
+    assert gated.count("| **REGRESSION** |") == 2           # the experiment does not gate
+    assert full.count("| **REGRESSION** |") == 2 and full.count("| **REGRESSION** (info) |") == 1
+    assert "| **ERROR** | an infra error | - | - | - | - | point missing |" in gated
+    assert full.index("</details>") < full.index("## Accuracy")
     fresh = tmp_path / "fresh"
     summary.write(_handmade(fresh))
     assert (fresh / "summary.md").read_text().startswith("## Verdict")
@@ -130,7 +144,7 @@ def test_full_pipeline_writes_every_report(tmp_path, monkeypatch, capsys):
     ET.parse(cur / "junit.xml")
 
 
-def test_main_exit_codes(tmp_path, monkeypatch):
+def test_main_exit_codes(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     base = make_run(tmp_path / "base", seed=1, n_requests=120, request_cv=0.03)
     assert update.update(base, root=tmp_path / "b") == 0
@@ -138,11 +152,18 @@ def test_main_exit_codes(tmp_path, monkeypatch):
     # one repeat per side: the assumed 5 % run-to-run CV (10 df) bounds what can be shown
     slow = make_run(tmp_path / "slow", seed=2, n_requests=120, request_cv=0.03,
                     effect=lambda _m, _c: 1.6)
+    capsys.readouterr()
     assert command.main([str(slow), "--baseline", str(file), "--no-plots"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("REGRESSION (exit 1): off@c2 mean_ttft_ms vs baseline x1.")
+    wrote = " ".join(line.strip() for line in out[-2:]).split("wrote into ")[-1]
+    assert wrote == f"{slow}: verdict.json, summary.md, junit.xml, pytest_benchmark.json"
     same = make_run(tmp_path / "same", seed=3, n_requests=120, request_cv=0.03)
     # throughput has one repeat per arm -> inconclusive: 0 normally, 3 with --strict
     assert command.main([str(same), "--baseline", str(file), "--no-plots"]) == 0
+    capsys.readouterr()
     assert command.main([str(same), "--baseline", str(file), "--no-plots", "--strict"]) == 3
+    assert capsys.readouterr().out.startswith("INCONCLUSIVE (exit 3, --strict): ")
     assert command.main([str(tmp_path / "nowhere"), "--no-plots"]) == 2
     other = make_run(tmp_path / "gpu", runner_class="mi300x", seed=4)
     assert command.main([str(other), "--baseline", str(file), "--no-plots"]) == 2

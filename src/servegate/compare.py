@@ -1,10 +1,13 @@
-"""``servegate compare RUN_DIR [--baseline FILE] [--strict]``: judge a run, write its reports.
+"""``servegate compare RUN_DIR [--baseline FILE] [--strict] [--verbose]``: judge a run, write
+its reports.
 
 Judges the run against its stored baseline (when one exists) and the A/B claims for its runner
 class (:func:`servegate.judge.evaluate.judge`), all intervals Bonferroni-corrected over the
 checks judged together, then runs every report writer (:data:`servegate.report.WRITERS`):
 ``verdict.json``, the ``## Verdict`` section of ``summary.md`` (and ``$GITHUB_STEP_SUMMARY``),
-``junit.xml``, ``pytest_benchmark.json`` and ``plots/``.
+``junit.xml``, ``pytest_benchmark.json`` and ``plots/``. It prints the verdict block
+(:func:`servegate.report.headline.verdict_block`: headline first, one line per gated check, one
+line for the rest; ``--verbose``: every check and every note) and the files written.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from servegate.history.store import HistoryError
 from servegate.judge.baselines import run_identity
 from servegate.judge.evaluate import judge
 from servegate.report import print_judgement, write_reports
+from servegate.report.headline import files_lines
 from servegate.results import load_run
 
 HISTORY_PREFIX = "history"
@@ -41,7 +45,7 @@ def history_baseline(run_dir: Path, spec: str, store: Path | None = None) -> dic
 
 def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | None = None,
                 plots: bool = True, baseline_spec: str | None = None,
-                history_store: Path | None = None) -> int:
+                history_store: Path | None = None, verbose: bool = False) -> int:
     """Judge, print, write reports; returns the servegate exit code (bench calls this).
 
     ``baseline_spec`` ``history[:N]`` judges against the rolling baseline from the history
@@ -55,14 +59,14 @@ def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | No
             return EXIT_INFRA
     judgement = judge(Path(run_dir), baseline_file=baseline_file, strict=strict,
                       baseline_doc=baseline_doc, measured_run_spread=baseline_doc is not None)
-    print_judgement(judgement)
+    print_judgement(judgement, verbose=verbose)
     try:
         written = write_reports(judgement, skip=frozenset() if plots else frozenset({"plots"}))
     except OSError as err:       # read-only folder, full disk: the verdict was not recorded
         print(f"servegate compare: cannot write reports into {run_dir}: {err}", file=sys.stderr)
         return EXIT_INFRA
-    for path in written:
-        print(f"  wrote {path}")
+    for line in files_lines(written, Path(run_dir)):
+        print(f"  {line}")
     return judgement.exit_code
 
 
@@ -78,9 +82,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--strict", action="store_true",
                         help="exit 3 when the verdict is inconclusive")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print every check (interval, MDE, what would decide) and every "
+                             "note, not just the gated checks and one line for the rest")
     args = parser.parse_args(argv)
     spec = args.baseline if args.baseline and args.baseline.split(":")[0] == HISTORY_PREFIX \
         else None
     return compare_run(args.run_dir, args.strict, plots=not args.no_plots,
                        baseline_file=Path(args.baseline) if args.baseline and not spec else None,
-                       baseline_spec=spec, history_store=args.history_store)
+                       baseline_spec=spec, history_store=args.history_store,
+                       verbose=args.verbose)

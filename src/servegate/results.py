@@ -116,6 +116,8 @@ class Fingerprint(TypedDict, total=False):
     host: str
     python: str
     device_double: str              # emulated runner classes only (servegate.runners)
+    cpu_model: str                  # /proc/cpuinfo "model name" (the reference's machine)
+    cpu_count: int
 
 
 class AccuracyResult(TypedDict, total=False):

@@ -143,6 +143,16 @@ def _version(package: str) -> str:
         return ""
 
 
+def _cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's marketing name (Linux ``model name``), else what ``platform`` says, else ""."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    found = re.search(r"^(?:model name|Hardware|cpu model)\s*:\s*(.+?)\s*$", text, flags=re.M)
+    return found.group(1) if found else platform.processor()
+
+
 def fingerprint(detected: Detected, model: str, model_revision: str | None = None,
                 torch_module: ModuleType | None = None) -> Fingerprint:
     """Provenance for every result. Contains no environment secrets (only named, known fields)."""
@@ -154,6 +164,13 @@ def fingerprint(detected: Detected, model: str, model_revision: str | None = Non
         "python": platform.python_version(),
         "model": model,
     }
+    # the host CPU: it runs the scheduler and the client on every runner, and the model on cpu
+    cpu_model = _cpu_model()
+    if cpu_model:
+        fp["cpu_model"] = cpu_model
+    cores = os.cpu_count()
+    if cores:
+        fp["cpu_count"] = cores
     if model_revision:
         fp["model_revision"] = model_revision
     if detected.gpu_name:

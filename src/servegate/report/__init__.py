@@ -3,7 +3,9 @@
 Every writer has one signature, ``write(judgement) -> list[Path]``: it takes a finished
 :class:`servegate.judge.judgement.Judgement`, writes its artefacts atomically into the run folder
 and returns their paths (none when it has nothing to say). None of them decides anything.
-:data:`WRITERS` lists them, in the order ``servegate compare`` runs them.
+:data:`WRITERS` lists them, in the order ``servegate compare`` runs them. The text every one
+of them shows a person (headline, gated checks, the rest in one line) comes from
+:mod:`servegate.report.headline`, so the terminal, summary.md and junit.xml agree.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servegate.report import junit, plots, pytest_benchmark, summary, verdict_json
+from servegate.report import headline, junit, plots, pytest_benchmark, summary, verdict_json
 
 if TYPE_CHECKING:
     from servegate.judge.judgement import Judgement
@@ -39,14 +41,12 @@ def write_reports(judgement: Judgement, skip: frozenset[str] = frozenset()) -> l
     return written
 
 
-def print_judgement(judgement: Judgement, stream: object = None) -> None:
-    """The verdict as text on stdout (what CI logs show)."""
+def print_judgement(judgement: Judgement, stream: object = None, *,
+                    verbose: bool = False) -> None:
+    """The verdict as text on stdout (what CI logs show): :func:`headline.verdict_block`,
+    headline first; ``verbose`` prints every check's full line and every note."""
     import sys
 
     out = stream or sys.stdout
-    print(f"servegate compare: {judgement.run_dir}", file=out)
-    for note in judgement.notes:
-        print(f"  note: {note}", file=out)
-    for check in judgement.checks:
-        print(f"  {check.describe()}", file=out)
-    print(f"verdict: {judgement.overall.upper()} (exit {judgement.exit_code})", file=out)
+    for line in headline.verdict_block(judgement, verbose=verbose):
+        print(line, file=out)

@@ -1,8 +1,10 @@
-"""``junit.xml``: one test case per check, so CI test views list every verdict.
+"""``junit.xml``: one test case per gated check, so CI test views show what decides the exit.
 
-regression -> <failure>, infrastructure/input error -> <error>, inconclusive -> <skipped> with
-the reason (and the minimal detectable effect). Experiments never fail: their effect goes to
-<system-out>.
+Gated (primary) checks are the test cases: regression -> <failure>, infrastructure/input error
+-> <error>, inconclusive -> <skipped> with the reason (and the minimal detectable effect), pass
+and improvement -> passed. Every check reported but not gated is a <property> of the test suite
+(name -> "verdict ratio [low, high]"), and the suite's <system-out> is the verdict block the
+terminal prints (:func:`servegate.report.headline.verdict_block`), headline first.
 """
 
 from __future__ import annotations
@@ -12,32 +14,52 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servegate.atomic import write_text
+from servegate.report import headline as text
 
 if TYPE_CHECKING:
+    from servegate.judge.checks import Check
     from servegate.judge.judgement import Judgement
+
+
+def property_value(check: Check) -> str:
+    """``inconclusive 1.100 [1.060, 1.140]`` (a difference in points; the reason without an
+    interval)."""
+    iv = check.interval
+    if iv is None:
+        return f"{check.verdict}: {text.short_reason(check.reason)}".rstrip(": ")
+    if iv.scale == "ratio":
+        return f"{check.verdict} {iv.estimate:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+    return (f"{check.verdict} {100 * iv.estimate:+.2f} pp "
+            f"[{100 * iv.low:+.2f}, {100 * iv.high:+.2f}]")
 
 
 def build(judgement: Judgement) -> ET.Element:
     suite = ET.Element("testsuite", name="servegate.compare")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for check in judgement.checks:
+    reported = text.reported_checks(judgement)
+    if reported:
+        properties = ET.SubElement(suite, "properties")
+        for check in reported:
+            ET.SubElement(properties, "property", name=check.name, value=property_value(check))
+    for check in text.gated_checks(judgement):
         case = ET.SubElement(suite, "testcase", name=check.name,
                              classname=f"servegate.{check.kind}.{check.point}")
         counts["tests"] += 1
-        text = check.describe()
+        line = check.describe()
         if check.verdict == "error":
             ET.SubElement(case, "error", message=check.reason or "error",
-                          type="infra").text = text
+                          type="infra").text = line
             counts["errors"] += 1
-        elif check.verdict == "regression" and check.gate:
-            ET.SubElement(case, "failure", message=check.reason or "regression",
-                          type="regression").text = text
+        elif check.verdict == "regression":
+            ET.SubElement(case, "failure", message=check.reason or text.check_line(check),
+                          type="regression").text = line
             counts["failures"] += 1
         elif check.verdict == "inconclusive":
-            ET.SubElement(case, "skipped", message=f"inconclusive: {text}")
+            ET.SubElement(case, "skipped", message=f"inconclusive: {line}")
             counts["skipped"] += 1
         else:
-            ET.SubElement(case, "system-out").text = text
+            ET.SubElement(case, "system-out").text = line
+    ET.SubElement(suite, "system-out").text = "\n".join(text.verdict_block(judgement))
     for key, value in counts.items():
         suite.set(key, str(value))
     root = ET.Element("testsuites", name="servegate")

@@ -1,7 +1,10 @@
 """The ``## Verdict`` section of ``summary.md`` (replaced, never duplicated, on re-runs).
 
-The same section is appended to ``$GITHUB_STEP_SUMMARY`` when that variable is set, so the
-verdict table shows on the workflow run page.
+The same shape as the terminal (:mod:`servegate.report.headline`): the headline, what the
+reference is, the gated checks as a table, one line for the checks reported but not gated, what
+would decide, every note, then every check in a collapsed ``<details>`` table. The same section
+is appended to ``$GITHUB_STEP_SUMMARY`` when that variable is set, so the verdict shows on the
+workflow run page.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servegate.atomic import write_text
+from servegate.report import headline as text
 
 if TYPE_CHECKING:
     from servegate.judge.checks import Check
@@ -27,7 +31,8 @@ def _pct(value: float | None, signed: bool = False) -> str:
     return f"{100 * value:+.1f}%" if signed else f"{100 * value:.1f}%"
 
 
-def _row(check: Check) -> str:
+def _cells(check: Check) -> tuple[str, str, str, str]:
+    """(effect, interval, floor, MDE) as table cells."""
     iv = check.interval
     if iv is None:
         effect = interval = "-"
@@ -46,28 +51,60 @@ def _row(check: Check) -> str:
     mde = "-"
     if check.verdict == "inconclusive" and check.mde is not None:
         mde = f"{100 * check.mde:.1f}" + (" pp" if iv and iv.scale == "difference" else "%")
-    verdict = _ICON[check.verdict] + ("" if check.gate else " (info)")
-    reason = check.reason.replace("|", "/")
+    return effect, interval, floor, mde
+
+
+def _md(value: str) -> str:
+    return value.replace("|", "/")
+
+
+def _row(check: Check) -> str:
+    """A row of the full table (every check)."""
+    effect, interval, floor, mde = _cells(check)
+    verdict = _ICON[check.verdict] + ("" if text.is_gated(check) else " (info)")
     return (f"| {verdict} | {check.kind} | {check.point} | {check.metric} | {effect} | "
-            f"{interval} | {floor} | {mde} | {reason} |")
+            f"{interval} | {floor} | {mde} | {_md(check.reason)} |")
+
+
+def _gated_row(check: Check) -> str:
+    """A row of the gated table: the check's name says what was claimed."""
+    effect, interval, floor, mde = _cells(check)
+    return (f"| {_ICON[check.verdict]} | {_md(check.name)} | {effect} | {interval} | {floor} | "
+            f"{mde} | {_md(check.reason)} |")
 
 
 def render(judgement: Judgement) -> str:
     """Markdown for the verdict section (heading included, trailing newline)."""
-    lines = [HEADING, "",
-             f"**Overall: {judgement.overall.upper()}** (exit code {judgement.exit_code}"
-             f"{', strict' if judgement.strict else ''}).", ""]
+    lines = [HEADING, "", f"**{text.status(judgement)}**: {text.why(judgement)}", ""]
+    reference = text.reference_line(judgement)
+    if reference:
+        lines += [reference[0].upper() + reference[1:] + ".", ""]
     if judgement.baseline_file is not None:
         prov = (judgement.baseline or {}).get("provenance", {})
         lines += [f"Baseline `{judgement.baseline_file}` from `{prov.get('source_run')}` "
                   f"({prov.get('created_at')}, sglang {prov.get('sglang')}).", ""]
-    lines += [f"- {note}" for note in judgement.notes] + [""]
-    lines += ["Ratio = current / reference (lower is better for latencies, higher for "
+    gated = text.gated_checks(judgement)
+    if gated:
+        family = text.family_line(judgement)
+        lines += [f"**{family[0].upper() + family[1:]}**", "",
+                  "| verdict | check | ratio | interval | floor | MDE | note |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [_gated_row(check) for check in gated] + [""]
+    for extra in (text.reported_line(judgement), text.guidance_line(judgement),
+                  text.budget_line(judgement)):
+        if extra:
+            lines += [extra[0].upper() + extra[1:] + ".", ""]
+    if judgement.notes:
+        lines += [f"- {note}" for note in judgement.notes] + [""]
+    lines += [f"<details><summary>All {len(judgement.checks)} checks</summary>", "",
+              "Ratio = current / reference (lower is better for latencies, higher for "
               "throughput and accuracy). A regression needs the whole interval past the floor; "
-              "MDE = the smallest change this data would detect with 80% power.", "",
+              "MDE = the smallest change this data would detect with 80% power; (info) = "
+              "reported, not gated.", "",
               "| verdict | kind | point | metric | ratio | interval | floor | MDE | note |",
               "|---|---|---|---|---|---|---|---|---|"]
     lines += [_row(check) for check in judgement.checks]
+    lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
 
 

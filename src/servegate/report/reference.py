@@ -1,0 +1,78 @@
+"""What the reference is: how the baseline's machine and software differ from the run's.
+
+A stored baseline keeps the fingerprint of the run it was made from
+(``provenance.fingerprint``, :func:`servegate.judge.baselines.baseline_from_run`); the run has
+its own (``run.json`` ``fingerprint``, :func:`servegate.runner.fingerprint`). When they differ,
+the verdict says so once, because a ratio against another machine or another sglang measures
+the machine or the sglang too. Pure functions: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# (fingerprint key, label), machine first, then the software stack. A key missing on either
+# side is not compared: an older baseline that did not record it says nothing either way.
+MACHINE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("host", "host"),
+    ("cpu_model", "cpu"),
+    ("cpu_count", "cores"),
+    ("gpu_name", "gpu"),
+    ("gpu_count", "gpus"),
+    ("driver", "driver"),
+)
+SOFTWARE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("rocm", "rocm"),
+    ("cuda", "cuda"),
+    ("torch", "torch"),
+    ("sglang", "sglang"),
+    ("sglang_commit", "sglang commit"),
+    ("image", "image"),
+)
+FIELDS = MACHINE_FIELDS + SOFTWARE_FIELDS
+_MACHINE_KEYS = frozenset(key for key, _ in MACHINE_FIELDS)
+
+
+def _present(value: Any) -> bool:
+    return value is not None and value != ""
+
+
+def fingerprint_diff(reference: Mapping[str, Any] | None,
+                     current: Mapping[str, Any] | None) -> list[tuple[str, Any, Any]]:
+    """``(key, reference value, current value)`` for every compared field recorded on both
+    sides with different values, in :data:`FIELDS` order."""
+    reference, current = reference or {}, current or {}
+    return [(key, reference[key], current[key]) for key, _ in FIELDS
+            if _present(reference.get(key)) and _present(current.get(key))
+            and str(reference[key]) != str(current[key])]
+
+
+def _show(value: Any) -> str:
+    text = str(value)
+    return f'"{text}"' if " " in text else text
+
+
+def describe_diff(diff: list[tuple[str, Any, Any]]) -> str | None:
+    """``baseline from another machine: host a -> b, cpu "X" -> "Y", sglang 1 -> 2`` (None
+    when nothing differs)."""
+    if not diff:
+        return None
+    labels = dict(FIELDS)
+    where = ("another machine" if any(key in _MACHINE_KEYS for key, _, _ in diff)
+             else "the same machine, other software")
+    parts = ", ".join(f"{labels[key]} {_show(old)} -> {_show(new)}" for key, old, new in diff)
+    return f"baseline from {where}: {parts}"
+
+
+def reference_text(baseline: Mapping[str, Any] | None,
+                   run: Mapping[str, Any] | None) -> str | None:
+    """The stored baseline's fingerprint against the run's, as one phrase (None when the
+    baseline records no fingerprint, e.g. a rolling ``history:N`` baseline, or nothing
+    differs)."""
+    provenance = (baseline or {}).get("provenance") or {}
+    reference = provenance.get("fingerprint")
+    current = (run or {}).get("fingerprint")
+    if not isinstance(reference, Mapping) or not isinstance(current, Mapping):
+        return None
+    return describe_diff(fingerprint_diff(reference, current))
