@@ -298,6 +298,38 @@ def test_nightly_keeps_the_history_store() -> None:
     assert judge["env"]["SERVEGATE_HISTORY"]
 
 
+def test_nightly_publishes_the_history_site_after_the_history_is_saved() -> None:
+    """The pages job needs the judge job (whose last store step is the save, also after a
+    failed night), rebuilds the site from the saved store and deploys it with the Pages
+    actions, holding the Pages permissions alone."""
+    workflow = jobs(WORKFLOW_DIR / "nightly.yml")
+    judge, pages = workflow["judge"], workflow["pages"]
+    judge_steps = [s.get("run", "") for s in judge["steps"]]
+    assert any("history-store.sh save" in r for r in judge_steps)
+    needs = pages["needs"] if isinstance(pages["needs"], list) else [pages["needs"]]
+    assert "judge" in needs
+    assert "cancelled()" in pages["if"], "a failed night's history is published too"
+    steps = pages["steps"]
+
+    def index(predicate: Any) -> int:
+        return next(i for i, step in enumerate(steps) if predicate(step))
+
+    restore = index(lambda s: "history-store.sh restore" in s.get("run", ""))
+    build = index(lambda s: "servegate history publish" in s.get("run", ""))
+    uses = {name: index(lambda s, n=name: str(s.get("uses", "")).startswith(f"actions/{n}@"))
+            for name in ("configure-pages", "upload-pages-artifact", "deploy-pages")}
+    assert restore < build < uses["configure-pages"] < uses["upload-pages-artifact"] \
+        < uses["deploy-pages"]
+    script = steps[build]["run"]
+    assert '--store "$SERVEGATE_HISTORY" --out site' in script
+    assert pages["env"]["SERVEGATE_HISTORY"] == judge["env"]["SERVEGATE_HISTORY"]
+    assert steps[uses["upload-pages-artifact"]]["with"]["path"] == "site"
+    assert pages["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
+    assert pages["environment"]["name"] == "github-pages"
+    assert "steps.deployment.outputs.page_url" in pages["environment"]["url"]
+    assert steps[uses["deploy-pages"]]["id"] == "deployment"
+
+
 def test_only_the_pull_request_job_can_write() -> None:
     for workflow in WORKFLOWS:
         data = load(workflow)
@@ -308,6 +340,8 @@ def test_only_the_pull_request_job_can_write() -> None:
             allowed = {"contents", "pull-requests"} if job_id == "pull-request" else {"checks"}
             if (workflow.name, job_id) == ("nightly.yml", "judge"):
                 allowed = {"checks", "contents"}   # pushes the servegate-history branch only
+            if (workflow.name, job_id) == ("nightly.yml", "pages"):
+                allowed = {"pages", "id-token"}    # deploys the history site, nothing else
             assert writes <= allowed, f"{workflow.name}:{job_id} may write {writes}"
 
 

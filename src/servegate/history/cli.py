@@ -7,11 +7,16 @@
 ``baseline RUN_DIR [--nights N] [--store DIR] [--out FILE]``
                                         the rolling baseline (history:N) for that run, as a
                                         baseline file ``compare --baseline FILE`` can read
+``publish [--store DIR] --out DIR [--artifacts-base URL] [--skip-malformed]``
+                                        a static site: OUT/index.html (runner x model x suite,
+                                        latest verdict, trends) and one page per series
+                                        (history/site.py; docs/history.md, The history site)
 
 Default store: ``$SERVEGATE_HISTORY``, else ``results/history`` under the repository.
 Exit codes: 0 ok, 2 bad input (the message names the file and line; nothing is written).
-A malformed or other-schema store line makes ``report`` exit 2 unless ``--skip-malformed``
-(then it is listed and the rest analysed).
+A malformed or other-schema store line makes ``report`` and ``publish`` exit 2 unless
+``--skip-malformed`` (then it is listed and the rest analysed); an empty store is exit 2 for
+``publish``.
 """
 
 from __future__ import annotations
@@ -60,6 +65,15 @@ def _parser() -> argparse.ArgumentParser:
     base.add_argument("--nights", type=int, default=5)
     base.add_argument("--store", type=Path, default=None)
     base.add_argument("--out", type=Path, default=None, help="write it here (else stdout)")
+    pub = sub.add_parser("publish", help="write a static HTML site of the history")
+    pub.add_argument("--store", type=Path, default=None)
+    pub.add_argument("--out", type=Path, required=True,
+                     help="site folder (created; index.html, style.css, series/*.html)")
+    pub.add_argument("--artifacts-base", default=None, metavar="URL",
+                     help="link each night to URL/<run_id>/, or to URL with {run_id} replaced "
+                          "(http(s) or a path relative to the site; the store records none)")
+    pub.add_argument("--skip-malformed", action="store_true",
+                     help="list unreadable lines (stderr and index) and publish the rest")
     return parser
 
 
@@ -123,6 +137,19 @@ def _baseline(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _publish(args: argparse.Namespace, out: TextIO) -> int:
+    from servegate.history.site import publish
+
+    result = publish(args.store or default_store(), args.out, artifacts_base=args.artifacts_base,
+                     skip_malformed=args.skip_malformed)
+    for problem in result.problems:
+        print(f"history publish: skipped {problem}", file=sys.stderr)
+    stale = f", {len(result.removed)} stale page(s) removed" if result.removed else ""
+    print(f"history publish: {result.runs} run(s), {result.series} series page(s){stale} -> "
+          f"{result.index}", file=out)
+    return EXIT_OK
+
+
 def main(argv: list[str], out: TextIO | None = None) -> int:
     """Entry point for ``servegate history``; 0 ok, 2 bad input (message on stderr)."""
     out = out or sys.stdout
@@ -130,7 +157,7 @@ def main(argv: list[str], out: TextIO | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as stop:          # argparse: --help is 0, a usage error is 2
         return EXIT_OK if stop.code == 0 else EXIT_INFRA
-    handlers = {"add": _add, "report": _report, "baseline": _baseline}
+    handlers = {"add": _add, "report": _report, "baseline": _baseline, "publish": _publish}
     try:
         return handlers[args.command](args, out)
     except RunRefusedError as err:
