@@ -21,7 +21,9 @@ def _python(code: str, env: dict[str, str], extra_path: list[str] | None = None
     path = [str(EXACTFILL_HOOK_DIR), *(extra_path or [])]
     full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(path)}
     for name in ("SERVEGATE_FORCE_EXACT_FILL", "SERVEGATE_REPORT_EXACT_FILL",
-                 "SERVEGATE_EMULATE_GFX95"):
+                 "SERVEGATE_EMULATE_GFX95", "SERVEGATE_MODE", "SERVEGATE_MODE_CONTROL",
+                 "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS",
+                 "SERVEGATE_INJECT_MODES"):
         if name not in env:
             full.pop(name, None)
     return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
@@ -116,20 +118,35 @@ def test_cpu_standin_matches_triton_semantics() -> None:
         sgl_kernel.verify_tree_greedy_cpu()
 
 
+RUN_PREFILL_BATCH = (
+    "import time, types\n"
+    "from sglang.srt.managers.scheduler import Scheduler\n"
+    "class Mode:\n"
+    "    def __init__(self, extend): self.extend = extend\n"
+    "    def is_extend(self): return self.extend\n"
+    "    def is_decode(self): return not self.extend\n"
+    "t = time.monotonic()\n"
+    "try:\n"
+    "    Scheduler.run_batch(None, types.SimpleNamespace(forward_mode=Mode(True)))\n"
+    "except Exception:\n"
+    "    pass\n"
+    "print('slept', round(time.monotonic() - t, 2))\n")
+
+
+@pytest.mark.sglang
+@pytest.mark.parametrize(("launch_mode", "sleeps"), [("forced", True), ("off", False)])
+def test_inject_modes_scope_the_delay_by_launch_mode(launch_mode: str, sleeps: bool) -> None:
+    """Without mode control the hook's mode is the launch mode build_launch exports."""
+    out = _python(RUN_PREFILL_BATCH, {"SERVEGATE_INJECT_DELAY_MS": "300",
+                                      "SERVEGATE_INJECT_MODES": "forced, on",
+                                      "SERVEGATE_MODE": launch_mode})
+    assert "servegate-hook: injecting delay prefill=300ms decode=0ms modes=forced,on in pid" \
+        in out.stderr
+    assert (float(out.stdout.split("slept")[1]) >= 0.3) is sleeps
+
+
 @pytest.mark.sglang
 def test_inject_delay_wraps_real_scheduler() -> None:
-    code = ("import time, types\n"
-            "from sglang.srt.managers.scheduler import Scheduler\n"
-            "class Mode:\n"
-            "    def __init__(self, extend): self.extend = extend\n"
-            "    def is_extend(self): return self.extend\n"
-            "    def is_decode(self): return not self.extend\n"
-            "t = time.monotonic()\n"
-            "try:\n"
-            "    Scheduler.run_batch(None, types.SimpleNamespace(forward_mode=Mode(True)))\n"
-            "except Exception:\n"
-            "    pass\n"
-            "print('slept', round(time.monotonic() - t, 2))\n")
-    out = _python(code, {"SERVEGATE_INJECT_DELAY_MS": "300"})
+    out = _python(RUN_PREFILL_BATCH, {"SERVEGATE_INJECT_DELAY_MS": "300"})
     assert "servegate-hook: injecting delay prefill=300ms decode=0ms in pid" in out.stderr
     assert float(out.stdout.split("slept")[1]) >= 0.3

@@ -44,7 +44,7 @@ def test_glm_env_per_runner_class() -> None:
     assert "SERVEGATE_FORCE_EXACT_FILL" not in gfx95.env
     assert gfx95.env["PYTHONPATH"] == os.pathsep.join([str(EXACTFILL_HOOK_DIR), "/checkout/src"])
     assert gfx95.set_env == {"SGLANG_USE_AITER": "1", "SGLANG_EXACT_CHUNK_FILL": "1",
-                             "SERVEGATE_REPORT_EXACT_FILL": "1",
+                             "SERVEGATE_REPORT_EXACT_FILL": "1", "SERVEGATE_MODE": "on",
                              "PYTHONPATH": gfx95.env["PYTHONPATH"]}
     nvidia = build_launch(python="py", model_path="m", runner=GLM.for_runner("nvidia"),
                           mode="off", port=1, base_env=BASE_ENV)
@@ -60,6 +60,18 @@ def test_forced_mode_env_on_gfx942() -> None:
     assert spec.env["SGLANG_EXACT_CHUNK_FILL"] == "1"
     assert spec.env["PYTHONPATH"].split(os.pathsep)[0] == str(EXACTFILL_HOOK_DIR)
     assert (EXACTFILL_HOOK_DIR / "sitecustomize.py").is_file()
+
+
+@pytest.mark.parametrize("mode", ["off", "on", "forced"])
+def test_launch_mode_is_exported_for_the_hook(mode: str) -> None:
+    """SERVEGATE_MODE is the launch mode (the hook scopes SERVEGATE_INJECT_MODES by it); an
+    inherited value never wins, and the mode-switch control path passes through extra_env."""
+    spec = build_launch(python="py", model_path="m", runner=SMOL.for_runner("cpu"), mode=mode,
+                        port=1, base_env={**BASE_ENV, "SERVEGATE_MODE": "stale"},
+                        extra_env={"SERVEGATE_MODE_CONTROL": "/tmp/run/control.json"})
+    assert spec.env["SERVEGATE_MODE"] == mode and spec.set_env["SERVEGATE_MODE"] == mode
+    assert spec.env["SERVEGATE_MODE_CONTROL"] == "/tmp/run/control.json"
+    assert f"SERVEGATE_MODE={mode} " in spec.display()
 
 
 def test_stale_force_flag_is_not_inherited() -> None:

@@ -41,12 +41,14 @@ from servegate.history.store import HistoryError, add_run
 from servegate.judge.baselines import baseline_path, run_identity
 from servegate.measure import logparse
 from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl, run_client
-from servegate.measure.exactfill import check_effective, device_double
-from servegate.plan import PlannedPoint, ServerSlot, build_plan, total_points
+from servegate.measure.exactfill import check_block_effective, check_effective, device_double
+from servegate.measure.interference import BlockMonitor
+from servegate.plan import PlannedPoint, ServerSlot, build_block_plan, build_plan, total_points
 from servegate.results import MODES, Point, Run
 from servegate.runner import Detected, RunnerError, detect, fingerprint
 from servegate.serve.launch import build_launch
 from servegate.serve.modelprep import ensure_gguf_model
+from servegate.serve.modeswitch import ModeControl
 from servegate.serve.process import (
     PortInUse,
     Server,
@@ -60,6 +62,17 @@ from servegate.session import RunSession
 
 INJECT_PREFIX = "SERVEGATE_INJECT_"     # the hook's controlled-slowdown variables
 PORT_ATTEMPTS = 3                        # fresh ports to try when the chosen one is taken
+SWITCH_TIMEOUT_S = 120.0                 # every scheduler acknowledges a mode switch by then
+# Why no separate warm-up block per mode: every block is one client run whose own warm-up
+# requests (the suite's load.warmup_requests, sent at the block's concurrency in the block's
+# mode, the cache flushed after them) come first. A GPU GEMM picked by M (16384 with exact
+# fill, 16280-16350 without) may be tuned or compiled at its first use; a warm-up burst of
+# warmup_requests x input_len > chunk tokens runs a full-chunk prefill in the new mode before
+# anything is measured (premerge: 4 x 8100 > 16384), so the first block after a switch is as
+# warm as the rest.
+WARMUP_NOTE = ("each block starts with the client's own warm-up requests in the block's mode "
+               "(a full-chunk prefill when warmup_requests x input_len > chunk), so first-use "
+               "kernel selection/JIT for the mode's prefill shape happens before measurement")
 
 
 class BenchError(ServegateError, RuntimeError):
@@ -117,6 +130,7 @@ class Context:
     model_dir: str
     console: Console
     trees: dict[str, SglangTree | None] = dataclasses.field(default_factory=lambda: {"": None})
+    start_seconds: list[float] = dataclasses.field(default_factory=list)
 
     def client_env(self, arm: str) -> dict[str, str] | None:
         """The client imports sglang too: the arm's tree goes first on its import path."""
@@ -141,14 +155,18 @@ def _progress(console: Console, total: int) -> Iterator[tuple[Progress, Any]]:
         yield progress, progress.add_task("points", total=total)
 
 
-def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: str) -> Point:
+def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: str,
+                   control: ModeControl | None = None) -> Point:
+    """One block: the client against ``server``; with ``control`` (in-server design) the
+    exact-fill read-back is the mode switch's acknowledgements in this block's log slice."""
     suite, run_dir = ctx.suite, ctx.run_dir
     label = f"{planned.arm}-{planned.mode}" if planned.arm else planned.mode
     name = f"{label}-c{planned.concurrency}-r{planned.repeat}"
     jsonl = run_dir / "client" / f"{name}.jsonl"
     client_log = run_dir / "client" / f"{name}.log"
     jsonl.unlink(missing_ok=True)       # the client appends; one record per file
-    start = server.log_offset()
+    start = server.log_offset()         # after any switch: its acks precede the block
+    monitor = BlockMonitor(server.proc.pid if server.proc else None)
     point = ClientPoint(base_url=server.base_url, model=ctx.model_dir, tokenizer=ctx.model_dir,
                         input_len=suite.load.input_len, output_len=suite.load.output_len,
                         num_prompts=planned.num_prompts, concurrency=planned.concurrency,
@@ -162,13 +180,19 @@ def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel:
         raise
     server.check_alive()
     time.sleep(0.5)                     # let the scheduler flush its last log lines
+    machine = monitor.finish()
     end = server.log_offset()
     metrics, requests = parse_client_jsonl(jsonl, expect_prompts=planned.num_prompts)
     measured = logparse.measured_text(server.log_path, start, end)
     alignment = logparse.alignment(logparse.parse_prefill_lines(measured),
                                    server.spec.chunk_size, server.spec.dp_attention_size)
     full_log = logparse.read_slice(server.log_path, 0, end)
-    effective = check_effective(planned.mode, ctx.detected.runner_class, full_log, alignment)
+    if control is None:
+        effective = check_effective(planned.mode, ctx.detected.runner_class, full_log,
+                                    alignment)
+    else:
+        effective = check_block_effective(planned.mode, ctx.detected.runner_class,
+                                          list(control.acks().values()), alignment)
     point = Point(mode=planned.mode, concurrency=planned.concurrency,  # type: ignore[typeddict-item]
                   repeat=planned.repeat, order=planned.order, metrics=metrics,
                   requests=requests, alignment=alignment, exact_fill_effective=effective,
@@ -177,6 +201,14 @@ def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel:
                          "server_log": log_rel, "server_log_bytes": f"{start}-{end}"})
     if planned.arm:
         point["arm"] = planned.arm  # type: ignore[typeddict-item]
+    point["machine"] = machine
+    point["wall_s"] = machine["wall_s"]
+    if control is not None and planned.start is not None:
+        point["start"], point["block"] = planned.start, planned.block
+        point["mode_ack"] = {"seq": control.seq,
+                             "gates": {str(pid): ack.gate for pid, ack in
+                                       sorted(control.acks().items())}}
+        point["files"]["server_log_bytes"] = f"{start}-{end}"
     double = device_double(ctx.detected.runner_class, full_log)
     if double:                          # emulated runner classes: the read-back, per server
         point["device_double"] = double
@@ -194,15 +226,21 @@ def _accuracy(ctx: Context, server: Server, mode: str) -> None:
     ctx.session.add_accuracy(mode, result)  # type: ignore[arg-type]
 
 
-def _start_server(ctx: Context, slot: ServerSlot, log_rel: str) -> Server:
-    """Start and wait for the slot's server; a taken port is retried on a fresh one."""
+def _start_server(ctx: Context, slot: ServerSlot, log_rel: str,
+                  control: ModeControl | None = None) -> Server:
+    """Start and wait for the slot's server; a taken port is retried on a fresh one.
+
+    With ``control`` (in-server design) the server launches with exact fill off in its
+    environment and the hook's mode switch in charge (the control file names the first mode)."""
     runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
+    extra = {} if control is None else {**control.env(), "SERVEGATE_REPORT_EXACT_FILL": ""}
     for attempt in range(1, PORT_ATTEMPTS + 1):
         tree = ctx.trees.get(slot.arm)
         spec = build_launch(
-            python=ctx.python, model_path=ctx.model_dir, runner=runner_profile, mode=slot.mode,
-            port=free_port(), revision=ctx.suite.model.revision,
-            sglang_src=tree.import_root if tree else None)
+            python=ctx.python, model_path=ctx.model_dir, runner=runner_profile,
+            mode=slot.mode if control is None else "off", port=free_port(),
+            revision=ctx.suite.model.revision,
+            sglang_src=tree.import_root if tree else None, extra_env=extra)
         server = Server(spec, ctx.run_dir / log_rel)
         ctx.console.log(f"server {slot.index + 1}: {slot.label}, repeat {slot.repeat}: "
                         f"starting ({spec.display()})")
@@ -221,6 +259,7 @@ def _start_server(ctx: Context, slot: ServerSlot, log_rel: str) -> Server:
             server.stop()
             raise
         ctx.console.log(f"server ready after {waited:.0f} s at {server.base_url}")
+        ctx.start_seconds.append(round(waited, 1))
         return server
     raise AssertionError("unreachable")
 
@@ -235,15 +274,80 @@ def _run_slot(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
                                               f"r{planned.repeat} ({planned.num_prompts} prompts)")
             point = _measure_point(ctx, server, planned, log_rel)
             ctx.session.add_point(point)
-            a = point["alignment"]
-            ctx.console.log(
-                f"{planned.mode} c={planned.concurrency} r{planned.repeat}: median TTFT "
-                f"{point['metrics']['median_ttft_ms']:.1f} ms, median TPOT "
-                f"{point['metrics']['median_tpot_ms']:.2f} ms, aligned "
-                f"{a['aligned_fraction']:.0%} of {a['saturated_batches']} saturated batches")
+            _log_point(ctx, planned, point)
             progress.advance(task)
         if with_accuracy and slot.repeat == 0 and ctx.suite.gsm8k:
             _accuracy(ctx, server, slot.label)
+
+
+def expected_schedulers(args: tuple[str, ...] | list[str]) -> int | None:
+    """Scheduler processes sglang starts for these launch arguments (tp x pp, times dp for
+    plain DP replicas); None when the arguments say something this does not model."""
+    def value(*flags: str) -> int:
+        for i, arg in enumerate(args):
+            for flag in flags:
+                if arg == flag and i + 1 < len(args):
+                    return int(args[i + 1])
+                if arg.startswith(flag + "="):
+                    return int(arg.split("=", 1)[1])
+        return 1
+
+    try:
+        tp = value("--tp-size", "--tp", "--tensor-parallel-size")
+        pp = value("--pp-size", "--pipeline-parallel-size")
+        dp = value("--dp-size", "--dp", "--data-parallel-size")
+    except ValueError:
+        return None
+    attention_dp = "--enable-dp-attention" in args or any(
+        a.startswith("--attn-dp-size") or a.startswith("--attention-data-parallel-size")
+        for a in args)
+    return tp * pp * (1 if attention_dp else dp)
+
+
+def _switch(ctx: Context, server: Server, control: ModeControl, mode: str) -> None:
+    """Switch the idle server to ``mode``; every scheduler process acknowledges first."""
+    if control.mode == mode:
+        return
+    server.check_alive()
+    acks = control.switch(mode, timeout_s=SWITCH_TIMEOUT_S)
+    ctx.console.log(f"mode {mode} (seq {control.seq}) acknowledged by pids {sorted(acks)}")
+
+
+def _run_in_server(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
+                   with_accuracy: bool) -> None:
+    """One server start running every mode: blocks in the plan's order, switched in place."""
+    log_rel = f"server/{slot.label}.log"
+    control = ModeControl(ctx.run_dir / "server" / f"{slot.label}.mode.json")
+    control.write(slot.mode, 0)
+    progress.update(task, description=f"starting server {slot.label} (modes "
+                                      f"{', '.join(slot.modes)})")
+    runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
+    with _start_server(ctx, slot, log_rel, control) as server:
+        control.register(expected_schedulers(list(runner_profile.args)),
+                         timeout_s=SWITCH_TIMEOUT_S)
+        for planned in slot.points:
+            _switch(ctx, server, control, planned.mode)
+            progress.update(task, description=f"{planned.mode} c={planned.concurrency} "
+                                              f"s{planned.start} b{planned.block}")
+            point = _measure_point(ctx, server, planned, log_rel, control)
+            ctx.session.add_point(point)
+            _log_point(ctx, planned, point)
+            progress.advance(task)
+        if with_accuracy and slot.repeat == 0 and ctx.suite.gsm8k:
+            for mode in slot.modes:         # GSM8K per mode in this server: paired per question
+                _switch(ctx, server, control, mode)
+                _accuracy(ctx, server, f"{slot.arm}-{mode}" if slot.arm else mode)
+
+
+def _log_point(ctx: Context, planned: PlannedPoint, point: Point) -> None:
+    a = point["alignment"]
+    where = (f"s{planned.start} b{planned.block}" if planned.start is not None
+             else f"r{planned.repeat}")
+    ctx.console.log(
+        f"{planned.mode} c={planned.concurrency} {where}: mean TTFT "
+        f"{point['metrics']['mean_ttft_ms']:.1f} ms, median TPOT "
+        f"{point['metrics']['median_tpot_ms']:.2f} ms, aligned "
+        f"{a['aligned_fraction']:.0%} of {a['saturated_batches']} saturated batches")
 
 
 def _baseline_exists(run: Run) -> bool:
@@ -279,6 +383,25 @@ def _add_to_history(ctx: Context) -> None:
         ctx.console.log(f"history: not added: {err}")
         return
     ctx.console.log(f"history: {result.status} {result.path} ({result.lines} lines)")
+
+
+def _plan(suite: Suite, modes: list[str], trees: dict[str, SglangTree | None],
+          accuracy_only: bool) -> list[ServerSlot]:
+    """The suite's design as server slots (accuracy-only runs: one start, no load points)."""
+    design = suite.effective_design
+    arms = tuple(trees)
+    if design.in_server:
+        slots = build_block_plan(modes, suite.load.concurrency, suite.load.num_prompts,
+                                 1 if accuracy_only else design.starts, design.blocks,
+                                 suite.seed, arms=arms)
+        if accuracy_only:
+            slots = [dataclasses.replace(slot, points=()) for slot in slots]
+        return slots
+    slots = build_plan(modes, suite.load.concurrency, suite.load.num_prompts,
+                       1 if accuracy_only else suite.repeats, suite.seed, arms=arms)
+    if accuracy_only:
+        slots = [dataclasses.replace(slot, points=()) for slot in slots]
+    return slots
 
 
 def _select_modes(suite: Suite, modes_arg: str | None) -> list[str]:
@@ -357,14 +480,27 @@ def main(argv: list[str]) -> int:
                 session.save()
             if args.accuracy_only and not suite.gsm8k:
                 raise BenchError(f"--accuracy-only: suite {suite.name!r} has no [gsm8k] table")
-            slots = build_plan(modes, suite.load.concurrency, suite.load.num_prompts,
-                               1 if args.accuracy_only else suite.repeats, suite.seed,
-                               arms=tuple(trees))
-            if args.accuracy_only:
-                slots = [dataclasses.replace(slot, points=()) for slot in slots]
+            slots = _plan(suite, modes, trees, args.accuracy_only)
+            design = suite.effective_design
+            run["design"] = {**design.record(), "modes": list(modes),
+                             "order": [[f"{p.mode}@c{p.concurrency}" for p in slot.points]
+                                       for slot in slots if slot.in_server],
+                             "warmup": WARMUP_NOTE if design.in_server else "",
+                             "note": "; ".join(suite.notes)}
+            for note in suite.notes:
+                console.log(f"note: {note}")
+            session.save()
             with _progress(console, total_points(slots)) as (progress, task):
                 for slot in slots:
-                    _run_slot(ctx, slot, progress, task, with_accuracy=not args.skip_accuracy)
+                    if slot.in_server:
+                        _run_in_server(ctx, slot, progress, task,
+                                       with_accuracy=not args.skip_accuracy)
+                    else:
+                        _run_slot(ctx, slot, progress, task,
+                                  with_accuracy=not args.skip_accuracy)
+            run["design"]["start_seconds"] = list(ctx.start_seconds)
+            walls = [float(p["wall_s"]) for p in run["points"] if "wall_s" in p]
+            run["design"]["block_seconds"] = round(sum(walls) / len(walls), 2) if walls else None
             session.complete()
             console.log(f"all points done in {time.monotonic() - started:.0f} s")
             if args.accuracy_only:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from scipy import stats as sps
 
@@ -82,10 +83,22 @@ def noise_note(diff: Difference) -> str:
     return "; ".join(notes)
 
 
-def _fill(check: Check, build: Callable[[], Difference], confidence: float) -> Difference | None:
+def noise_record(diff: Difference, one_sided: bool) -> dict[str, Any]:
+    """What the noise budget needs: the current side's levels, the reference side as fixed."""
+    part = diff.parts[0]
+    return {"starts": part.starts, "blocks": part.blocks,
+            "between_var": part.scalar("between_var"), "block_var": part.scalar("block_var"),
+            "between_source": part.between_source, "level": part.components[0].level,
+            "fixed_var": sum(p.scalar("se") ** 2 for p in diff.parts[1:]),
+            "one_sided": one_sided}
+
+
+def _fill(check: Check, build: Callable[[], Difference], confidence: float,
+          one_sided: bool = False) -> Difference | None:
     try:
         diff = build()
         check.interval = _interval(diff, confidence)
+        check.noise = noise_record(diff, one_sided)
     except MissingEvidence as err:
         check.verdict, check.reason = "inconclusive", str(err)
         return None
@@ -167,7 +180,8 @@ class Judge:
             check = Check(kind, name, metric, "inconclusive", mode="on", concurrency=conc,
                           reference="off", floor=required, boundaries=(target,))
             level = tost_confidence(confidence)        # one-sided at the family level
-            diff = _fill(check, lambda: self.paired(arm, "on", "off", [conc], metric), level)
+            diff = _fill(check, lambda: self.paired(arm, "on", "off", [conc], metric), level,
+                         one_sided=True)
             if diff is None:
                 return check
             assert check.interval is not None
@@ -233,7 +247,8 @@ class Judge:
                           concurrency=concs[0] if len(concs) == 1 else None, reference="off",
                           floor=margin, boundaries=(1.0 - margin, 1.0 + margin))
             level = tost_confidence(confidence)
-            diff = _fill(check, lambda: self.paired(arm, "on", "off", concs, metric), level)
+            diff = _fill(check, lambda: self.paired(arm, "on", "off", concs, metric), level,
+                         one_sided=True)
             if diff is None:
                 return check
             iv = check.interval

@@ -37,6 +37,7 @@ from scipy import stats as sps
 from servegate.accuracy.paired import agresti_min
 from servegate.config import ConfigError, load_suite, suite_path
 from servegate.config.judge import JudgeConfig
+from servegate.judge import calibrate_blocks as blocks
 from servegate.judge.arms import ArmStats, NotJudgeable, compare_arms
 from servegate.judge.baselines import baseline_from_run
 from servegate.judge.claims import claim_pendings
@@ -57,6 +58,8 @@ from servegate.runners import REGISTRY
 
 DEFAULT_SUITES = ("cpu", "premerge", "nightly")
 DEFAULT_RUN_CVS = (0.01, 0.02, 0.04)
+DEFAULT_BLOCK_CVS = (0.01,)        # GPU block-to-block CV inside a start: an assumption
+CPU_BLOCK_CV = 0.065               # measured on this 2-core VM (4 starts x 6 blocks)
 POWER_AT = (0.05, 0.10)
 SLOWDOWN_GRID = (0.05, 0.10, 0.15, 0.20, 0.30, 0.50, 1.00)
 ACCURACY, FLAKY = 0.93, 0.04
@@ -350,6 +353,41 @@ def calibrate(design: Design, run_cv: float, *, nights: int, seed: int, batch: i
     }
 
 
+def _runner_classes(suite_name: str, runner: str | None) -> list[str]:
+    """``--runner``: a class, or an architecture (its first class); default: one class the
+    suite covers where exact fill is gated off and one where it is gated on."""
+    from servegate import runners
+
+    if runner is not None:
+        if runner in runners.ARCHES:
+            return [runners.of_arch(runner)[0].name]
+        return [runners.get(runner).name]
+    suite = load_suite(suite_path(suite_name))
+    classes = [c for c in suite.runner_classes() if c in REGISTRY]
+    picked: dict[bool, str] = {}
+    for name in classes:
+        picked.setdefault(REGISTRY[name].gated, name)
+    return [picked[g] for g in (False, True) if g in picked] or ["mi300x"]
+
+
+def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Rows of an in-server ([design]) suite: per runner class, run CV and block CV."""
+    suite = load_suite(suite_path(name))
+    rows = []
+    for runner in _runner_classes(name, args.runner):
+        design = blocks.block_design(suite, runner)
+        block_cvs = args.block_cv or ((CPU_BLOCK_CV,) if runner.startswith("cpu")
+                                      else DEFAULT_BLOCK_CVS)
+        for run_cv in args.run_cv:
+            for block_cv in block_cvs:
+                interaction = suite.judge.interaction_cv if args.interaction_cv is None \
+                    else args.interaction_cv
+                rows.append(blocks.calibrate_design(
+                    design, blocks.Noise(run_cv, block_cv, interaction), nights=args.nights,
+                    seed=args.seed))
+    return rows
+
+
 def _floats(text: str) -> tuple[float, ...]:
     return tuple(float(v) for v in text.split(",") if v.strip())
 
@@ -366,6 +404,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20261130)
     parser.add_argument("--batch", type=int, default=200, help="nights simulated at once")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--runner", default=None,
+                        help="runner class or architecture to judge as (in-server designs; "
+                             "default: one gated-off and one gated-on class the suite covers)")
+    parser.add_argument("--block-cv", type=_floats, default=None,
+                        help="true block-to-block CVs inside a start (in-server designs; "
+                             f"default {CPU_BLOCK_CV} on cpu classes, "
+                             f"{','.join(map(str, DEFAULT_BLOCK_CVS))} on GPUs)")
+    parser.add_argument("--interaction-cv", type=float, default=None,
+                        help="true start x mode interaction CV (default: the suite's prior)")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.nights < 1 or args.batch < 1 or not args.run_cv or min(args.run_cv) < 0:
         print("servegate calibrate: --nights and --batch must be >= 1, --run-cv >= 0",
@@ -374,28 +421,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     rows = []
     try:
-        designs = [design_for(name) for name in (args.suite or DEFAULT_SUITES)]
-    except (ConfigError, OSError) as err:
+        names = list(args.suite or DEFAULT_SUITES)
+        in_server = {name for name in names
+                     if load_suite(suite_path(name)).design is not None}
+        designs = [design_for(name) for name in names if name not in in_server]
+        block_rows = [row for name in names if name in in_server
+                      for row in _block_rows(name, args)]
+    except (ConfigError, OSError, KeyError, ValueError) as err:
         print(f"servegate calibrate: {err}", file=sys.stderr)
         return 2
     for design in designs:
         for run_cv in args.run_cv:
             rows.append(calibrate(design, run_cv, nights=args.nights, seed=args.seed,
                                   batch=args.batch))
+    rows += block_rows
     elapsed = time.monotonic() - started
     if args.json:
         print(json.dumps({"designs": rows, "seed": args.seed,
                           "wall_time_s": round(elapsed, 1)}, indent=1))
         return 0
-    print(f"{'suite':<10} {'rep':>3} {'run_cv':>6} {'checks':>6} {'A/A alarm [95% CI]':>24} "
-          f"{'no-op fail':>10} {'power 5%':>8} {'power 10%':>9} {'80% at':>7}")
+    print(f"{'suite':<10} {'runner':<9} {'SxB':>5} {'run_cv':>6} {'blk_cv':>6} {'checks':>6} "
+          f"{'A/A alarm [95% CI]':>24} {'no-op fail':>10} {'power 5%':>8} {'power 10%':>9} "
+          f"{'80% at':>7} {'claim 5.4/9.5%':>14}")
     for row in rows:
         low, high = row["aa_false_alarm_ci"]
         at = "-" if row["slowdown_80"] is None else f"{100 * row['slowdown_80']:.0f}%"
-        print(f"{row['suite']:<10} {row['repeats']:>3} {100 * row['run_cv']:>5.1f}% "
+        shape = f"{row['starts']}x{row['blocks']}" if "starts" in row else f"r{row['repeats']}"
+        block_cv = f"{100 * row['block_cv']:.1f}%" if "block_cv" in row else "-"
+        claim = row.get("claim_power")
+        claim_text = "-" if not claim else f"{claim['0.054']:.2f}/{claim['0.095']:.2f}"
+        print(f"{row['suite']:<10} {row.get('runner', row['runner_class']):<9} {shape:>5} "
+              f"{100 * row['run_cv']:>5.1f}% {block_cv:>6} "
               f"{row['checks']:>6} {row['aa_false_alarm']:>8.4f} [{low:.4f}, {high:.4f}] "
               f"{row['noop_false_failure']:>10.4f} {row['power'].get('0.05', 0):>8.3f} "
-              f"{row['power'].get('0.10', 0):>9.3f} {at:>7}")
+              f"{row['power'].get('0.10', 0):>9.3f} {at:>7} {claim_text:>14}")
     print(f"{args.nights} nights per row, seed {args.seed}, {elapsed:.1f} s")
     return 0
 

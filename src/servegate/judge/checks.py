@@ -40,6 +40,8 @@ class Check:
     primary: bool = True
     # the smallest family level alpha at which this check would be decided (Holm's input)
     p_value: float | None = None
+    # block checks: the measured noise behind the interval, by level (the noise budget's input)
+    noise: dict[str, Any] | None = None
 
     @property
     def point(self) -> str:

@@ -14,6 +14,7 @@ from servegate.config.judge import (
     load_judge_table,
     parse_judge_table,
 )
+from servegate.judge import budget
 from servegate.judge.ab import ab_accuracy_pendings, ab_pendings, arm_view, is_ab
 from servegate.judge.arms import Pending
 from servegate.judge.baselines import (
@@ -178,5 +179,9 @@ def _decide(run_dir: Path, run: Run, config: JudgeConfig, pendings: list[Pending
                      f"{100 * config.confidence:.0f}%, suite [judge] family = "
                      f"{list(config.family)}); {reported} more reported at "
                      f"{100 * config.confidence:.0f}%, not gating")
+    plans = [plan for plan in (budget.plan_for(c, dict(run), 1.0 - config.confidence)
+                               for c in checks if c.primary and c.gate
+                               and c.verdict == "inconclusive") if plan is not None]
     return Judgement(run_dir, run, config, checks, baseline_file, baseline, family, confidence,
-                     notes, strict, family=family_record)
+                     notes, strict, family=family_record, budget=plans,
+                     budget_text=budget.budget_text(plans))

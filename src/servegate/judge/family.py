@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
@@ -43,11 +44,20 @@ def decision_p_value(check: Check, one_sided: bool) -> float:
     se = iv.standard_error()
     if not math.isfinite(se) or se <= 0:
         return 1.0
-    theta = iv.to_model(iv.estimate)
-    distance = min(abs(theta - iv.to_model(b)) for b in bounds)
-    # the interval at confidence c is decided iff t_{(1+c)/2, df} * se < distance
-    critical = 2.0 * float(sps.t.cdf(distance / se, iv.df)) - 1.0
-    alpha = 1.0 - critical
+    return float(decision_alpha(np.float64(iv.to_model(iv.estimate)), np.float64(se),
+                                np.float64(iv.df), [iv.to_model(b) for b in bounds],
+                                one_sided))
+
+
+def decision_alpha(theta: np.ndarray, se: np.ndarray, df: np.ndarray,
+                   boundaries: list[float], one_sided: bool) -> np.ndarray:
+    """Vectorised :func:`decision_p_value` on the model scale (log ratio or difference): the
+    interval ``theta +- t_{(1+c)/2, df} se`` is decided iff that half-width is below the
+    distance to the nearest boundary; NaN estimates are never decided (1.0)."""
+    distance = np.min(np.abs(np.asarray(theta)[..., None] - np.asarray(boundaries)), axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        critical = 2.0 * sps.t.cdf(distance / se, df) - 1.0
+    alpha = np.where(np.isfinite(critical), 1.0 - critical, 1.0)
     return alpha / 2.0 if one_sided else alpha
 
 
@@ -65,6 +75,24 @@ def holm_levels(p_values: list[float], alpha: float) -> list[float]:
         if stop_level is None and not reject[index]:
             stop_level = step
         levels[index] = step if stop_level is None else stop_level
+    return levels
+
+
+def holm_levels_array(p_values: np.ndarray, alpha: float) -> np.ndarray:
+    """:func:`holm_levels` for many families at once (``(nights, m)``; servegate calibrate).
+    Equal to statsmodels' decisions (a test compares them on random families)."""
+    p = np.asarray(p_values, float)
+    m = p.shape[-1]
+    order = np.argsort(p, axis=-1, kind="stable")
+    sorted_p = np.take_along_axis(p, order, axis=-1)
+    steps = alpha / (m - np.arange(m))                      # alpha/m, alpha/(m-1), ...
+    rejected = np.cumprod(sorted_p <= steps, axis=-1).astype(bool)
+    n_rejected = rejected.sum(axis=-1, keepdims=True)       # rejections form a prefix
+    stop = np.take_along_axis(np.broadcast_to(steps, p.shape),
+                              np.minimum(n_rejected, m - 1), axis=-1)
+    sorted_levels = np.where(rejected, steps, stop)
+    levels = np.empty_like(p)
+    np.put_along_axis(levels, order, sorted_levels, axis=-1)
     return levels
 
 

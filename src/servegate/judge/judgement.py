@@ -27,6 +27,9 @@ class Judgement:
     strict: bool = False
     # the gated family: {"method": "holm" | "bonferroni", "size": m, "checks": [names]}
     family: dict[str, Any] = field(default_factory=dict)
+    # what would decide the undecided gated checks (servegate.judge.budget), and its one line
+    budget: list[dict[str, Any]] = field(default_factory=list)
+    budget_text: str | None = None
 
     @property
     def overall(self) -> CheckVerdict:

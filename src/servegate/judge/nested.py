@@ -9,8 +9,8 @@ evidence; the noise lives at two levels, within a start (block to block: measure
 Every function works on log values shaped ``(..., starts, blocks)`` (leading axes: simulated
 nights in ``servegate calibrate``; one in the judge) and returns arrays over the leading axes.
 
-- Within a start: a 20 % trimmed mean with Yuen's winsorized standard error (robust to bursts;
-  with fewer than 5 blocks nothing is trimmed and it is the plain mean and its standard error).
+- Blocks: a 20 % trimmed mean of every block (robust to bursts), with Yuen's winsorized
+  standard error from the blocks' spread around their own start (the start level removed).
 - Between starts: a random-effects component. With two or more starts its variance is measured
   from the spread of the start means (less the within part they carry), pooled with the stated
   prior weighted by degrees of freedom; with one start only the prior speaks, and the estimate
@@ -96,10 +96,15 @@ def satterthwaite(components: tuple[Component, ...]) -> np.ndarray:
 
 def nested_mean(logs: np.ndarray, *, prior_var: float, prior_dof: float, level: str = "start",
                 trim: float = TRIM) -> Nested:
-    """The mean of ``logs`` (``(..., starts, blocks)``) over starts of robust block means.
+    """The mean of ``logs`` (``(..., starts, blocks)``) with its noise split by level.
 
-    ``prior_var``/``prior_dof``: the stated between-start (or interaction) variance and its
-    weight; ``prior_dof == 0`` with one start takes the prior as exact (a stated assumption).
+    Estimate: the mean of the starts' medians plus the 20 % trimmed mean of every block's
+    residual from its start's median (each start weighs the same; bursts are trimmed from the
+    pooled residuals, so even 2-4 blocks per start are protected). Block level: the winsorized
+    spread of those residuals, Yuen's ``(n-1) s_w^2 / (h (h-1))`` for the pooled mean, with
+    ``h - starts`` degrees of freedom. Start level: the spread of the starts' winsorized means
+    less the block part they carry, pooled with the prior (``prior_var``, worth ``prior_dof``);
+    with one start the prior alone (exact when ``prior_dof == 0``: a stated assumption).
     """
     logs = np.asarray(logs, float)
     if logs.ndim < 2:
@@ -107,18 +112,33 @@ def nested_mean(logs: np.ndarray, *, prior_var: float, prior_dof: float, level: 
     starts, blocks = logs.shape[-2], logs.shape[-1]
     if starts < 1 or blocks < 1:
         raise ValueError("nested_mean: no blocks")
-    start_means, start_se2, start_df = trimmed(logs, trim)           # (..., S)
-    theta = start_means.mean(axis=-1)
-    has_within = blocks >= 2 and bool(np.all(np.isfinite(start_se2)))
-    if has_within:
-        within = start_se2.mean(axis=-1)                              # var of one start's mean
-        within_df = start_df.sum(axis=-1)
+    n = starts * blocks
+    centers = np.median(logs, axis=-1, keepdims=True)               # (..., S, 1)
+    residuals = (logs - centers).reshape(*logs.shape[:-2], n)
+    # each start keeps its own level (equal weight per start); the blocks' bursts are trimmed
+    # from the pooled residuals, so a start of 2-4 blocks is as robust as a long one
+    offset, _, _ = trimmed(residuals, trim)
+    theta = centers[..., 0].mean(axis=-1) + offset
+    g = math.floor(trim * n)
+    h = n - 2 * g
+    within_df_value = float(h - starts)
+    x = np.sort(residuals, axis=-1)
+    if g:
+        x[..., :g] = x[..., g:g + 1]
+        x[..., n - g:] = x[..., n - g - 1:n - g]
+    if blocks >= 2 and within_df_value >= 1:
+        winsorized_var = ((x - x.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1) / (n - starts)
+        within = (n - 1) * winsorized_var / (h * (h - 1))           # var of the pooled mean
+        within_df = np.full(theta.shape, within_df_value)
     else:
         within = np.zeros(theta.shape)
         within_df = np.full(theta.shape, np.inf)
     if starts >= 2:
+        low, high = x[..., None, :1], x[..., None, -1:]             # the winsorizing bounds
+        clipped = np.clip(logs - centers, low, high)
+        start_means = (centers + clipped).mean(axis=-1)              # (..., S) winsorized
         spread = start_means.var(axis=-1, ddof=1)
-        measured = np.maximum(spread - within, 0.0)
+        measured = np.maximum(spread - starts * within, 0.0)
         measured_df = float(starts - 1)
         if prior_dof > 0:
             between = (prior_dof * prior_var + measured_df * measured) / (prior_dof + measured_df)
@@ -132,18 +152,11 @@ def nested_mean(logs: np.ndarray, *, prior_var: float, prior_dof: float, level: 
         between_df = np.full(theta.shape, prior_dof if prior_dof > 0 else np.inf)
         source = "prior"
     components = (Component(between / starts, between_df, level),
-                  Component(within / starts, within_df, "block"))
-    se = np.sqrt(between / starts + within / starts)
-    block_var = within * _blocks_after_trim(blocks, trim)
+                  Component(within, within_df, "block"))
+    se = np.sqrt(between / starts + within)
+    block_var = within * h
     return Nested(theta, se, satterthwaite(components), block_var, within_df, between,
                   between_df, measured, source, starts, blocks, components)
-
-
-def _blocks_after_trim(blocks: int, trim: float) -> float:
-    """The effective number of blocks behind a start's trimmed mean (to report a per-block
-    variance from the variance of the mean)."""
-    h = blocks - 2 * math.floor(trim * blocks)
-    return float(max(h, 1))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,10 @@ The device double (runner classes marked ``emulated`` in :mod:`servegate.runners
 ``cpu-gfx95``) is read back too: on an emulated class every process that reported the gate must
 have printed the double's line (``servegate-hook: device double: ...``), and on every other class
 no process may have (a real GPU run is never judged on an emulated device).
+
+With every mode inside one server (:mod:`servegate.serve.modeswitch`) the evidence is per block:
+the schedulers' acknowledgements of the block's switch (the ack files, or the ack lines in the
+block's server-log slice) carry the gate each one applied (:func:`check_block_effective`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from servegate import runners
 from servegate.errors import ServegateError
 from servegate.measure.logparse import device_doubles, forced_hook_pids, gate_pids, gate_values
 from servegate.results import Alignment
+from servegate.serve.modeswitch import Ack
 
 
 class ExactFillMismatch(ServegateError, RuntimeError):
@@ -84,6 +89,53 @@ def check_effective(mode: str, runner_class: str, server_log_text: str,
                 f"mode {mode} on runner {runner_class}: exact fill expected "
                 f"{'effective' if expected else 'inactive'}, but the server's gate is "
                 f"{effective}")
+    if effective and alignment["saturated_batches"] and alignment["aligned_fraction"] < 1.0:
+        raise ExactFillMismatch(
+            f"mode {mode}: exact fill is on, but only {alignment['aligned_fraction']:.0%} of "
+            f"{alignment['saturated_batches']} saturated prefill batches are exactly "
+            f"{alignment['chunk_size']} tokens (smallest {alignment['min_saturated_tokens']})")
+    return effective
+
+
+def _block_state(mode: str, acks: list[Ack]) -> bool:
+    """The gate every scheduler applied for this block (each pid's latest acknowledgement);
+    raises when a pid runs another mode, the pids are at different seqs, or gates differ."""
+    if not acks:
+        raise ExactFillMismatch(f"mode {mode}: no scheduler acknowledged the block's mode "
+                                f"switch (no 'servegate-hook: mode ack' line)")
+    latest: dict[int, Ack] = {}
+    for ack in acks:
+        if ack.pid not in latest or ack.seq >= latest[ack.pid].seq:
+            latest[ack.pid] = ack
+    wrong = sorted(pid for pid, a in latest.items() if a.mode != mode)
+    if wrong:
+        raise ExactFillMismatch(f"mode {mode}: scheduler pids {wrong} acknowledged "
+                                f"{sorted({latest[p].mode for p in wrong})}")
+    seqs = {a.seq for a in latest.values()}
+    if len(seqs) > 1:
+        raise ExactFillMismatch(f"mode {mode}: scheduler processes are at different switches "
+                                f"(seqs {sorted(seqs)})")
+    gates = {pid: a.gate for pid, a in sorted(latest.items())}
+    if len(set(gates.values())) > 1:
+        raise ExactFillMismatch(f"mode {mode}: scheduler processes disagree on the gate "
+                                f"({gates})")
+    return next(iter(gates.values()))
+
+
+def check_block_effective(mode: str, runner_class: str, acks: list[Ack],
+                          alignment: Alignment) -> bool:
+    """One block of a mode-switched server: whether exact fill was effective, read back from the
+    schedulers' acknowledgements; raises ExactFillMismatch when a gate contradicts the mode and
+    runner class (on: effective only where the runner class is gated; forced: always; off:
+    never), when the pids disagree, or when exact fill was on but a saturated batch was not
+    exactly the chunk."""
+    effective = _block_state(mode, acks)
+    expected = expected_effective(mode, runner_class)
+    if effective != expected:
+        raise ExactFillMismatch(
+            f"mode {mode} on runner {runner_class}: exact fill expected "
+            f"{'effective' if expected else 'inactive'}, but the schedulers acknowledged "
+            f"gate={effective}")
     if effective and alignment["saturated_batches"] and alignment["aligned_fraction"] < 1.0:
         raise ExactFillMismatch(
             f"mode {mode}: exact fill is on, but only {alignment['aligned_fraction']:.0%} of "

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from servegate.errors import ServegateError
 from servegate.results import Alignment, RankAlignment
+from servegate.serve.modeswitch import Ack
 
 # The optional stamp carries the DP rank (" DP<n>"; not MOE_DP<n>) when the scheduler has one.
 PREFILL = re.compile(r"(?:\[[^\]\n]*? DP(?P<dp>\d+)(?: [^\]\n]*)?\] )?"
@@ -52,6 +53,9 @@ GATE_HOOK = re.compile(r"servegate-hook: exact chunk fill gate=(True|False) in p
 # The device double (runner classes marked emulated in servegate.runners), from the hook.
 DEVICE_DOUBLE = re.compile(r"servegate-hook: device double: (?P<what>gfx95 emulated "
                            r"\(gcnArchName=[^)\s]+\)) in pid (?P<pid>\d+)")
+# A scheduler's acknowledgement of a mode switch (servegate.serve.modeswitch, one server).
+MODE_ACK = re.compile(r"servegate-hook: mode ack seq=(?P<seq>\d+) mode=(?P<mode>\w+) "
+                      r"gate=(?P<gate>True|False) in pid (?P<pid>\d+)")
 
 
 class LogParseError(ServegateError, ValueError):
@@ -175,3 +179,10 @@ def gate_pids(text: str) -> set[int]:
 def device_doubles(text: str) -> dict[int, str]:
     """pid -> what the device double emulated there (e.g. ``gfx95 emulated (gcnArchName=...)``)."""
     return {int(m["pid"]): m["what"] for m in DEVICE_DOUBLE.finditer(text)}
+
+
+def mode_acks(text: str) -> list[Ack]:
+    """The mode-switch acknowledgements in a server-log slice, in log order: a block's slice
+    (from before its switch to after its requests) shows which pids applied which mode."""
+    return [Ack(seq=int(m["seq"]), mode=m["mode"], gate=m["gate"] == "True", pid=int(m["pid"]))
+            for m in MODE_ACK.finditer(text)]

@@ -293,7 +293,7 @@ def guidance_line(judgement: Judgement) -> str | None:
 def budget_line(judgement: Judgement) -> str | None:
     """The run-level noise budget, when the judge provides one (``judgement.budget_text``)."""
     text = getattr(judgement, "budget_text", None)
-    return f"budget: {text}" if text else None
+    return text or None
 
 
 def is_routine(note: str) -> bool:
@@ -334,7 +334,10 @@ def verdict_block(judgement: Judgement, verbose: bool = False) -> list[str]:
         line = reported_line(judgement)
         if line:
             lines.append(INDENT + line)
-    for extra in (guidance_line(judgement), budget_line(judgement)):
+    # a block-design run's noise budget (starts x blocks from the measured levels) replaces the
+    # per-interval repeat guidance, which knows nothing of the two levels
+    budget = budget_line(judgement)
+    for extra in (budget,) if budget else (guidance_line(judgement),):
         if extra:
             lines.append(INDENT + extra)
     lines += [INDENT + line for line in note_lines(judgement, verbose)]

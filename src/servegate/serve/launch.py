@@ -22,6 +22,7 @@ SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|CREDENTIAL|_KEY$
 # The device double (servegate.runners: emulated classes) is set only by a profile section; a
 # value inherited from the caller's environment never reaches a server.
 EMULATE_GFX95_ENV = "SERVEGATE_EMULATE_GFX95"
+LAUNCH_MODE_ENV = "SERVEGATE_MODE"          # the launch mode, read by the exact-fill hook
 # sglang 0.5.23 spellings (srt/arg_groups/fields/parallel.py lines 73-90 and 192-194;
 # srt/server_args.py line 419 for the deprecated --enable-dp-attention).
 _ATTN_DP_FLAGS = ("--attn-dp-size", "--attention-data-parallel-size")
@@ -120,8 +121,9 @@ def build_launch(
     # Our hook dirs go first; the caller's PYTHONPATH (e.g. the checkout's src) stays behind.
     inherited = base.get("PYTHONPATH", "")
     pythonpath = os.pathsep.join(hook_path + ([inherited] if inherited else []))
+    # SERVEGATE_MODE: the launch mode, for the hook's mode-scoped injection (SERVEGATE_INJECT_MODES)
     set_env = {**runner.env, **MODE_ENV[mode], "SERVEGATE_REPORT_EXACT_FILL": "1",
-               **(extra_env or {})}
+               LAUNCH_MODE_ENV: mode, **(extra_env or {})}
     if mode != "forced":
         base.pop("SERVEGATE_FORCE_EXACT_FILL", None)
     base.pop(EMULATE_GFX95_ENV, None)       # only the profile's own section may set it

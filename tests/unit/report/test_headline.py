@@ -136,11 +136,15 @@ def test_a_check_no_sample_size_decides_is_counted(tmp_path: Path) -> None:
         "to decide it: 1 not decidable by more data at this estimate")
 
 
-def test_budget_hook_is_printed_when_the_judge_sets_one(tmp_path: Path) -> None:
+def test_noise_budget_replaces_the_repeat_guidance_when_the_judge_sets_one(
+        tmp_path: Path) -> None:
     j = judgement(tmp_path, [undecided("u")])
-    assert not any(line.strip().startswith("budget:") for line in hl.verdict_block(j))
-    j.budget_text = "run-to-run noise uses 80 % of the floor"       # type: ignore[attr-defined]
-    assert "  budget: run-to-run noise uses 80 % of the floor" in hl.verdict_block(j)
+    assert not any(line.strip().startswith("noise budget:") for line in hl.verdict_block(j))
+    assert any(line.strip().startswith("to decide") for line in hl.verdict_block(j))
+    j.budget_text = "noise budget: 2 start(s) x 8 blocks would decide u"
+    block = hl.verdict_block(j)
+    assert "  noise budget: 2 start(s) x 8 blocks would decide u" in block
+    assert not any(line.strip().startswith("to decide") for line in block)
 
 
 def test_notes_only_when_they_matter_and_every_note_when_verbose(tmp_path: Path) -> None:

@@ -19,18 +19,33 @@ spawns, so env vars set by servegate reach all of them. Everything here is inert
   ``servegate-hook: device double: gfx95 emulated (gcnArchName=...) in pid N`` (read back).
 - ``SERVEGATE_INJECT_DELAY_MS=<ms>`` / ``SERVEGATE_INJECT_DECODE_DELAY_MS=<ms>``: sleep that long
   in ``Scheduler.run_batch`` per prefill / decode batch: a controlled slowdown that lets the judge
-  prove it detects regressions.
+  prove it detects regressions. ``SERVEGATE_INJECT_MODES=off,forced`` scopes the sleeps to those
+  modes (unset: every mode); the mode is the applied one under ``SERVEGATE_MODE_CONTROL``, else
+  the launch mode ``SERVEGATE_MODE`` (set by servegate.serve.launch).
+- ``SERVEGATE_MODE_CONTROL=<path>``: every exact-fill mode inside one server. The file holds
+  ``{"seq": N, "mode": "off"|"on"|"forced"}`` (replaced atomically by servegate.serve.modeswitch).
+  In every process that constructs sglang's ``Scheduler`` a daemon thread polls it; on a new seq
+  it waits until that scheduler is idle, applies the mode to the gate every later
+  ``PrefillAdder`` reads, prints ``servegate-hook: mode ack seq=N mode=M gate=<bool> in pid P``
+  and writes ``<path>.ack.<pid>`` (JSON ``seq``, ``mode``, ``gate``, ``pid``). The control file
+  then decides the gate: ``SERVEGATE_FORCE_EXACT_FILL`` / ``SERVEGATE_REPORT_EXACT_FILL`` are not
+  applied (the ack reports the gate); the device double still is.
 
 Any other ``sitecustomize`` further down ``sys.path`` is still imported afterwards (chained).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
+import json
 import os
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +55,12 @@ SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
 EMULATE_GFX95_ENV = "SERVEGATE_EMULATE_GFX95"
 # What torch.cuda.get_device_properties(0).gcnArchName reports on an MI355X.
 EMULATED_GFX95_ARCH = "gfx950:sramecc+:xnack-"
+MODE_CONTROL_ENV = "SERVEGATE_MODE_CONTROL"
+LAUNCH_MODE_ENV = "SERVEGATE_MODE"
+INJECT_MODES_ENV = "SERVEGATE_INJECT_MODES"
+EXACT_FILL_ENV = "SGLANG_EXACT_CHUNK_FILL"
+MODES = ("off", "on", "forced")
+POLL_S = 0.025              # the watcher's poll interval: a switch is seen within ~25 ms
 
 
 def _say(message: str) -> None:
@@ -72,6 +93,9 @@ def _emulate_gfx95(module: Any) -> None:
 def _patch_policy(module: Any) -> None:
     if os.environ.get(EMULATE_GFX95_ENV) == "1":
         _emulate_gfx95(module)
+    if os.environ.get(MODE_CONTROL_ENV):
+        _install_controlled_gate(module)        # the control file decides from here on
+        return
     if os.environ.get("SERVEGATE_FORCE_EXACT_FILL") == "1":
         def _forced() -> bool:
             return True
@@ -93,17 +117,36 @@ def _patch_policy(module: Any) -> None:
         module._use_exact_chunk_fill = _reporting
 
 
-def _patch_scheduler(module: Any) -> None:
+def _inject_modes() -> frozenset[str] | None:
+    """The modes ``SERVEGATE_INJECT_MODES`` scopes the injected sleeps to (None: every mode)."""
+    raw = os.environ.get(INJECT_MODES_ENV, "").strip()
+    if not raw:
+        return None
+    modes = frozenset(m.strip() for m in raw.split(",") if m.strip())
+    unknown = sorted(modes - set(MODES))
+    if unknown:
+        _say(f"ignoring unknown modes {unknown} in {INJECT_MODES_ENV}")
+    return modes & frozenset(MODES)
+
+
+def _current_mode() -> str | None:
+    """Under mode control the applied mode (None before the first apply), else the launch mode."""
+    if os.environ.get(MODE_CONTROL_ENV):
+        return _STATE.mode
+    return os.environ.get(LAUNCH_MODE_ENV) or None
+
+
+def _patch_run_batch(scheduler: Any) -> None:
     prefill_s = _ms("SERVEGATE_INJECT_DELAY_MS") / 1000.0
     decode_s = _ms("SERVEGATE_INJECT_DECODE_DELAY_MS") / 1000.0
     if not (prefill_s or decode_s):
         return
-    scheduler = module.Scheduler
+    scope = _inject_modes()
     real = scheduler.run_batch
 
     def run_batch(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
         mode = getattr(batch, "forward_mode", None)
-        if mode is not None:
+        if mode is not None and (scope is None or _current_mode() in scope):
             if prefill_s and mode.is_extend():
                 time.sleep(prefill_s)
             elif decode_s and mode.is_decode():
@@ -111,7 +154,190 @@ def _patch_scheduler(module: Any) -> None:
         return real(self, batch, *args, **kwargs)
 
     scheduler.run_batch = run_batch
-    _say(f"injecting delay prefill={prefill_s * 1000:g}ms decode={decode_s * 1000:g}ms")
+    where = "" if scope is None else f" modes={','.join(sorted(scope)) or '(none)'}"
+    _say(f"injecting delay prefill={prefill_s * 1000:g}ms decode={decode_s * 1000:g}ms{where}")
+    if scope is not None and not (os.environ.get(MODE_CONTROL_ENV)
+                                  or os.environ.get(LAUNCH_MODE_ENV)):
+        _say(f"{INJECT_MODES_ENV} is set but the mode is unknown (no {LAUNCH_MODE_ENV}, no "
+             f"{MODE_CONTROL_ENV}): no delay is injected")
+
+
+def _patch_scheduler(module: Any) -> None:
+    scheduler = module.Scheduler
+    if os.environ.get(MODE_CONTROL_ENV):
+        _patch_scheduler_init(scheduler)
+    _patch_run_batch(scheduler)
+
+
+# ---------------------------------------------------------------- mode control (one server)
+#
+# sglang 0.5.23 facts this relies on (site-packages/sglang/):
+# - srt/managers/schedule_policy.py lines 94-103: ``_use_exact_chunk_fill`` is
+#   ``@lru_cache(maxsize=1)`` and returns ``envs.SGLANG_EXACT_CHUNK_FILL.get() and
+#   is_gfx95_supported()``; line 644: ``PrefillAdder.__init__`` calls it by its module-global
+#   name each time an adder is built, so replacing the module attribute reaches the next adder
+#   (srt/managers/scheduler.py line 222 imports PrefillAdder, not the gate).
+# - srt/environ.py lines 67-86 and 143-150: ``EnvBool.get()`` reads ``os.getenv`` at every call
+#   (``SGLANG_EXACT_CHUNK_FILL = EnvBool(True)``, line 670); only the lru_cache keeps the value.
+# - srt/managers/scheduler.py line 465 ``Scheduler.__init__``; ``run_scheduler_process``
+#   (line 6310) builds it at line 6362, reports ready to the launcher (6365) and only then runs
+#   the event loop (6368). Idle state: ``waiting_queue`` (line 1326), ``running_batch`` (1328,
+#   a ScheduleBatch, ``is_empty()``), ``last_batch`` (1332; an idle loop turn sets it to None,
+#   line 2056), ``chunked_req`` (1374), and sglang's own ``is_fully_idle()`` (line 5337: also PP
+#   micro-batches, the overlap result queue, grammar and disaggregation queues).
+
+
+class _ModeState:
+    """The mode this process applied (None until the first apply) and sglang's real gate."""
+
+    def __init__(self) -> None:
+        self.seq: int | None = None
+        self.mode: str | None = None
+        self.gate = False
+        self.real_gate: Callable[[], bool] | None = None
+        self.watching = False
+        self.last_note = ""
+
+
+_STATE = _ModeState()
+
+
+def _controlled_gate() -> bool:
+    """What every PrefillAdder reads under mode control: the applied mode's gate (before the
+    first apply, sglang's own gate under the launch env)."""
+    if _STATE.mode is None:
+        return bool(_STATE.real_gate()) if _STATE.real_gate is not None else False
+    return _STATE.gate
+
+
+def _install_controlled_gate(module: Any) -> None:
+    """Replace ``schedule_policy._use_exact_chunk_fill`` once, keeping the real one to evaluate."""
+    if module._use_exact_chunk_fill is not _controlled_gate:
+        _STATE.real_gate = module._use_exact_chunk_fill
+        module._use_exact_chunk_fill = _controlled_gate
+
+
+def _evaluate(mode: str) -> bool:
+    """The gate for ``mode``: the env var sglang reads at each call, the real gate's lru_cache
+    cleared and the real gate evaluated (``on`` is True only on gfx95 or the device double);
+    ``forced`` opens it whatever the device."""
+    os.environ[EXACT_FILL_ENV] = "0" if mode == "off" else "1"
+    real = _STATE.real_gate
+    if real is None:
+        raise RuntimeError(f"{POLICY_MODULE}._use_exact_chunk_fill not found")
+    clear = getattr(real, "cache_clear", None)
+    if clear is not None:
+        clear()
+    value = bool(real())
+    return True if mode == "forced" else value
+
+
+def _read_control(path: str) -> tuple[int, str] | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        return int(data["seq"]), str(data["mode"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _idle(scheduler: Any) -> bool:
+    """No waiting request, an empty running batch, no chunked request, no batch in flight, and
+    sglang's own ``is_fully_idle()`` where the scheduler has it: then no PrefillAdder is being
+    built and the next one sees the new mode."""
+    idle = (len(scheduler.waiting_queue) == 0 and scheduler.running_batch.is_empty()
+            and scheduler.chunked_req is None)
+    last = getattr(scheduler, "last_batch", None)
+    idle = idle and (last is None or last.is_empty())
+    fully = getattr(scheduler, "is_fully_idle", None)
+    return bool(idle and (fully is None or fully()))
+
+
+def _write_atomic(path: str, text: str) -> None:
+    directory, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _ack(path: str, seq: int, mode: str, gate: bool) -> None:
+    """The log line first, then the file: once servegate sees the file, the line is logged."""
+    pid = os.getpid()
+    _say(f"mode ack seq={seq} mode={mode} gate={gate}")
+    _write_atomic(f"{path}.ack.{pid}",
+                  json.dumps({"seq": seq, "mode": mode, "gate": gate, "pid": pid}))
+
+
+def _apply(path: str, seq: int, mode: str) -> None:
+    _install_controlled_gate(importlib.import_module(POLICY_MODULE))
+    gate = _evaluate(mode)
+    _STATE.gate = gate              # gate before mode: _controlled_gate reads mode first
+    _STATE.mode = mode
+    _STATE.seq = seq
+    _ack(path, seq, mode, gate)
+
+
+def _note(message: str) -> None:
+    """Print a watcher problem once (not every poll)."""
+    if message != _STATE.last_note:
+        _STATE.last_note = message
+        _say(message)
+
+
+def _step(scheduler: Any, path: str) -> None:
+    wanted = _read_control(path)
+    if wanted is None or wanted[0] == _STATE.seq:
+        return
+    seq, mode = wanted
+    if mode not in MODES:
+        _note(f"mode control: ignoring seq={seq}: unknown mode {mode!r}")
+        return
+    if _idle(scheduler):
+        _apply(path, seq, mode)
+
+
+def _watch(scheduler: Any, path: str) -> None:
+    while True:
+        time.sleep(POLL_S)
+        try:
+            _step(scheduler, path)
+        except Exception as err:        # keep watching; servegate's timeout names this pid
+            _note(f"mode control error: {type(err).__name__}: {err}")
+
+
+def _start_mode_control(scheduler: Any) -> None:
+    """Apply and acknowledge the control file's mode (seq 0 at launch) before the event loop
+    starts, then watch it from a daemon thread (an idle scheduler builds no PrefillAdder, so
+    nothing else would notice a change)."""
+    path = os.environ.get(MODE_CONTROL_ENV)
+    if not path or _STATE.watching:
+        return
+    _STATE.watching = True
+    try:
+        _step(scheduler, path)
+    except Exception as err:
+        _note(f"mode control error: {type(err).__name__}: {err}")
+    if _STATE.seq is None:
+        _note(f"mode control: nothing applied yet from {path}; watching")
+    threading.Thread(target=_watch, args=(scheduler, path), name="servegate-mode-control",
+                     daemon=True).start()
+
+
+def _patch_scheduler_init(scheduler: Any) -> None:
+    real_init = scheduler.__init__
+
+    @functools.wraps(real_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        _start_mode_control(self)
+
+    scheduler.__init__ = __init__
 
 
 PATCHES: dict[str, Callable[[Any], None]] = {
@@ -153,7 +379,7 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 def _wanted() -> bool:
     return any(os.environ.get(name) for name in (
         "SERVEGATE_FORCE_EXACT_FILL", "SERVEGATE_REPORT_EXACT_FILL", EMULATE_GFX95_ENV,
-        "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS"))
+        "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS", MODE_CONTROL_ENV))
 
 
 def _chain() -> None:
