@@ -110,10 +110,12 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
     points_out = []
     for key, points in sorted(group_points(run).items(), key=lambda kv: point_sort_key(kv[0])):
         metric_values: dict[str, list[float]] = defaultdict(list)
+        metric_starts: dict[str, list[int]] = defaultdict(list)
         for point in points:
             for name, value in point.get("metrics", {}).items():
                 if finite_number(value):
                     metric_values[name].append(float(value))
+                    metric_starts[name].append(int(point.get("start", point["repeat"])))
         requests: dict[str, Any] = {}
         for req_key in QUANTITIES:
             sample, total = _request_sample(points, req_key, request_cap, rng)
@@ -129,6 +131,8 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
         }
         if all("start" in p for p in points):      # in-server design: blocks within starts
             entry["starts"] = [int(p["start"]) for p in points]
+            for name, metric in entry["metrics"].items():   # a metric a block lacked: its own
+                metric["starts"] = metric_starts[name]
         points_out.append(entry)
     accuracy = {}
     for mode, result in (run.get("accuracy") or {}).items():
@@ -255,6 +259,12 @@ def validate_baseline(data: Any, path: Path) -> dict[str, Any]:
             _require(isinstance(reps, list) and len(reps) == entry["n_repeats"]
                      and all(finite_number(v) for v in reps), path, f"{mwhere}.repeats",
                      f"a list of {entry['n_repeats']} numbers", reps)
+            if "starts" in entry:
+                _require(isinstance(entry["starts"], list)
+                         and len(entry["starts"]) == entry["n_repeats"]
+                         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                 for v in entry["starts"]), path, f"{mwhere}.starts",
+                         f"a list of {entry['n_repeats']} start indexes", entry["starts"])
             spread = entry.get("spread")
             _require(spread is None or finite_number(spread), path, f"{mwhere}.spread",
                      "a number or null", spread)

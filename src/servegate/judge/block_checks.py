@@ -150,6 +150,8 @@ class Judge:
         if runner in REGISTRY and REGISTRY[runner].gated:
             if concs:
                 claim_conc = self.config.gated_claim_concurrency or concs[-1]
+                if claim_conc not in concs:
+                    pendings.append(self._missing_claim(claim_conc, concs))
                 for conc in concs:
                     pendings.append(self._ttft_claim(arm, conc, primary=conc == claim_conc))
                 inner = _accuracy_claim(self.run, self.config)
@@ -162,11 +164,23 @@ class Judge:
                 pendings.append(self._noop(arm, concs, metric, primary=self.primary(CLAIMS)))
             for conc in concs:
                 for metric in self.config.noop_metrics or self.config.metrics:
+                    if len(concs) == 1 and metric in self.config.aggregate_metrics:
+                        continue            # the aggregate over one concurrency is this check
                     pendings.append(self._noop(arm, [conc], metric, primary=False))
         for conc in self.shared_concs(arm, "forced", "off"):
             for metric in self.config.experiment_metrics or self.config.metrics:
                 pendings.append(self._experiment(arm, conc, metric))
         return pendings
+
+    def _missing_claim(self, conc: int, concs: list[int]) -> Pending:
+        """The suite names a claim concurrency the run did not measure: an error that gates."""
+        metric = self.config.gated_ttft_metric
+        check = Check("claim", f"claim: on vs off {metric} at c{conc}", metric, "error",
+                      mode="on", concurrency=conc, reference="off",
+                      reason=f"run has no on and off blocks at concurrency {conc} (measured: "
+                             f"{concs})")
+        return Pending(check.name, True, lambda _c, check=check: check,
+                       primary=self.primary(CLAIMS))
 
     def _ttft_claim(self, arm: str, conc: int, primary: bool) -> Pending:
         metric, required = self.config.gated_ttft_metric, self.config.gated_min_ttft_improvement
@@ -312,6 +326,8 @@ class Judge:
                 for metric in self.config.metrics:
                     if not reference.slots(ref_arm, mode, conc, metric):
                         continue
+                    if len(shared) == 1 and metric in self.config.aggregate_metrics:
+                        continue            # the aggregate over one concurrency is this check
                     pendings.append(self._versus(reference, arm, ref_arm, mode, [conc], metric,
                                                  kind, label, False))
         return pendings

@@ -130,7 +130,8 @@ def evidence_from_baseline(baseline: dict[str, Any]) -> Evidence:
         for metric, entry in (point.get("metrics") or {}).items():
             values = entry.get("repeats", [])
             ids = repeats if len(repeats) == len(values) else list(range(len(values)))
-            slot_starts = starts if len(starts) == len(values) else ids
+            slot_starts = [int(s) for s in entry["starts"]] if "starts" in entry else (
+                starts if len(starts) == len(values) else ids)
             seen: dict[int, int] = defaultdict(int)
             for start, value in zip(slot_starts, values, strict=True):
                 block = seen[start]

@@ -23,7 +23,7 @@ nights in ``servegate calibrate``; one in the judge) and returns arrays over the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -191,11 +191,33 @@ def paired_difference(current: np.ndarray, reference: np.ndarray, *, interaction
 
 def independent_difference(current: np.ndarray, reference: np.ndarray, *, start_var: float,
                            start_dof: float, trim: float = TRIM) -> Difference:
-    """Two sittings (a run and its baseline): each side's start component counts in full."""
+    """Two sittings (a run and its baseline) or two trees: each side's start component counts
+    in full. The start level is one property of the setup, so what either side measures of it
+    (its starts' spread, S - 1 degrees of freedom each) is pooled with the prior and used for
+    both: a one-start run judged against a baseline of many nights takes the nights' spread."""
     cur = nested_mean(current, prior_var=start_var, prior_dof=start_dof, trim=trim)
     ref = nested_mean(reference, prior_var=start_var, prior_dof=start_dof, trim=trim)
+    measured = [(part.measured_between_var, part.starts - 1) for part in (cur, ref)
+                if part.starts >= 2]
+    if measured:
+        dof = start_dof + sum(d for _, d in measured)
+        pooled = (start_dof * start_var + sum(v * d for v, d in measured)) / dof
+        source = "measured+prior" if start_dof > 0 else "measured"
+        cur = _with_between(cur, pooled, np.full(np.shape(pooled), dof), source)
+        ref = _with_between(ref, pooled, np.full(np.shape(pooled), dof), source)
     se = np.sqrt(cur.se ** 2 + ref.se ** 2)
     df = satterthwaite(cur.components + ref.components)
     method = (f"blocks ({cur.starts}x{cur.blocks} vs {ref.starts}x{ref.blocks} "
               f"starts x blocks, trimmed {int(100 * trim)}%)")
     return Difference(cur.theta - ref.theta, se, df, (cur, ref), method)
+
+
+def _with_between(part: Nested, between: np.ndarray, between_df: np.ndarray,
+                  source: str) -> Nested:
+    """``part`` with its start level replaced (the pooled estimate of both sides)."""
+    block = part.components[1]
+    components = (Component(between / part.starts, between_df, part.components[0].level),
+                  block)
+    se = np.sqrt(between / part.starts + block.var)
+    return replace(part, se=se, df=satterthwaite(components), between_var=between,
+                   between_df=between_df, between_source=source, components=components)

@@ -1,0 +1,306 @@
+"""The block checks of in-server runs (servegate.judge.block_checks), through
+``servegate.judge.evaluate.judge`` on run folders written here (run.json with
+``design.in_server``): the primary family under Holm, the no-op and gfx95 claims, baselines and
+head vs base, and what verdict.json says about the family."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+from unit.judge.block_runs import judge_table, slower, write_block_run
+
+from servegate.judge.baselines import baseline_from_run
+from servegate.judge.checks import Check
+from servegate.judge.evaluate import judge
+from servegate.judge.family import holm_levels
+from servegate.judge.judgement import Judgement
+from servegate.report import verdict_json
+from servegate.results import load_run
+
+ALPHA = 0.05
+PREFILL = "no-op: on prefill batches not aligned beyond off (exact fill inactive)"
+
+
+def noop(metric: str) -> str:
+    return f"no-op: on {metric} at all concurrencies (geometric mean) equivalent to off within ±5.0%"
+
+
+def aggregate(mode: str, metric: str, label: str = "baseline") -> str:
+    return f"{mode} {metric} at all concurrencies (geometric mean) vs {label}"
+
+
+def run_judge(run_dir: Path, **kwargs: Any) -> Judgement:
+    """Judge without the repository's baselines (an empty root unless a document is given)."""
+    kwargs.setdefault("baselines_root", run_dir.parent / "no-baselines")
+    return judge(run_dir, **kwargs)
+
+
+def by_name(judgement: Judgement) -> dict[str, Check]:
+    checks = {c.name: c for c in judgement.checks}
+    assert len(checks) == len(judgement.checks), "check names must be unique"
+    return checks
+
+
+def primary_levels(judgement: Judgement) -> dict[str, float]:
+    """Holm's level per primary check, from the p-values the checks carry."""
+    names = judgement.family["checks"]
+    checks = by_name(judgement)
+    levels = holm_levels([checks[n].p_value for n in names], ALPHA)
+    return dict(zip(names, levels, strict=True))
+
+
+def baseline_doc(tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
+    """A stored baseline from another in-server run (another sitting: its own seed)."""
+    kwargs.setdefault("seed", 99)
+    source = write_block_run(tmp_path / "baseline-run", started_at="2026-11-30T12:00:00+00:00",
+                             **kwargs)
+    return baseline_from_run(load_run(source), source)
+
+
+# ------------------------------------------------------------------------- no-op (not gfx95)
+
+
+def test_aa_run_passes_the_noop_claims_which_gate(tmp_path: Path) -> None:
+    judgement = run_judge(write_block_run(tmp_path / "run"))
+    assert judgement.exit_code == 0 and judgement.overall == "pass"
+    family = judgement.family
+    assert family["method"] == "holm" and family["size"] == 3
+    assert family["checks"] == [PREFILL, noop("mean_ttft_ms"), noop("median_tpot_ms")]
+    checks = by_name(judgement)
+    levels = primary_levels(judgement)
+    for name in family["checks"]:
+        check = checks[name]
+        assert (check.verdict, check.gate, check.primary) == ("pass", True, True), check.describe()
+        assert check.p_value is not None
+    for metric in ("mean_ttft_ms", "median_tpot_ms"):
+        check = checks[noop(metric)]
+        # one-sided (TOST): its interval at 1 - 2 * its Holm level
+        assert check.interval.confidence == pytest.approx(1 - 2 * levels[check.name])
+        assert "TOST power" in check.reason and "interaction level" in check.reason
+    per_point = [c for c in judgement.checks if c.name not in family["checks"]]
+    assert len(per_point) == 4                                 # 2 concurrencies x 2 metrics
+    for check in per_point:
+        assert check.name.startswith("no-op: on ") and "@" not in check.name
+        assert (check.gate, check.primary) == (False, False)
+        assert check.interval.confidence == pytest.approx(1 - 2 * ALPHA)   # plain, one-sided
+    assert any("Holm step-down" in note for note in judgement.notes)
+
+
+def test_on_30_percent_slower_fails_the_noop_tost(tmp_path: Path) -> None:
+    judgement = run_judge(write_block_run(tmp_path / "run", effect=slower("on", 1.3)))
+    assert judgement.exit_code == 1 and judgement.overall == "regression"
+    checks = by_name(judgement)
+    for metric in ("mean_ttft_ms", "median_tpot_ms"):
+        check = checks[noop(metric)]
+        assert (check.verdict, check.gate, check.primary) == ("regression", True, True)
+        assert check.interval.low > 1.05
+        assert check.interval.estimate == pytest.approx(1.3, rel=0.02)
+    assert checks[PREFILL].verdict == "pass"
+
+
+def test_on_block_read_back_effective_fails_the_prefill_noop(tmp_path: Path) -> None:
+    judgement = run_judge(write_block_run(tmp_path / "run", effective={("on", 4, 1, 2)}))
+    assert judgement.exit_code == 1
+    check = by_name(judgement)[PREFILL]
+    assert (check.verdict, check.gate, check.primary, check.p_value) == \
+        ("regression", True, True, 0.0)
+    assert "exact fill read back effective in on blocks [(4, 1, 2)]" in check.reason
+
+
+def test_without_a_family_every_primary_is_bonferroni_corrected(tmp_path: Path) -> None:
+    judgement = run_judge(write_block_run(tmp_path / "run", table=judge_table(family=None)))
+    assert judgement.family["method"] == "bonferroni"
+    assert judgement.family["checks"] == [PREFILL, noop("mean_ttft_ms"), noop("median_tpot_ms")]
+    checks = by_name(judgement)
+    for metric in ("mean_ttft_ms", "median_tpot_ms"):
+        assert checks[noop(metric)].interval.confidence == pytest.approx(1 - 2 * ALPHA / 3)
+    assert any("Bonferroni" in note for note in judgement.notes)
+
+
+# ------------------------------------------------------------------------- gfx95 claim
+
+
+def test_gated_claim_passes_when_on_is_ten_percent_faster(tmp_path: Path) -> None:
+    judgement = run_judge(write_block_run(tmp_path / "run", runner_class="mi355x",
+                                          effect=slower("on", 0.9)))
+    assert judgement.exit_code == 0
+    claim_name = "claim: on vs off mean_ttft_ms at c4 improves >= 4.0%"
+    accuracy_name = "claim: on vs off GSM8K non-inferior within 2.0 pp"
+    assert judgement.family == {"method": "holm", "size": 2,
+                                "checks": [claim_name, accuracy_name]}
+    checks = by_name(judgement)
+    claim = checks[claim_name]
+    assert (claim.verdict, claim.gate, claim.primary) == ("pass", True, True)
+    assert claim.interval.estimate == pytest.approx(0.9, rel=0.02)
+    # the claim decides first (its p << alpha/2; GSM8K has no results: p = 1), so its level is
+    # alpha/2 and its one-sided interval is built at 1 - 2 * alpha/2
+    assert claim.p_value < ALPHA / 2
+    assert claim.interval.confidence == pytest.approx(1 - 2 * ALPHA / 2)
+    assert checks[accuracy_name].verdict == "inconclusive"
+    effect = checks["effect: on vs off mean_ttft_ms at c2 (claim size 4.0%, reported)"]
+    assert (effect.gate, effect.primary) == (False, False)
+
+
+def test_gated_claim_never_passes_when_on_equals_off(tmp_path: Path) -> None:
+    judgement = run_judge(write_block_run(tmp_path / "run", runner_class="mi355x"))
+    claim = by_name(judgement)["claim: on vs off mean_ttft_ms at c4 improves >= 4.0%"]
+    assert claim.verdict in ("inconclusive", "regression")
+    assert judgement.overall != "pass"
+
+
+def test_gated_claim_at_a_concurrency_the_run_lacks_is_an_error(tmp_path: Path) -> None:
+    table = judge_table(claims={"noop_margin": 0.05, "gated_claim_concurrency": 64})
+    judgement = run_judge(write_block_run(tmp_path / "run", runner_class="mi355x",
+                                          effect=slower("on", 0.9), table=table))
+    claims = [c for c in judgement.checks if c.name.startswith("claim: on vs off mean_ttft_ms")]
+    assert len(claims) == 1 and claims[0].concurrency == 64
+    assert claims[0].verdict == "error" and claims[0].gate and claims[0].primary
+    assert judgement.exit_code == 2
+
+
+# ------------------------------------------------------------------------- reference runs
+
+
+def test_non_primary_checks_never_change_the_exit_code(tmp_path: Path) -> None:
+    """c2 is 30 % slower than the baseline and c4 30 % faster: the per-point c2 check is a
+    regression but only reported; the gated aggregate (geometric mean ~ 1) is not."""
+    doc = baseline_doc(tmp_path)
+
+    def effect(_mode: str, conc: int, _start: int, _block: int) -> float:
+        return 1.3 if conc == 2 else 1 / 1.3
+
+    table = judge_table(family=["claims", "baseline-aggregate"])
+    judgement = run_judge(write_block_run(tmp_path / "run", effect=effect, table=table),
+                          baseline_doc=doc)
+    checks = by_name(judgement)
+    c2 = checks["off@c2 mean_ttft_ms vs baseline"]
+    assert (c2.verdict, c2.gate, c2.primary) == ("regression", False, False)
+    for mode in ("off", "on"):
+        agg = checks[aggregate(mode, "mean_ttft_ms")]
+        assert agg.primary and agg.gate and agg.verdict != "regression"
+    assert judgement.exit_code == 0 and judgement.overall != "regression"
+    assert judgement.family["size"] == 3 + 4
+
+
+def _block_logs(run: dict[str, Any], mode: str, metric: str) -> dict[tuple[int, int], float]:
+    """Per (start, block), the mean over concurrencies of log(value), from run.json."""
+    logs: dict[tuple[int, int], list[float]] = {}
+    for p in run["points"]:
+        if p["mode"] == mode:
+            logs.setdefault((p["start"], p["block"]), []).append(math.log(p["metrics"][metric]))
+    return {slot: statistics.mean(v) for slot, v in logs.items()}
+
+
+def test_baseline_aggregates_use_the_start_prior_with_one_start(tmp_path: Path) -> None:
+    """One start per side, 4 blocks (no trimming): each side's start component is the suite's
+    run_to_run_cv^2, so se^2 = 2 cv^2 + var(run blocks)/4 + var(baseline blocks)/4."""
+    cv = 0.03
+    table = judge_table(family=["baseline-aggregate"], run_to_run_cv=cv)
+    doc = baseline_doc(tmp_path, starts=1, blocks=4, table=table)
+    run_dir = write_block_run(tmp_path / "run", starts=1, blocks=4, table=table)
+    judgement = run_judge(run_dir, baseline_doc=doc)
+    names = [aggregate(m, k) for m in ("off", "on") for k in ("mean_ttft_ms", "median_tpot_ms")]
+    assert judgement.family == {"method": "holm", "size": 4, "checks": names}
+    checks = by_name(judgement)
+    run = load_run(run_dir)
+    base_run = load_run(tmp_path / "baseline-run")
+    for name in names:
+        check = checks[name]
+        assert check.primary and check.gate and check.kind == "baseline"
+        assert "start level from the prior" in check.reason
+        cur = list(_block_logs(run, check.mode, check.metric).values())
+        ref = list(_block_logs(base_run, check.mode, check.metric).values())
+        se2 = 2 * cv * cv + statistics.variance(cur) / 4 + statistics.variance(ref) / 4
+        assert check.interval.se ** 2 == pytest.approx(se2, rel=1e-5)
+        ratio = math.exp(statistics.mean(cur) - statistics.mean(ref))
+        assert check.interval.estimate == pytest.approx(ratio, rel=1e-5)
+    # the prefill and no-op claims are outside this family: reported, never gating
+    assert (checks[PREFILL].gate, checks[PREFILL].primary) == (False, False)
+    assert judgement.exit_code == 0
+
+
+def test_baseline_aggregates_measure_the_start_variance_with_three_starts(tmp_path: Path) -> None:
+    table = judge_table(family=["baseline-aggregate"])
+    doc = baseline_doc(tmp_path, starts=3, blocks=3, table=table)
+    judgement = run_judge(write_block_run(tmp_path / "run", starts=3, blocks=3, table=table),
+                          baseline_doc=doc)
+    for name in judgement.family["checks"]:
+        check = by_name(judgement)[name]
+        assert "start level measured+prior over 3 starts" in check.reason
+        assert "from the prior" not in check.reason
+        assert check.interval.n_repeats == 3
+
+
+def test_baseline_slower_than_the_run_by_a_third_is_a_gated_regression(tmp_path: Path) -> None:
+    table = judge_table(family=["claims", "baseline-aggregate"], run_to_run_cv=0.02)
+    doc = baseline_doc(tmp_path, table=table)
+    judgement = run_judge(write_block_run(tmp_path / "run", table=table,
+                                          effect=lambda *_: 1.35), baseline_doc=doc)
+    checks = by_name(judgement)
+    agg = checks[aggregate("on", "median_tpot_ms")]
+    assert (agg.verdict, agg.gate, agg.primary) == ("regression", True, True)
+    assert agg.current_value / agg.reference_value == pytest.approx(1.35, rel=0.05)
+    assert judgement.exit_code == 1
+
+
+def test_head_vs_base_aggregates_gate_under_ab_aggregate(tmp_path: Path) -> None:
+    table = judge_table(family=["ab-aggregate"], run_to_run_cv=0.02)
+
+    def effect(label: str, _conc: int, _start: int, _block: int) -> float:
+        return 1.3 if label.startswith("head-") else 1.0
+
+    judgement = run_judge(write_block_run(tmp_path / "run", arms=("base", "head"), table=table,
+                                          effect=effect))
+    names = [aggregate(m, k, "base") for m in ("off", "on")
+             for k in ("mean_ttft_ms", "median_tpot_ms")]
+    assert judgement.family["checks"] == names
+    checks = by_name(judgement)
+    for name in names:
+        assert checks[name].kind == "ab" and checks[name].verdict == "regression"
+    # head's own no-op claims are reported (not in this family) and pass: on == off in head
+    assert checks[PREFILL].verdict == "pass" and not checks[PREFILL].gate
+    assert judgement.exit_code == 1
+
+
+def test_single_concurrency_run_has_each_comparison_once(tmp_path: Path) -> None:
+    table = judge_table(family=["claims", "baseline-aggregate"])
+    doc = baseline_doc(tmp_path, concurrencies=(4,), table=table)
+    judgement = run_judge(write_block_run(tmp_path / "run", concurrencies=(4,), table=table),
+                          baseline_doc=doc)
+    names = [c.name for c in judgement.checks]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+def test_rolling_baseline_spread_replaces_the_prior_for_the_run_side(tmp_path: Path) -> None:
+    table = judge_table(family=["baseline-aggregate"], run_to_run_cv=0.3)
+    doc = baseline_doc(tmp_path, starts=5, blocks=2, table=table)     # five nights
+    judgement = run_judge(write_block_run(tmp_path / "run", starts=1, blocks=2, table=table),
+                          baseline_doc=doc, measured_run_spread=True)
+    assert any("replaces the suite's assumed run_to_run_cv" in n for n in judgement.notes)
+    for name in judgement.family["checks"]:
+        check = by_name(judgement)[name]
+        assert "from the prior" not in check.reason, check.reason
+
+
+# ------------------------------------------------------------------------- verdict.json
+
+
+def test_verdict_json_records_the_family_and_primary_flags(tmp_path: Path) -> None:
+    table = judge_table(family=["claims", "baseline-aggregate"])
+    doc = baseline_doc(tmp_path, table=table)
+    judgement = run_judge(write_block_run(tmp_path / "run", table=table), baseline_doc=doc)
+    out = verdict_json.build(judgement)
+    verdict_json.validate(out)
+    names = [PREFILL, noop("mean_ttft_ms"), noop("median_tpot_ms")] + [
+        aggregate(m, k) for m in ("off", "on") for k in ("mean_ttft_ms", "median_tpot_ms")]
+    assert out["family"]["method"] == "holm"
+    assert out["family"]["size"] == len(names) == out["family_size"]
+    assert sorted(out["family"]["checks"]) == sorted(names)
+    assert all("primary" in c for c in out["checks"])
+    assert {c["name"] for c in out["checks"] if c["primary"]} == set(names)
+    assert all(not c["gate"] for c in out["checks"] if not c["primary"])
+    assert len(out["checks"]) > len(names)                        # the per-point ones too

@@ -1,0 +1,280 @@
+"""servegate.judge.nested: the trimmed block mean (Yuen), the starts x blocks random-effects
+estimate and the paired / independent differences, against scipy and hand computations."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from servegate.judge.nested import (
+    Component,
+    independent_difference,
+    nested_mean,
+    paired_difference,
+    satterthwaite,
+    trimmed,
+)
+
+# ------------------------------------------------------------------------------- trimmed
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 9, 10, 13, 15, 20, 35])
+def test_trimmed_mean_is_scipys_trim_mean(n: int) -> None:
+    rng = np.random.default_rng(n)
+    values = rng.standard_t(3, size=(4, n))          # heavy tails: trimming matters
+    mean, _, _ = trimmed(values)
+    np.testing.assert_allclose(mean, sps.trim_mean(values, 0.2, axis=-1), rtol=1e-12)
+
+
+def test_yuen_variance_by_hand() -> None:
+    """n = 10: g = 2 cut from each end, the two lowest set to the 3rd value and the two highest
+    to the 8th, se^2 = sum of squares of the winsorized sample about its mean / (h (h - 1))."""
+    values = [3.0, -1.0, 7.5, 0.25, 2.0, 11.0, 4.0, -6.0, 1.5, 2.5]
+    x = sorted(values)
+    g, h = 2, 6
+    winsorized = [x[g]] * g + x[g:len(x) - g] + [x[len(x) - g - 1]] * g
+    w_mean = sum(winsorized) / len(winsorized)
+    ss = sum((v - w_mean) ** 2 for v in winsorized)
+    mean, se2, df = trimmed(np.array(values))
+    assert float(mean) == pytest.approx(sum(x[g:len(x) - g]) / h, rel=1e-12)
+    assert float(se2) == pytest.approx(ss / (h * (h - 1)), rel=1e-12)
+    assert float(df) == h - 1
+
+
+@pytest.mark.parametrize(("n_a", "n_b"), [(10, 7), (6, 12), (5, 5), (4, 9), (15, 8)])
+def test_yuen_terms_reproduce_scipys_trimmed_welch_test(n_a: int, n_b: int) -> None:
+    """Two independent samples: (mean_a - mean_b) / sqrt(se2_a + se2_b) is scipy's Yuen-Welch t,
+    and Welch-Satterthwaite over the two terms (df h - 1 each) is scipy's df."""
+    rng = np.random.default_rng(100 * n_a + n_b)
+    a = rng.standard_t(4, n_a) * 2.0 + 1.0
+    b = rng.standard_t(4, n_b) * 0.7
+    mean_a, se2_a, df_a = trimmed(a)
+    mean_b, se2_b, df_b = trimmed(b)
+    res = sps.ttest_ind(a, b, trim=0.2, equal_var=False)
+    t = (mean_a - mean_b) / math.sqrt(se2_a + se2_b)
+    assert float(t) == pytest.approx(float(res.statistic), rel=1e-10)
+    df = satterthwaite((Component(np.asarray(se2_a), np.asarray(df_a), "block"),
+                        Component(np.asarray(se2_b), np.asarray(df_b), "block")))
+    assert float(df) == pytest.approx(float(res.df), rel=1e-10)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_no_trimming_below_five_values(n: int) -> None:
+    values = np.array([1.0, 4.0, 2.5, 10.0][:n])
+    mean, se2, df = trimmed(values)
+    assert float(mean) == pytest.approx(statistics.mean(values.tolist()), rel=1e-12)
+    assert float(se2) == pytest.approx(statistics.variance(values.tolist()) / n, rel=1e-12)
+    assert float(df) == n - 1
+
+
+def test_five_values_trim_one_from_each_end() -> None:
+    mean, _, df = trimmed(np.array([100.0, 1.0, 2.0, 3.0, -50.0]))
+    assert float(mean) == pytest.approx(2.0) and float(df) == 2.0
+
+
+def test_one_value_has_no_standard_error() -> None:
+    mean, se2, df = trimmed(np.array([[3.5], [1.0]]))
+    np.testing.assert_array_equal(mean, [3.5, 1.0])
+    assert np.isnan(se2).all() and (df == 0).all()
+
+
+def test_satterthwaite_ignores_exact_and_empty_terms() -> None:
+    exact = Component(np.asarray(0.3), np.asarray(np.inf), "start")
+    empty = Component(np.asarray(0.0), np.asarray(0.0), "block")
+    measured = Component(np.asarray(0.1), np.asarray(4.0), "block")
+    assert float(satterthwaite((exact, measured))) == pytest.approx(0.4 ** 2 / (0.1 ** 2 / 4))
+    assert float(satterthwaite((exact, empty))) == math.inf
+
+
+# ------------------------------------------------------------------------------- nested_mean
+
+
+def test_one_start_takes_the_prior_exact_when_it_has_no_dof() -> None:
+    logs = np.array([[0.10, 0.30, 0.20, 0.60]])            # S = 1, B = 4: no trimming
+    within = statistics.variance([0.10, 0.30, 0.20, 0.60]) / 4
+    est = nested_mean(logs, prior_var=0.04, prior_dof=0.0)
+    assert est.between_source == "prior"
+    assert est.scalar("between_var") == 0.04
+    assert est.scalar("between_df") == math.inf
+    assert math.isnan(est.scalar("measured_between_var"))
+    assert est.scalar("theta") == pytest.approx(0.30)
+    assert est.scalar("se") ** 2 == pytest.approx(0.04 + within, rel=1e-12)
+    # the prior is exact: only the within part has finite df (B - 1 = 3)
+    assert est.scalar("df") == pytest.approx((0.04 + within) ** 2 / (within ** 2 / 3), rel=1e-12)
+    weighted = nested_mean(logs, prior_var=0.04, prior_dof=5.0)
+    assert weighted.between_source == "prior" and weighted.scalar("between_df") == 5.0
+    assert weighted.scalar("se") == pytest.approx(est.scalar("se"))
+
+
+def test_one_start_one_block_is_the_prior_alone() -> None:
+    est = nested_mean(np.array([[0.7]]), prior_var=0.09, prior_dof=0.0)
+    assert est.scalar("se") == pytest.approx(0.3) and est.scalar("df") == math.inf
+
+
+def test_between_starts_pooled_with_the_prior_by_hand() -> None:
+    """S = 3, B = 3 (n = 9, g = 1, h = 7), every step by hand: centres are the starts' medians,
+    the estimate their mean plus the trimmed mean of the pooled residuals; the block part is
+    Yuen's (n-1) s_w^2 / (h (h-1)) with s_w^2 over n - S; the start part is the spread of the
+    starts' winsorized means less S x the block part, pooled with the prior by dof."""
+    rows = [[0.0, 0.1, 0.2], [0.3, 0.5, 0.4], [1.0, 0.9, 1.2]]
+    centres = [statistics.median(r) for r in rows]                       # 0.1, 0.4, 1.0
+    residuals = sorted(v - c for r, c in zip(rows, centres, strict=True) for v in r)
+    kept = residuals[1:-1]
+    theta = statistics.mean(centres) + statistics.mean(kept)
+    low, high = residuals[1], residuals[-2]
+    winsorized = [min(max(v, low), high) for v in residuals]
+    w_mean = statistics.mean(winsorized)
+    s_w2 = sum((v - w_mean) ** 2 for v in winsorized) / (9 - 3)
+    within = 8 * s_w2 / (7 * 6)
+    start_means = [c + statistics.mean(min(max(v - c, low), high) for v in r)
+                   for r, c in zip(rows, centres, strict=True)]
+    measured = max(statistics.variance(start_means) - 3 * within, 0.0)
+    assert measured > 0
+    prior_var, prior_dof = 0.01, 4.0
+    between = (prior_dof * prior_var + 2 * measured) / (prior_dof + 2)
+    est = nested_mean(np.array(rows), prior_var=prior_var, prior_dof=prior_dof)
+    assert est.between_source == "measured+prior"
+    assert est.scalar("theta") == pytest.approx(theta, rel=1e-12)
+    assert est.scalar("measured_between_var") == pytest.approx(measured, rel=1e-12)
+    assert est.scalar("between_var") == pytest.approx(between, rel=1e-12)
+    assert est.scalar("between_df") == prior_dof + 2
+    assert est.scalar("se") ** 2 == pytest.approx(between / 3 + within, rel=1e-12)
+    parts = ((between / 3, prior_dof + 2), (within, 7 - 3))
+    df = sum(v for v, _ in parts) ** 2 / sum(v * v / d for v, d in parts)
+    assert est.scalar("df") == pytest.approx(df, rel=1e-12)
+    assert est.scalar("block_df") == 4
+    measured_only = nested_mean(np.array(rows), prior_var=prior_var, prior_dof=0.0)
+    assert measured_only.between_source == "measured"
+    assert measured_only.scalar("between_var") == pytest.approx(measured, rel=1e-12)
+    assert measured_only.scalar("between_df") == 2
+
+
+def test_a_burst_in_one_block_barely_moves_the_estimate() -> None:
+    """One block +50 % (an interference burst) among 2 starts x 4 blocks: the plain mean moves
+    by 0.405 / 8 = 0.051, the nested estimate (trimmed residuals) by under a tenth of that."""
+    rng = np.random.default_rng(11)
+    logs = rng.normal(0.0, 0.01, (2, 4))
+    burst = logs.copy()
+    burst[1, 2] += math.log(1.5)
+    plain = nested_mean(logs, prior_var=0.0, prior_dof=0.0).scalar("theta")
+    moved = nested_mean(burst, prior_var=0.0, prior_dof=0.0).scalar("theta")
+    assert float(burst.mean() - logs.mean()) == pytest.approx(math.log(1.5) / 8)
+    assert abs(moved - plain) < 0.005
+
+
+def test_between_never_negative() -> None:
+    """Start means closer than their within noise allows: the measured part is 0, not negative."""
+    rows = [[0.0, 1.0, 2.0], [0.1, 1.1, 1.9], [2.0, 0.0, 1.05]]
+    est = nested_mean(np.array(rows), prior_var=0.5, prior_dof=2.0)
+    assert est.scalar("measured_between_var") == 0.0
+    assert est.scalar("between_var") == pytest.approx(2 * 0.5 / 4)
+
+
+def test_leading_axes_are_nights() -> None:
+    rng = np.random.default_rng(7)
+    logs = rng.standard_t(3, (9, 3, 6)) * 0.05 + rng.normal(0, 0.1, (9, 3, 1))
+    all_nights = nested_mean(logs, prior_var=0.002, prior_dof=10.0)
+    assert all_nights.theta.shape == (9,)
+    for night in range(9):
+        one = nested_mean(logs[night], prior_var=0.002, prior_dof=10.0)
+        for name in ("theta", "se", "df", "block_var", "block_df", "between_var",
+                     "between_df", "measured_between_var"):
+            assert getattr(all_nights, name)[night] == pytest.approx(one.scalar(name),
+                                                                     rel=1e-12), name
+
+
+def test_nested_mean_rejects_flat_input() -> None:
+    with pytest.raises(ValueError, match="starts, blocks"):
+        nested_mean(np.array([1.0, 2.0]), prior_var=0.0, prior_dof=0.0)
+
+
+# ------------------------------------------------------------------------------- differences
+
+
+def _two_modes(seed: int, starts: int = 3, blocks: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    current = 0.05 + rng.normal(0, 0.03, (1, starts, blocks))
+    reference = rng.normal(0, 0.03, (1, starts, blocks))
+    return current, reference
+
+
+@pytest.mark.parametrize("starts", [1, 3])
+def test_paired_difference_cancels_a_start_effect(starts: int) -> None:
+    current, reference = _two_modes(1, starts)
+    plain = paired_difference(current, reference, interaction_var=1e-4, interaction_dof=10.0)
+    shift = np.array([5.0, -3.0, 0.7][:starts]).reshape(1, starts, 1)
+    moved = paired_difference(current + shift, reference + shift, interaction_var=1e-4,
+                              interaction_dof=10.0)
+    for name in ("theta", "se", "df"):
+        assert moved.scalar(name) == pytest.approx(plain.scalar(name), rel=1e-9, abs=1e-12)
+    assert plain.parts[0].components[0].level == "interaction"
+    assert "blocks-paired" in plain.method
+
+
+def test_independent_difference_counts_the_start_effect() -> None:
+    current, reference = _two_modes(2)
+    plain = independent_difference(current, reference, start_var=1e-4, start_dof=10.0)
+    shift = np.array([0.5, -0.3, 0.1]).reshape(1, 3, 1)
+    moved = independent_difference(current + shift, reference + shift, start_var=1e-4,
+                                   start_dof=10.0)
+    assert moved.scalar("se") > 3 * plain.scalar("se")
+    assert moved.parts[0].scalar("measured_between_var") > 0.05
+    # the start level is pooled over both sides (2 dof each) and the prior (10 dof)
+    cur = nested_mean(current + shift, prior_var=1e-4, prior_dof=10.0)
+    ref = nested_mean(reference + shift, prior_var=1e-4, prior_dof=10.0)
+    pooled = (10 * 1e-4 + 2 * cur.scalar("measured_between_var")
+              + 2 * ref.scalar("measured_between_var")) / 14
+    block = cur.components[1].var[0] + ref.components[1].var[0]
+    assert moved.scalar("se") ** 2 == pytest.approx(2 * pooled / 3 + block)
+    assert moved.parts[0].scalar("between_df") == 14
+    assert moved.scalar("theta") == pytest.approx(cur.scalar("theta") - ref.scalar("theta"))
+    assert [c.level for c in moved.components] == ["start", "block", "start", "block"]
+    assert moved.scalar("df") == pytest.approx(float(satterthwaite(moved.components)[0]))
+
+
+def test_one_start_run_takes_the_start_level_its_reference_measured() -> None:
+    """A one-start run against a five-start reference: both sides use the reference's measured
+    start spread (pooled with the prior), not the prior alone."""
+    rng = np.random.default_rng(5)
+    reference = rng.normal(0.0, 0.2, (1, 5, 1)) + rng.normal(0.0, 0.01, (1, 5, 4))
+    current = rng.normal(0.0, 0.01, (1, 1, 4))
+    diff = independent_difference(current, reference, start_var=0.3 ** 2, start_dof=0.0)
+    measured = nested_mean(reference, prior_var=0.0, prior_dof=0.0)
+    assert diff.parts[0].between_source == "measured"
+    assert diff.parts[0].scalar("between_var") == pytest.approx(
+        measured.scalar("measured_between_var"))
+
+
+def test_the_same_start_effects_on_both_sides_cancel() -> None:
+    """Each start keeps its own level (the mean of the starts' medians): the same start
+    effects on both sides move both by their mean, so the difference is unchanged, exactly."""
+    current, reference = _two_modes(2)
+    plain = independent_difference(current, reference, start_var=1e-4, start_dof=10.0)
+    shift = np.array([0.5, -0.3, 0.1]).reshape(1, 3, 1)
+    moved = independent_difference(current + shift, reference + shift, start_var=1e-4,
+                                   start_dof=10.0)
+    assert moved.scalar("theta") == pytest.approx(plain.scalar("theta"), abs=1e-12)
+    medians = np.median(current[0], axis=-1)
+    residuals = (current[0] - medians[:, None]).ravel()
+    assert nested_mean(current, prior_var=0.0, prior_dof=0.0).scalar("theta") == \
+        pytest.approx(float(np.mean(medians) + sps.trim_mean(residuals, 0.2)), rel=1e-12)
+
+
+def test_paired_interval_covers_the_true_difference_at_95_percent() -> None:
+    """4000 simulated runs of S = 2 starts x B = 6 block pairs: block noise 0.065 (log-sd),
+    a start effect 0.08 shared by both modes, a start x mode interaction 0.01 as the prior
+    says (10 dof). The 95 % interval theta +- t(df) se covers the true 3 % at 93-97 %."""
+    rng = np.random.default_rng(20261201)
+    nights, starts, blocks, delta = 4000, 2, 6, 0.03
+    start = rng.normal(0.0, 0.08, (nights, starts, 1))
+    interaction = rng.normal(0.0, 0.01, (nights, starts, 1))
+    current = delta + start + interaction + rng.normal(0.0, 0.065, (nights, starts, blocks))
+    reference = start + rng.normal(0.0, 0.065, (nights, starts, blocks))
+    diff = paired_difference(current, reference, interaction_var=0.01 ** 2, interaction_dof=10.0)
+    half = sps.t.ppf(0.975, diff.df) * diff.se
+    coverage = float(np.mean(np.abs(diff.theta - delta) <= half))
+    assert 0.93 <= coverage <= 0.97, coverage
