@@ -10,6 +10,9 @@ import pytest
 from servegate import bench
 from servegate.serve.process import ServerError
 
+# suites/cpu.toml before [design] (a server start per mode and repeat: bench's _run_slot path)
+LEGACY_CPU = Path(__file__).resolve().parent / "data" / "suites" / "legacy" / "cpu.toml"
+
 
 @pytest.fixture
 def no_model_prep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -28,13 +31,14 @@ def test_interrupt_leaves_incomplete_run(monkeypatch: pytest.MonkeyPatch, tmp_pa
     def interrupted(ctx: bench.Context, *args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench, "_run_slot", interrupted)
+    monkeypatch.setattr(bench, "_run_in_server", interrupted)   # cpu: every mode in one start
     code = bench.main(["--suite", "cpu", "--results-dir", str(tmp_path / "results")])
     run_dir, err = _last_line(capsys)
     assert code == 130
     run = json.loads((run_dir / "run.json").read_text())
     assert run["complete"] is False and run["error"].startswith("interrupted")
     assert run["suite"] == "cpu" and run["runner_class"] == "cpu" and run["points"] == []
+    assert run["design"]["in_server"] is True
     assert "INCOMPLETE" in (run_dir / "summary.md").read_text()
     assert "servegate bench: interrupted" in err
 
@@ -46,14 +50,15 @@ def test_infra_failure_exit_2_with_log_tail(monkeypatch: pytest.MonkeyPatch, tmp
         raise ServerError("server exited with code 1 before it was ready (log: x)",
                           "ImportError: cannot import name 'foo' from 'sgl_kernel'")
 
-    monkeypatch.setattr(bench, "_run_slot", broken)
-    code = bench.main(["--suite", "cpu", "--results-dir", str(tmp_path)])
+    monkeypatch.setattr(bench, "_run_slot", broken)      # the legacy suite: a start per mode
+    code = bench.main(["--suite", str(LEGACY_CPU), "--results-dir", str(tmp_path)])
     run_dir, err = _last_line(capsys)
     assert code == 2
     assert "cannot import name 'foo'" in err
     assert err.strip().splitlines()[-1].startswith("servegate bench: ServerError: server exited")
     run = json.loads((run_dir / "run.json").read_text())
     assert run["complete"] is False and "ServerError" in run["error"]
+    assert run["suite"] == "cpu" and run["design"]["in_server"] is False
 
 
 def test_input_errors_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -88,7 +93,7 @@ def test_suite_file_outside_suites_is_judged_with_its_own_table(
     def interrupted(ctx: bench.Context, *args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench, "_run_slot", interrupted)
+    monkeypatch.setattr(bench, "_run_in_server", interrupted)
     bench.main(["--suite", str(other), "--results-dir", str(tmp_path / "results")])
     [run_dir] = (tmp_path / "results").iterdir()
     recorded = json.loads((run_dir / "run.json").read_text())

@@ -4,6 +4,7 @@ the judge does for one night (few nights here; the >= 1000-night table is in doc
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,16 +16,22 @@ from servegate.judge.stats import classify, log_bounds, verdict
 
 KEYS = {"suite", "repeats", "run_cv", "nights", "checks", "aa_false_alarm",
         "aa_false_alarm_ci", "noop_false_failure", "power"}
+# suites/nightly.toml before [design] (three repeats: a server start per mode and repeat), the
+# design the legacy simulation (design_for, calibrate) is for
+LEGACY_NIGHTLY = str(Path(__file__).resolve().parent / "data" / "suites" / "legacy"
+                     / "nightly.toml")
 
 
 def test_json_contract_and_seeded(capsys):
-    args = ["--json", "--suite", "nightly", "--run-cv", "0.02", "--nights", "60", "--seed", "7"]
+    args = ["--json", "--suite", LEGACY_NIGHTLY, "--run-cv", "0.02", "--nights", "60",
+            "--seed", "7"]
     assert cal.main(args) == 0
     doc = json.loads(capsys.readouterr().out)
     [row] = doc["designs"]
     assert set(row) >= KEYS
     assert set(row["power"]) == {"0.05", "0.10"}
-    assert (row["suite"], row["repeats"], row["run_cv"], row["nights"]) == ("nightly", 3, 0.02, 60)
+    assert (row["suite"], row["repeats"], row["run_cv"], row["nights"]) == (
+        LEGACY_NIGHTLY, 3, 0.02, 60)
     low, high = row["aa_false_alarm_ci"]
     assert low <= row["aa_false_alarm"] <= high
     assert row["checks"] > 60                        # baseline checks + no-op claims + accuracy
@@ -34,7 +41,8 @@ def test_json_contract_and_seeded(capsys):
 
 
 def test_power_grows_with_the_slowdown_and_aa_stays_quiet():
-    row = cal.calibrate(cal.design_for("nightly"), 0.02, nights=120, seed=3)
+    row = cal.calibrate(cal.design_for(LEGACY_NIGHTLY), 0.02, nights=120, seed=3)
+    assert row["repeats"] == 3
     curve = [row["power_curve"][k] for k in sorted(row["power_curve"], key=float)]
     assert curve == sorted(curve) and curve[-1] > 0.95
     assert row["aa_false_alarm"] <= 0.05

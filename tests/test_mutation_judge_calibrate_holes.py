@@ -26,6 +26,10 @@ from servegate.config.judge import JudgeConfig
 from servegate.judge import calibrate as cal
 
 Arrays = tuple[np.ndarray, np.ndarray]
+# suites/ before [design] ([suite].repeats): the suites the legacy simulation (design_for,
+# calibrate) is for; the shipped cpu, premerge and nightly go to calibrate_blocks
+LEGACY_SUITES = Path(__file__).resolve().parent / "data" / "suites" / "legacy"
+LEGACY_CPU = str(LEGACY_SUITES / "cpu.toml")
 
 
 def _design(*, repeats: int = 1, concs: tuple[int, ...] = (4,), prompts: tuple[int, ...] = (20,),
@@ -79,7 +83,7 @@ class _Recorder:
 
 ROW: dict[str, Any] = {"repeats": 3, "checks": 7, "aa_false_alarm": 0.0125,
                        "aa_false_alarm_ci": [0.001, 0.25], "noop_false_failure": 0.5,
-                       "power": {}, "slowdown_80": 1.0}
+                       "power": {}, "slowdown_80": 1.0, "runner_class": "cpu"}
 
 
 def test_defaults_of_the_command(monkeypatch: pytest.MonkeyPatch,
@@ -87,8 +91,8 @@ def test_defaults_of_the_command(monkeypatch: pytest.MonkeyPatch,
     """Without options: the three true CVs, 1000 nights, the documented seed, batches of 200."""
     fake = _Recorder(ROW)
     monkeypatch.setattr(cal, "calibrate", fake)
-    assert cal.main(["--suite", "cpu"]) == 0
-    assert fake.calls == [("cpu", cv, 1000, 20261130, 200) for cv in (0.01, 0.02, 0.04)]
+    assert cal.main(["--suite", LEGACY_CPU]) == 0
+    assert fake.calls == [(LEGACY_CPU, cv, 1000, 20261130, 200) for cv in (0.01, 0.02, 0.04)]
     assert capsys.readouterr().out.splitlines()[-1].startswith("1000 nights per row, seed 20261130")
 
 
@@ -96,24 +100,33 @@ def test_argv_defaults_to_the_command_line_and_one_night_is_enough(
         monkeypatch: pytest.MonkeyPatch) -> None:
     fake = _Recorder(ROW)
     monkeypatch.setattr(cal, "calibrate", fake)
-    monkeypatch.setattr(sys, "argv", ["servegate calibrate", "--suite", "cpu", "--nights", "1",
-                                      "--batch", "1", "--run-cv", "0", "--seed", "9"])
+    monkeypatch.setattr(sys, "argv", ["servegate calibrate", "--suite", LEGACY_CPU,
+                                      "--nights", "1", "--batch", "1", "--run-cv", "0",
+                                      "--seed", "9"])
     assert cal.main() == 0
-    assert fake.calls == [("cpu", 0.0, 1, 9, 1)]
+    assert fake.calls == [(LEGACY_CPU, 0.0, 1, 9, 1)]
 
 
 def test_table_and_json_of_a_canned_row(monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    """Powers not simulated print as 0; the 80 % step as a whole percent; the wall time is the
-    clock's difference, to 0.1 s; the JSON is indented by one space."""
+    """Powers not simulated print as 0; the 80 % step as a whole percent; a legacy row's shape
+    as r<repeats> and a dash for the block CV and the claim; the wall time is the clock's
+    difference, to 0.1 s; the JSON is indented by one space."""
+    from servegate.config import suites
+
+    # "cpu" resolves to the legacy file, so the row's suite is the short name (its column's
+    # padding is pinned too)
+    monkeypatch.setattr(suites, "SUITES_DIR", LEGACY_SUITES)
     monkeypatch.setattr(cal, "calibrate", _Recorder(ROW))
     clock = iter([100.0, 102.34, 200.0, 202.34])
     monkeypatch.setattr(cal, "time", SimpleNamespace(monotonic=lambda: next(clock)))
     args = ["--suite", "cpu", "--run-cv", "0.02", "--nights", "8", "--seed", "5"]
     assert cal.main(args) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].split() == ["cpu", "3", "2.0%", "7", "0.0125", "[0.0010,", "0.2500]",
-                                "0.5000", "0.000", "0.000", "100%"]
+    assert lines[0] == ("suite      runner      SxB run_cv blk_cv checks       A/A alarm [95% CI]"
+                        " no-op fail power 5% power 10%  80% at claim 5.4/9.5%")
+    assert lines[1] == ("cpu        cpu          r3   2.0%      -      7   0.0125 [0.0010, 0.2500]"
+                        "     0.5000    0.000     0.000    100%              -")
     assert lines[2] == "8 nights per row, seed 5, 2.3 s"
     assert cal.main([*args, "--json"]) == 0
     out = capsys.readouterr().out
@@ -229,6 +242,9 @@ def test_cpu_design_reads_each_cv_from_its_own_quantity(monkeypatch: pytest.Monk
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(doc))
     monkeypatch.setattr(cal, "BASELINES_DIR", tmp_path)
+    from servegate.config import suites
+
+    monkeypatch.setattr(suites, "SUITES_DIR", LEGACY_SUITES)     # the legacy cpu, by its name
     design = cal.design_for("cpu")
     assert design.ttft_cv == pytest.approx(1.0) and design.tpot_cv == pytest.approx(0.5)
 

@@ -21,6 +21,9 @@ from servegate.config.judge import JudgeConfig
 from servegate.judge import calibrate as cal
 
 GRID = cal.SLOWDOWN_GRID
+# suites/ before [design] ([suite].repeats): the designs of the legacy simulation
+LEGACY_SUITES = Path(__file__).resolve().parent / "data" / "suites" / "legacy"
+LEGACY_NIGHTLY = LEGACY_SUITES / "nightly.toml"            # three repeats
 
 
 def _design(*, prompts: int = 400, modes: tuple[str, ...] = ("off",), cv: float = 0.001,
@@ -132,12 +135,13 @@ def test_the_table_and_json_of_a_suite_file(tmp_path: Path,
     args = ["--suite", suite, "--run-cv", "0,0.5", "--nights", "10", "--seed", "3"]
     assert cal.main(args) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["suite", "rep", "run_cv", "checks", "A/A", "alarm", "[95%",
-                                "CI]", "no-op", "fail", "power", "5%", "power", "10%", "80%",
-                                "at"]
-    assert lines[1].split()[1:] == ["1", "0.0%", "1", "0.0000", "[0.0000,", "0.3085]",
-                                    "0.0000", "1.000", "1.000", "5%"]
-    assert lines[2].split()[1:3] == ["1", "50.0%"]
+    assert lines[0] == ("suite      runner      SxB run_cv blk_cv checks       A/A alarm [95% CI]"
+                        " no-op fail power 5% power 10%  80% at claim 5.4/9.5%")
+    # a legacy design's row: r<repeats> for the shape, a dash for the block CV and the claim
+    assert lines[1] == (f"{suite} mi300x       r1   0.0%      -      1   0.0000 [0.0000, 0.3085]"
+                        "     0.0000    1.000     1.000      5%              -")
+    assert lines[2].startswith(f"{suite} mi300x       r1  50.0%      -      1 ")
+    assert lines[2].endswith("              -")
     assert lines[3].startswith("10 nights per row, seed 3, ") and lines[3].endswith(" s")
     assert len(lines) == 4
     assert cal.main([*args, "--json"]) == 0
@@ -152,8 +156,10 @@ def test_a_row_without_80_percent_power_prints_a_dash(tmp_path: Path,
     path = _suite_file(tmp_path)
     path.write_text(path.read_text().replace("num_prompts = [20000]", "num_prompts = [1]"))
     assert cal.main(["--suite", str(path), "--run-cv", "0", "--nights", "5"]) == 0
-    row = capsys.readouterr().out.splitlines()[1].split()
-    assert row[-3:] == ["0.000", "0.000", "-"]
+    row = capsys.readouterr().out.splitlines()[1]
+    # power 5 %, power 10 %, the 80 % step (a dash) and the claim (a dash: a legacy design)
+    assert row.endswith("    0.000     0.000       -              -")
+    assert row.split()[-4:] == ["0.000", "0.000", "-", "-"]
 
 
 @pytest.mark.parametrize("args", [["--nights", "0"], ["--batch", "0"], ["--run-cv", "-0.1"],
@@ -173,21 +179,44 @@ def test_defaults() -> None:
 
 # ------------------------------------------------------------------ the harness's own pieces
 
-def test_design_of_the_nightly_suite() -> None:
-    from servegate.config import load_suite, suite_path
-    suite = load_suite(suite_path("nightly"))
-    design = cal.design_for("nightly")
+def test_design_of_the_legacy_nightly_suite() -> None:
+    from servegate.config import load_suite
+    suite = load_suite(LEGACY_NIGHTLY)
+    design = cal.design_for(str(LEGACY_NIGHTLY))
     assert (design.suite, design.repeats, design.concurrencies, design.num_prompts,
             design.output_len, design.questions, design.modes) == (
-        "nightly", 3, tuple(suite.load.concurrency), tuple(suite.load.num_prompts), 1024, 1319,
-        ("off", "on"))
+        str(LEGACY_NIGHTLY), 3, tuple(suite.load.concurrency), tuple(suite.load.num_prompts),
+        1024, 1319, ("off", "on"))
     assert design.runner_class == "mi300x"           # the first class exact fill is off on
     assert design.config == suite.judge
     assert (design.ttft_cv, design.tpot_cv) == (0.30, 0.10)
 
 
-def test_the_cpu_design_takes_its_request_cvs_from_the_stored_baseline() -> None:
+def test_block_design_of_the_nightly_suite() -> None:
+    """The shipped nightly ([design]: 2 starts x 6 blocks) as calibrate_blocks simulates it: on
+    a gated class (MI355X) off and on, elsewhere every mode of the suite."""
+    from servegate.config import load_suite, suite_path
+    from servegate.judge.calibrate_blocks import block_design
+    suite = load_suite(suite_path("nightly"))
+    gated = block_design(suite, "mi355x")
+    assert (gated.suite, gated.runner, gated.starts, gated.blocks, gated.modes,
+            gated.concurrencies, gated.questions, gated.gated) == (
+        "nightly", "mi355x", 2, 6, ("off", "on"), tuple(suite.load.concurrency), 1319, True)
+    assert gated.concurrencies == (4, 8, 16, 32, 64)
+    assert gated.config == suite.judge
+    ungated = block_design(suite, "mi300x")
+    assert (ungated.starts, ungated.blocks, ungated.modes, ungated.questions, ungated.gated) == (
+        2, 6, ("off", "on", "forced"), 1319, False)
+
+
+def test_the_cpu_design_takes_its_request_cvs_from_the_stored_baseline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from servegate.config import suites
+
+    # the legacy cpu suite by its name (the stored baseline is looked up by the name given)
+    monkeypatch.setattr(suites, "SUITES_DIR", LEGACY_SUITES)
     design = cal.design_for("cpu")
+    assert design.repeats == 1 and design.modes == ("off", "on")
     assert design.runner_class == "cpu" and design.questions > 0
     assert design.cv_source == ("stored CPU baseline baselines/cpu/smollm2-135m/cpu.json "
                                 "(log-sd per point, averaged)")

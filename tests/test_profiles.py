@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from servegate.config import ConfigError, load_profile, load_suite, suite_path
+from servegate.config import ConfigError, Design, load_profile, load_suite, suite_path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"
+# suites/cpu.toml before [design] (it still has [suite].repeats)
+LEGACY_CPU = ROOT / "tests" / "data" / "suites" / "legacy" / "cpu.toml"
 
 
 def test_shipped_suites_load() -> None:
@@ -36,7 +38,21 @@ def test_shipped_suites_load() -> None:
         assert suite.load.range_ratio == 1.0
         assert suite.load.concurrency == (4, 8, 16, 32, 64)
         assert len(suite.load.num_prompts) == 5
-    assert load_suite(suite_path("nightly")).repeats > 1
+    # cpu, premerge and nightly run every mode inside each server start ([design]); nightly
+    # replicates over server starts, premerge and cpu use one
+    designs = {name: load_suite(suite_path(name)) for name in ("cpu", "premerge", "nightly")}
+    assert {name: (s.design, s.repeats, s.notes) for name, s in designs.items()} == {
+        "cpu": (Design(starts=1, blocks=4), 1, ()),
+        "premerge": (Design(starts=1, blocks=4), 1, ()),
+        "nightly": (Design(starts=2, blocks=6), 1, ())}
+    assert all(s.effective_design is s.design and s.design.in_server for s in designs.values())
+    assert designs["nightly"].effective_design.starts > 1
+    # the CPU gate suites keep the design before [design]: a server start per mode and repeat
+    for name in ("cpu-gate", "cpu-gfx95"):
+        suite = load_suite(suite_path(name))
+        assert (suite.design, suite.repeats) == (None, 1), name
+        assert suite.effective_design == Design(starts=1, blocks=1, in_server=False), name
+        assert len(suite.notes) == 1 and "suite.repeats = 1" in suite.notes[0], name
     assert cpu.load.range_ratio == 1.0          # absent: the client's old fixed lengths
 
 
@@ -98,7 +114,7 @@ def test_invalid_toml_is_reported(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [
-    ("repeats = 1", "repeats = 1\nrepeat = 2", r"cpu.toml: \[suite\]: unknown key 'repeat'"),
+    ("blocks = 4", "blocks = 4\nblock = 2", r"cpu.toml: \[design\]: unknown key 'block'"),
     ('modes = ["off", "on", "forced"]', 'modes = ["off", "fast"]',
      r"cpu.toml: suite.modes: 'fast' is not one of"),
     ("num_prompts = [8, 12]", "num_prompts = [8]",
@@ -124,6 +140,20 @@ def test_suite_errors_name_file_and_key(tmp_path: Path, old: str, new: str,
     models = _copy_models(tmp_path)
     suite = tmp_path / "cpu.toml"
     shutil.copy(ROOT / "suites" / "cpu.toml", suite)
+    _edit(suite, old, new)
+    with pytest.raises(ConfigError, match=message):
+        load_suite(suite, models_dir=models)
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("repeats = 1", "repeats = 1\nrepeat = 2", r"cpu.toml: \[suite\]: unknown key 'repeat'"),
+])
+def test_legacy_suite_errors_name_file_and_key(tmp_path: Path, old: str, new: str,
+                                               message: str) -> None:
+    """The same, on a suite with [suite].repeats (the design before [design])."""
+    models = _copy_models(tmp_path)
+    suite = tmp_path / "cpu.toml"
+    shutil.copy(LEGACY_CPU, suite)
     _edit(suite, old, new)
     with pytest.raises(ConfigError, match=message):
         load_suite(suite, models_dir=models)
