@@ -41,6 +41,7 @@ from servegate.history.store import HistoryError, add_run
 from servegate.judge.baselines import baseline_path, run_identity
 from servegate.measure import logparse
 from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl, run_client
+from servegate.measure.client_host import ClientHost
 from servegate.measure.exactfill import check_block_effective, check_effective, device_double
 from servegate.measure.interference import BlockMonitor
 from servegate.plan import PlannedPoint, ServerSlot, build_block_plan, build_plan, total_points
@@ -156,7 +157,7 @@ def _progress(console: Console, total: int) -> Iterator[tuple[Progress, Any]]:
 
 
 def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: str,
-                   control: ModeControl | None = None) -> Point:
+                   control: ModeControl | None = None, host: ClientHost | None = None) -> Point:
     """One block: the client against ``server``; with ``control`` (in-server design) the
     exact-fill read-back is the mode switch's acknowledgements in this block's log slice."""
     suite, run_dir = ctx.suite, ctx.run_dir
@@ -173,8 +174,12 @@ def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel:
                         seed=planned.seed, warmup_requests=suite.load.warmup_requests,
                         range_ratio=suite.load.range_ratio, output_file=jsonl)
     try:
-        run_client(client_argv(ctx.python, point), client_log, suite.load.point_timeout_s,
-                   env=ctx.client_env(planned.arm), watch=server.check_alive)
+        argv = client_argv(ctx.python, point)
+        if host is None:
+            run_client(argv, client_log, suite.load.point_timeout_s,
+                       env=ctx.client_env(planned.arm), watch=server.check_alive)
+        else:           # the same client and argv, imported once for all blocks of a start
+            host.run(argv[3:], client_log, suite.load.point_timeout_s, watch=server.check_alive)
     except ClientError:
         server.check_alive()            # a dead server is the cause, not the client's failure
         raise
@@ -322,14 +327,17 @@ def _run_in_server(ctx: Context, slot: ServerSlot, progress: Progress, task: Any
     progress.update(task, description=f"starting server {slot.label} (modes "
                                       f"{', '.join(slot.modes)})")
     runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
-    with _start_server(ctx, slot, log_rel, control) as server:
+    host = ClientHost(ctx.python, _worker_env(ctx.client_env(slot.arm)),
+                      ctx.run_dir / "client" / f"{slot.label}.worker.log")
+    host.launch()                       # the client imports while the server loads
+    with host, _start_server(ctx, slot, log_rel, control) as server:
         control.register(expected_schedulers(list(runner_profile.args)),
                          timeout_s=SWITCH_TIMEOUT_S)
         for planned in slot.points:
             _switch(ctx, server, control, planned.mode)
             progress.update(task, description=f"{planned.mode} c={planned.concurrency} "
                                               f"s{planned.start} b{planned.block}")
-            point = _measure_point(ctx, server, planned, log_rel, control)
+            point = _measure_point(ctx, server, planned, log_rel, control, host)
             ctx.session.add_point(point)
             _log_point(ctx, planned, point)
             progress.advance(task)
@@ -337,6 +345,17 @@ def _run_in_server(ctx: Context, slot: ServerSlot, progress: Progress, task: Any
             for mode in slot.modes:         # GSM8K per mode in this server: paired per question
                 _switch(ctx, server, control, mode)
                 _accuracy(ctx, server, f"{slot.arm}-{mode}" if slot.arm else mode)
+
+
+def _worker_env(env: dict[str, str] | None) -> dict[str, str]:
+    """The client worker imports servegate too: this checkout's package goes on its path
+    (after an arm's sglang tree, which stays first)."""
+    base = dict(os.environ if env is None else env)
+    here = str(Path(__file__).resolve().parents[1])
+    parts = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if here not in parts:
+        parts.append(here)
+    return {**base, "PYTHONPATH": os.pathsep.join(parts)}
 
 
 def _log_point(ctx: Context, planned: PlannedPoint, point: Point) -> None:

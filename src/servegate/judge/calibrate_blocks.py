@@ -356,3 +356,45 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
         row["claim_power"] = None
         row["claim_false_confirmation"] = None
     return row
+
+
+def paired_effect_power(starts: int, blocks: int, effect: float, noise: Noise, *,
+                        floor: float, prior_cv: float, prior_dof: float, nights: int = 4000,
+                        seed: int = 20261201, confidence: float = 0.95) -> dict[str, float]:
+    """Power of one reported mode-vs-mode check (e.g. the forced-vs-off experiment) in a
+    ``starts`` x ``blocks`` design: the share of nights whose interval (at ``confidence``)
+    excludes no change, and whose verdict is a regression past ``floor``, when the true
+    slowdown is ``effect``. The same bursty block model and the judge's paired estimator."""
+    rng = np.random.default_rng([seed, starts, blocks, int(effect * 1e6)])
+    core = noise.block_cv / CORE_RATIO
+
+    def blocks_of(shift: float) -> np.ndarray:
+        shape = (nights, starts, blocks)
+        block = rng.normal(0.0, core, shape)
+        block += np.where(rng.random(shape) < BURST_P,
+                          rng.uniform(*BURST_SDS, shape) * core, 0.0)
+        interaction = rng.normal(0.0, noise.interaction_cv, (nights, starts, 1))
+        return block + interaction + shift
+
+    start = rng.normal(0.0, noise.run_cv, (nights, starts, 1))
+    diff = paired_difference(start + blocks_of(math.log1p(effect)), start + blocks_of(0.0),
+                             interaction_var=prior_cv ** 2, interaction_dof=prior_dof)
+    q = sps.t.ppf(0.5 + confidence / 2, diff.df)
+    low, high = diff.theta - q * diff.se, diff.theta + q * diff.se
+    codes = classify(np.expm1(low), np.expm1(high), floor, "lower")
+    return {"excludes_no_change": float(np.mean(low > 0)),
+            "regression": float(np.mean(codes == 1))}
+
+
+def smallest_paired_effect(starts: int, blocks: int, noise: Noise, *, floor: float,
+                           prior_cv: float, prior_dof: float, power: float = 0.8,
+                           grid: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4,
+                                                      0.5, 0.75, 1.0)) -> float | None:
+    """The smallest slowdown on ``grid`` a mode-vs-mode check calls a regression past its
+    floor in at least ``power`` of nights (None: beyond the grid)."""
+    for effect in grid:
+        result = paired_effect_power(starts, blocks, effect, noise, floor=floor,
+                                     prior_cv=prior_cv, prior_dof=prior_dof)
+        if result["regression"] >= power:
+            return effect
+    return None

@@ -1,0 +1,60 @@
+"""A long-lived host for sglang's own serving client: ``python -m servegate.measure.client_worker``.
+
+Why: a block is one client run, and ``python -m sglang.benchmark.serving`` spends 10-15 s of a
+2-core machine importing sglang before it sends a request; with every mode inside one server
+and many short blocks, that start-up cost would dominate the run. This worker imports the
+client once and then runs ``sglang.benchmark.serving.cli_main`` (the very entry point the
+command line calls, with the same argv) once per request, its output in the block's own log.
+The client seeds ``random``/``numpy`` from ``--seed`` inside every run, so a block's prompts are
+the same as from a fresh process.
+
+Protocol (one JSON object per line): stdin ``{"argv": [...], "log": "path"}``; stdout
+``{"rc": 0}`` or ``{"rc": N, "error": "..."}``. EOF on stdin ends the worker. Standard library
+and sglang only: this runs in the sglang environment, where servegate is on the path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import traceback
+
+
+def _run_one(argv: list[str], log_path: str) -> dict[str, object]:
+    from sglang.benchmark import serving
+
+    saved = sys.argv
+    with open(log_path, "a", encoding="utf-8") as log, \
+            contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        sys.argv = ["sglang.benchmark.serving", *argv]
+        try:
+            serving.cli_main()
+        except SystemExit as err:           # argparse errors and explicit exits
+            code = err.code if isinstance(err.code, int) else 1
+            return {"rc": code, "error": f"client exited with {err.code!r}"} if code else \
+                {"rc": 0}
+        except BaseException as err:        # the client's own failure, kept in its log
+            traceback.print_exc()
+            return {"rc": 1, "error": f"{type(err).__name__}: {err}"}
+        finally:
+            sys.argv = saved
+    return {"rc": 0}
+
+
+def main() -> int:
+    from sglang.benchmark import serving  # noqa: F401  (import once, before the first block)
+
+    out = sys.stdout
+    print(json.dumps({"ready": True}), file=out, flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        reply = _run_one([str(a) for a in request["argv"]], str(request["log"]))
+        print(json.dumps(reply), file=out, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
