@@ -95,8 +95,16 @@ def test_modes_in_one_server_aa_noop_injected_forced_slowdown_and_attribution(
     # (a) the no-op claims gate and pass
     noop = [c for c in verdict["checks"] if c["name"].startswith("no-op:") and c["primary"]]
     assert len(noop) == 3 and {c["name"] for c in noop} <= family
-    for check in noop:
-        assert check["gate"] is True and check["verdict"] == "pass", check
+    prefill = [c for c in noop if c["metric"] == "aligned_fraction"]
+    tost = [c for c in noop if c["metric"] != "aligned_fraction"]
+    assert len(prefill) == 1 and prefill[0]["gate"] is True and prefill[0]["verdict"] == "pass"
+    # a TOST gates only when its power rule is met (the calibration: 42-68 % of nights at this
+    # VM's block noise, bursts included); the gating ones must pass, and one must gate
+    gating = [c for c in tost if c["gate"]]
+    assert gating, [c["reason"] for c in tost]
+    for check in gating:
+        assert check["verdict"] == "pass", check
+    assert all(c["verdict"] != "regression" for c in tost)
     # (b) the injected forced slowdown: the interval excludes no change, pointing up
     experiment = checks["experiment: forced@c2 median_tpot_ms vs off"]
     low, high = experiment["interval"]

@@ -289,7 +289,8 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
     rng = np.random.default_rng([seed, int(noise.run_cv * 1e6), int(noise.block_cv * 1e6),
                                  len(design.suite), int(design.gated)])
     pr_effect = math.log(1 - CLAIM_SIZES[-1]) if design.gated else 0.0
-    tally: dict[str, int] = {"aa": 0, "noop_fail": 0, "false_confirmation": 0}
+    tally: dict[str, int] = {"aa": 0, "noop_fail": 0, "false_confirmation": 0,
+                             "noop_gating": 0}
     claim_pass = {size: 0 for size in CLAIM_SIZES}
     caught = {s: 0 for s in SLOWDOWNS}
     done = 0
@@ -307,6 +308,8 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
         tally["aa"] += int(alarm.sum())
         noop = np.array([c.kind in ("noop_tost", "noop_prefill") for c in checks])
         tally["noop_fail"] += int((((aa.codes == 1) & aa.gating)[:, noop]).any(axis=1).sum())
+        tost = np.array([c.kind == "noop_tost" for c in checks])
+        tally["noop_gating"] += int(aa.gating[:, tost].any(axis=1).sum()) if tost.any() else 0
         if claim is not None:
             for claim_size in CLAIM_SIZES:
                 cur = night({"on:ttft": math.log(1 - claim_size)})
@@ -341,6 +344,7 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
         "aa_false_alarm": round(tally["aa"] / nights, 5), "aa_false_alarm_ci": ci(tally["aa"]),
         "noop_false_failure": round(tally["noop_fail"] / nights, 5),
         "noop_false_failure_ci": ci(tally["noop_fail"]),
+        "noop_gating_nights": round(tally["noop_gating"] / nights, 4),
         "power": {k: curve[k] for k in ("0.05", "0.10")},
         "power_curve": curve, "slowdown_80": reach[0] if reach else None,
         "burst": {"probability": BURST_P, "size_in_block_cv": list(BURST_SDS)},
