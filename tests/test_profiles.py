@@ -23,7 +23,7 @@ def test_shipped_suites_load() -> None:
     assert cpu.server_overrides["chunked_prefill_size"] % cpu.server_overrides["page_size"] == 0
     assert cpu.gsm8k_table is not None and set(cpu.gsm8k_table) == {
         "questions", "shots", "concurrency", "max_tokens", "source", "seed"}
-    assert cpu.gsm8k is not None and (cpu.gsm8k.questions, cpu.gsm8k.source) == (16, "packaged")
+    assert cpu.gsm8k is not None and (cpu.gsm8k.questions, cpu.gsm8k.source) == (4, "packaged")
     assert cpu.judge_table is not None and "floors" in cpu.judge_table
     assert cpu.judge.floor("mean_ttft_ms") == cpu.judge_table["floors"]["mean_ttft_ms"]
     assert str(cpu.source) in cpu.judge.source
@@ -117,10 +117,10 @@ def test_invalid_toml_is_reported(tmp_path: Path) -> None:
     ("blocks = 4", "blocks = 4\nblock = 2", r"cpu.toml: \[design\]: unknown key 'block'"),
     ('modes = ["off", "on", "forced"]', 'modes = ["off", "fast"]',
      r"cpu.toml: suite.modes: 'fast' is not one of"),
-    ("num_prompts = [8, 12]", "num_prompts = [8]",
+    ("concurrency = [2]", "concurrency = [2, 4]",
      r"cpu.toml: load.num_prompts must list one count per load.concurrency"),
     ("input_len = 300", "input_len = 300.5", r"cpu.toml: load.input_len: expected integer"),
-    ("questions = 16", "questions = 16\nquestons = 3", r"\[gsm8k\]: unknown key 'questons'"),
+    ("questions = 4", "questions = 4\nquestons = 3", r"\[gsm8k\]: unknown key 'questons'"),
     ("shots = 5", 'shots = "5"', r"cpu.toml: gsm8k.shots: expected integer, got str"),
     ('model = "smollm2-135m"', 'model = "nope"', r"nope.toml: not found"),
     ('runners = ["cpu"]', 'runners = ["cpu", "tpu"]',
