@@ -76,7 +76,7 @@ def costs(run: dict[str, Any]) -> tuple[float, float] | None:
     return sum(starts) / len(starts), float(block) * max(per_round, 1)
 
 
-def plan_for(check: Any, run: dict[str, Any], alpha: float) -> dict[str, Any] | None:
+def plan_for(check: Any, run: dict[str, Any]) -> dict[str, Any] | None:
     """The budget of one inconclusive check (its ``noise`` record from the block judge)."""
     noise = getattr(check, "noise", None)
     iv = check.interval
@@ -103,9 +103,14 @@ def plan_for(check: Any, run: dict[str, Any], alpha: float) -> dict[str, Any] | 
                               "start_level": noise["between_source"],
                               "this_run": {"starts": noise["starts"], "blocks": noise["blocks"]}}
     if plan is None:
-        record.update(decidable=False, why=(
-            f"the start level alone (log-sd {math.sqrt(float(noise['between_var'])):.3f}, "
-            f"{noise['between_source']}) needs more than {MAX_STARTS} starts"))
+        start_only = float(noise["between_var"]) / MAX_STARTS + float(noise.get("fixed_var", 0))
+        if start_only >= target * target:
+            why = (f"the start level alone (log-sd {math.sqrt(float(noise['between_var'])):.3f},"
+                   f" {noise['between_source']}) needs more than {MAX_STARTS} starts")
+        else:
+            why = (f"the block level (log-sd {math.sqrt(float(noise['block_var'])):.3f}) needs "
+                   f"more than {MAX_STARTS} starts x {MAX_BLOCKS} blocks")
+        record.update(decidable=False, why=why)
         return record
     record.update(decidable=True, starts=plan.starts, blocks=plan.blocks,
                   serving_minutes=round(plan.seconds / 60.0, 1))

@@ -384,7 +384,7 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                     else args.interaction_cv
                 rows.append(blocks.calibrate_design(
                     design, blocks.Noise(run_cv, block_cv, interaction), nights=args.nights,
-                    seed=args.seed))
+                    seed=args.seed, batch=args.batch))
     return rows
 
 

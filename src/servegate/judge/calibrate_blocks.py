@@ -369,7 +369,7 @@ def paired_effect_power(starts: int, blocks: int, effect: float, noise: Noise, *
     ``starts`` x ``blocks`` design: the share of nights whose interval (at ``confidence``)
     excludes no change, and whose verdict is a regression past ``floor``, when the true
     slowdown is ``effect``. The same bursty block model and the judge's paired estimator."""
-    rng = np.random.default_rng([seed, starts, blocks, int(effect * 1e6)])
+    rng = np.random.default_rng([seed, starts, blocks, int(abs(effect) * 1e6), int(effect < 0)])
     core = noise.block_cv / CORE_RATIO
 
     def blocks_of(shift: float) -> np.ndarray:

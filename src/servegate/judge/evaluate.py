@@ -179,7 +179,7 @@ def _decide(run_dir: Path, run: Run, config: JudgeConfig, pendings: list[Pending
                      f"{100 * config.confidence:.0f}%, suite [judge] family = "
                      f"{list(config.family)}); {reported} more reported at "
                      f"{100 * config.confidence:.0f}%, not gating")
-    plans = [plan for plan in (budget.plan_for(c, dict(run), 1.0 - config.confidence)
+    plans = [plan for plan in (budget.plan_for(c, dict(run))
                                for c in checks if c.primary and c.gate
                                and c.verdict == "inconclusive") if plan is not None]
     return Judgement(run_dir, run, config, checks, baseline_file, baseline, family, confidence,

@@ -31,7 +31,8 @@ def _run_one(argv: list[str], log_path: str) -> dict[str, object]:
         try:
             serving.cli_main()
         except SystemExit as err:           # argparse errors and explicit exits
-            code = err.code if isinstance(err.code, int) else 1
+            # as the interpreter exits: None is success, an int its status, anything else 1
+            code = 0 if err.code is None else err.code if isinstance(err.code, int) else 1
             return {"rc": code, "error": f"client exited with {err.code!r}"} if code else \
                 {"rc": 0}
         except BaseException as err:        # the client's own failure, kept in its log

@@ -284,7 +284,7 @@ def gated_rows(nightly: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def test_calibrate_design_row_of_the_gated_nightly(gated_rows: tuple[dict, dict]) -> None:
     row, again = gated_rows
-    assert ROW_KEYS <= set(row)
+    assert set(row) >= ROW_KEYS
     assert row == again                                   # seeded: reproducible
     assert (row["runner"], row["block_cv"], row["run_cv"]) == ("mi355x", 0.01, 0.02)
     assert (row["family_size"], row["server_starts"], row["nights"]) == (6, 2, 200)
@@ -307,7 +307,7 @@ def test_calibrate_design_row_of_the_gated_nightly(gated_rows: tuple[dict, dict]
 def test_calibrate_design_off_gate_has_no_claim_power(nightly: Any) -> None:
     row = cb.calibrate_design(cb.block_design(nightly, "mi300x"), cb.Noise(0.02, 0.01, 0.003),
                               nights=200, seed=7)
-    assert ROW_KEYS <= set(row)
+    assert set(row) >= ROW_KEYS
     assert row["claim_power"] is None and row["claim_false_confirmation"] is None
     assert row["runner"] == "mi300x" and row["family_size"] == 9
     assert 0.0 <= row["noop_gating_nights"] <= 1.0
@@ -321,7 +321,8 @@ def test_core_ratio_is_the_burst_mixtures_plain_sd_by_hand(nightly: Any) -> None
     """A block's noise: N(0, c) plus, with probability 0.08, a burst U(4, 12) c. Its variance
     is c^2 (1 + p E[K^2] - (p E[K])^2), E[K] = 8, E[K^2] = (16 + 48 + 144) / 3."""
     by_hand = math.sqrt(1 + 0.08 * 208 / 3 - (0.08 * 8) ** 2)
-    assert cb.CORE_RATIO == pytest.approx(by_hand, rel=1e-12)
+    ratio = cb.CORE_RATIO
+    assert ratio == pytest.approx(by_hand, rel=1e-12)
     assert by_hand == pytest.approx(2.4773, abs=1e-4)
     design = cb.block_design(nightly, "mi355x")
     blocks = cb._night_blocks(np.random.default_rng(1), design, 20000,
@@ -424,3 +425,9 @@ def test_cli_unknown_runner_exits_2_with_a_message(capsys: pytest.CaptureFixture
                              "--json")
     assert code == 2 and out == ""
     assert "servegate calibrate:" in err and "'tpu9'" in err and "mi355x" in err
+
+
+def test_paired_power_of_a_speed_up_is_no_regression() -> None:
+    result = cb.paired_effect_power(2, 6, -0.05, cb.Noise(0.02, 0.01, 0.003), floor=0.02,
+                                    prior_cv=0.003, prior_dof=4.0, nights=200)
+    assert result["regression"] == 0.0
