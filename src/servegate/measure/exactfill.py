@@ -20,7 +20,13 @@ from __future__ import annotations
 
 from servegate import runners
 from servegate.errors import ServegateError
-from servegate.measure.logparse import device_doubles, forced_hook_pids, gate_pids, gate_values
+from servegate.measure.logparse import (
+    device_doubles,
+    forced_hook_pids,
+    gate_pids,
+    gate_values,
+    mode_acks,
+)
 from servegate.results import Alignment
 from servegate.serve.modeswitch import Ack
 
@@ -49,7 +55,10 @@ def device_double(runner_class: str, server_log_text: str) -> str | None:
         raise ExactFillMismatch(f"runner {runner_class} is emulated, but the server log has no "
                                 f"'servegate-hook: device double' line (the profile section must "
                                 f"set SERVEGATE_EMULATE_GFX95=1)")
-    missing = sorted(gate_pids(server_log_text) - set(doubles))
+    # the processes that evaluated the gate: its report lines, or under the mode switch the
+    # schedulers that acknowledged a mode (they evaluate the real gate at every switch)
+    deciding = gate_pids(server_log_text) | {ack.pid for ack in mode_acks(server_log_text)}
+    missing = sorted(deciding - set(doubles))
     if missing:
         raise ExactFillMismatch(f"runner {runner_class}: the gate was evaluated in pids {missing} "
                                 f"without the device double")

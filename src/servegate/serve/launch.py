@@ -127,6 +127,7 @@ def build_launch(
     if mode != "forced":
         base.pop("SERVEGATE_FORCE_EXACT_FILL", None)
     base.pop(EMULATE_GFX95_ENV, None)       # only the profile's own section may set it
+    base.pop("SERVEGATE_MODE_CONTROL", None)  # only bench's in-server start may (extra_env)
     env = {**base, **set_env, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
     return LaunchSpec(argv=argv, env=env, set_env={**set_env, "PYTHONPATH": pythonpath},
                       health_path=runner.health_path, timeout_s=runner.launch_timeout_s,
