@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from servegate import compare
 from servegate.accuracy.report import paired_analysis
 from servegate.config import load_suite, suite_path
 from servegate.history import cli as history_cli
@@ -58,21 +59,49 @@ def _history(store: Path) -> dict[str, str]:
     return {"SERVEGATE_HISTORY": str(store)}
 
 
-def _check_points(run: dict) -> None:
+def _check_points(run: dict, run_dir: Path) -> None:
+    """One server start for every mode, 4 blocks per mode at concurrency 2 (suites/cpu.toml),
+    each block attributed to its mode (issue 20 (c): forced aligned at the chunk, off/on not)."""
+    design = run["design"]
+    assert design["in_server"] is True and (design["starts"], design["blocks"]) == (1, 4)
+    assert sorted(p.name for p in (run_dir / "server").glob("*.log")) == ["s0.log"]
     points = run["points"]
-    assert {(p["mode"], p["concurrency"]) for p in points} == {
-        (m, c) for m in ("off", "on", "forced") for c in (2, 4)}
+    assert sorted((p["mode"], p["concurrency"], p["block"]) for p in points) == sorted(
+        (m, 2, b) for m in ("off", "on", "forced") for b in range(4))
     for point in points:
         a = point["alignment"]
         assert a["chunk_size"] == 256 and a["saturated_batches"] > 0
         assert 1 not in a["prefill_tokens"]          # /health probe excluded
         assert point["metrics"]["completed"] == len(point["requests"]["ttft_ms"])
+        assert set(point["mode_ack"]["gates"].values()) == {point["mode"] == "forced"}
+        assert "other_cpu_pct" in point["machine"]
         if point["mode"] == "forced":
             assert a["aligned_fraction"] == 1.0 and a["min_saturated_tokens"] == 256
             assert point["exact_fill_effective"] is True
         else:                                        # off, and on (the gate is gfx95-only)
             assert a["aligned_fraction"] < 1.0
             assert point["exact_fill_effective"] is False
+
+
+def _check_verdict(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 20 (a): the no-op claim gates and passes in a family of at most 10; issue 22:
+    compare prints at most 25 lines, headline first; GSM8K is paired with the baseline."""
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    assert verdict["family"]["method"] == "holm" and verdict["family"]["size"] <= 10
+    primary = [c for c in verdict["checks"] if c["primary"]]
+    noop = [c for c in primary if c["name"].startswith("no-op:")]
+    prefill = [c for c in noop if c["metric"] == "aligned_fraction"]
+    assert len(prefill) == 1 and prefill[0]["gate"] and prefill[0]["verdict"] == "pass"
+    gating = [c for c in noop if c["metric"] != "aligned_fraction" and c["gate"]]
+    assert gating, [c["reason"] for c in noop]
+    assert all(c["verdict"] == "pass" for c in gating), gating
+    accuracy = [c for c in verdict["checks"] if c["kind"] == "accuracy"]
+    assert accuracy and all(c["reason"].startswith("paired on") for c in accuracy), accuracy
+    capsys.readouterr()
+    assert compare.main([str(run_dir), "--no-plots"]) in (0, 1)
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) <= 25, "\n".join(out)
+    assert out[0].split(" ")[0] in {"PASS", "IMPROVEMENT", "INCONCLUSIVE", "REGRESSION"}
 
 
 def _check_gsm8k(run_dir: Path, run: dict, questions: int, clone: Path) -> None:
@@ -96,7 +125,8 @@ def _check_gsm8k(run_dir: Path, run: dict, questions: int, clone: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
+def test_readme_main_command_in_a_fresh_clone(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     clone = tmp_path / "servegate"
     subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], check=True)
     assert [p.name for p in tmp_path.iterdir()] == ["servegate"]    # nothing beside the clone
@@ -126,7 +156,7 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
     assert run["complete"] is True and "error" not in run
     assert run["fingerprint"]["runner_class"] == "cpu" and run["fingerprint"]["sglang"]
     assert run["suite_source"]["path"] == str(clone / "suites" / "cpu.toml")
-    _check_points(run)
+    _check_points(run, run_dir)
     suite = load_suite(suite_path("cpu"))
     assert suite.gsm8k is not None
     assert suite.gsm8k.questions is not None
@@ -134,6 +164,7 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path) -> None:
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert verdict["overall"] in {"pass", "improvement", "inconclusive"}
     assert verdict["checks"]
+    _check_verdict(run_dir, capsys)
     summary = (run_dir / "summary.md").read_text()
     assert "| forced |" in summary and "## Accuracy (GSM8K)" in summary
     # the complete run was kept in the nightly history store (one file per run), and the

@@ -1,17 +1,17 @@
-"""Every mode in one real sglang CPU server, judged on blocks: the issue's tests (a)-(c) in one
-server start (``suites/cpu.toml``: 4 blocks per mode, GSM8K skipped).
+"""Modes in one real sglang CPU server, judged on blocks: the issue's tests (b) and (c) in one
+server start (``suites/cpu.toml`` with ``--modes off,forced``: 4 blocks per mode, no GSM8K).
+Test (a), the A/A no-op of ``off`` vs ``on`` gating and passing, is asserted on the README main
+command's run (one server for all three modes) in ``tests/test_fresh_clone.py``.
 
-(a) A/A: ``off`` vs ``on`` (the gate is closed on a CPU): the no-op claims are in the gated
-    family, their TOST meets its power rule (gates) and passes.
 (b) A decode slowdown injected only in ``forced`` blocks (``SERVEGATE_INJECT_MODES=forced``),
     sized by the calibration: the smallest TPOT slowdown this design's forced-vs-off check calls
     a regression with 80 % power at the block noise measured on this VM
     (:func:`calibrate_blocks.smallest_paired_effect`), i.e. that fraction of the baseline's
     median TPOT per decode batch. Asserted: the forced-vs-off interval excludes no change and
-    points up (slower); off and on stay equivalent.
+    points up (slower).
 (c) The mode switch itself: forced blocks' saturated prefill batches are exactly the chunk, off
-    and on blocks' are not; every block names the acknowledgement it ran under, from every
-    scheduler process, with the gate the mode implies.
+    blocks' are not; every block names the acknowledgement it ran under, from every scheduler
+    process, with the gate the mode implies, and the server log has every acknowledgement.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _injected_delay_ms() -> tuple[float, float]:
 
 
 @pytest.mark.e2e
-def test_modes_in_one_server_aa_noop_injected_forced_slowdown_and_attribution(
+def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
         tmp_path: Path) -> None:
     pytest.importorskip("sglang")
     effect, delay_ms = _injected_delay_ms()
@@ -60,7 +60,8 @@ def test_modes_in_one_server_aa_noop_injected_forced_slowdown_and_attribution(
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "servegate", "bench", "--results-dir", str(tmp_path / "results"),
-         "--skip-accuracy"], cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+         "--skip-accuracy", "--modes", "off,forced"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
     seconds = time.monotonic() - started
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
@@ -91,20 +92,6 @@ def test_modes_in_one_server_aa_noop_injected_forced_slowdown_and_attribution(
 
     verdict = json.loads((run_dir / "verdict.json").read_text())
     checks = {c["name"]: c for c in verdict["checks"]}
-    family = set(verdict["family"]["checks"])
-    # (a) the no-op claims gate and pass
-    noop = [c for c in verdict["checks"] if c["name"].startswith("no-op:") and c["primary"]]
-    assert len(noop) == 3 and {c["name"] for c in noop} <= family
-    prefill = [c for c in noop if c["metric"] == "aligned_fraction"]
-    tost = [c for c in noop if c["metric"] != "aligned_fraction"]
-    assert len(prefill) == 1 and prefill[0]["gate"] is True and prefill[0]["verdict"] == "pass"
-    # a TOST gates only when its power rule is met (the calibration: 42-68 % of nights at this
-    # VM's block noise, bursts included); the gating ones must pass, and one must gate
-    gating = [c for c in tost if c["gate"]]
-    assert gating, [c["reason"] for c in tost]
-    for check in gating:
-        assert check["verdict"] == "pass", check
-    assert all(c["verdict"] != "regression" for c in tost)
     # (b) the injected forced slowdown: the interval excludes no change, pointing up
     experiment = checks["experiment: forced@c2 median_tpot_ms vs off"]
     low, high = experiment["interval"]
@@ -112,5 +99,4 @@ def test_modes_in_one_server_aa_noop_injected_forced_slowdown_and_attribution(
     assert experiment["primary"] is False and experiment["gate"] is False
     print(f"\nin-server e2e: {seconds:.0f} s, injected +{100 * effect:.0f}% TPOT "
           f"({delay_ms:.1f} ms per decode batch in forced blocks): forced/off ratio "
-          f"{experiment['ratio']:.3f} [{low:.3f}, {high:.3f}]; no-op "
-          + ", ".join(f"{c['ratio'] or 0:.3f}" for c in noop))
+          f"{experiment['ratio']:.3f} [{low:.3f}, {high:.3f}]")

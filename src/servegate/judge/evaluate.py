@@ -54,6 +54,34 @@ def judge_config_for_run(run: dict[str, Any], suites_dir: Path = SUITES_DIR) -> 
     return parse_judge_table(table, f"{source} (as recorded in run.json)")
 
 
+BUSY_PCT = 5.0          # another process's CPU share that makes a block's timing suspect
+
+
+def interference_note(points: list[dict[str, Any]]) -> str | None:
+    """What else used the machine during the blocks (run.json ``machine``), beside the verdict:
+    a share of the CPU taken by other processes or stolen by the hypervisor slows a server
+    start by up to 4x on 2 cores."""
+    busy = []
+    for point in points:
+        machine = point.get("machine") or {}
+        other = float(machine.get("other_cpu_pct") or 0.0)
+        steal = float(machine.get("cpu_steal_pct") or 0.0)
+        gpu = int(machine.get("other_gpu_processes") or 0)
+        if other + steal >= BUSY_PCT or gpu:
+            where = f"{point.get('mode')}@c{point.get('concurrency')}"
+            if "block" in point:
+                where += f" s{point.get('start')} b{point.get('block')}"
+            busy.append((other + steal, gpu, where))
+    if not busy:
+        return None
+    worst = max(busy)
+    gpu_text = f", other GPU processes in {sum(1 for b in busy if b[1])}" if \
+        any(b[1] for b in busy) else ""
+    return (f"interference: other processes or CPU steal took >= {BUSY_PCT:g} % of the CPU "
+            f"during {len(busy)} of {len(points)} blocks (worst {worst[0]:.0f} % in "
+            f"{worst[2]}){gpu_text}: their timings are suspect (points[*].machine)")
+
+
 def error_judgement(run_dir: Path, message: str, strict: bool,
                      run: Run | None = None) -> Judgement:
     check = Check("integrity", "inputs readable", "inputs", "error", reason=message)
@@ -87,6 +115,9 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
         notes.append("run-to-run spread measured from the baseline's nights replaces the "
                      "suite's assumed run_to_run_cv")
     in_server = bool((run.get("design") or {}).get("in_server"))
+    interference = interference_note(run.get("points") or [])
+    if interference:
+        notes.append(interference)
     if in_server:
         design = run["design"]
         notes.append(f"design: {design.get('starts')} server start(s) x {design.get('blocks')} "
