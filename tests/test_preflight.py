@@ -275,14 +275,14 @@ def test_dp_attention_divides_the_chunk(tmp_path: Path) -> None:
 
 def test_cpu_suite_prediction_matches_the_measured_server(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The `cpu` suite's real CPU server run (README / docs/serve.md, results/cpu-cpu-20261130T130823Z)
-    read back from the server log: off 50 % of 8 (c=2) and 25 % of 12 (c=4) saturated prefill
-    batches at 256, smallest 236; forced 100 % of 8 and 12. The closed-loop replay predicts it."""
+    """The `cpu` suite's real CPU server run (README, results/cpu-cpu-20261201T100025Z: one
+    server, 4 blocks of 4 prompts at c=2 per mode) read back from the server log per block: off
+    (and on) 50 % of 4 saturated prefill batches at 256, smallest 236; forced 100 % of 4, in
+    every block. The closed-loop replay of one block predicts it."""
     code, report = _run(["--suite", "cpu"], capsys)
     (cell,) = report["cells"]
     assert code == 0 and cell["status"] == "ok" and cell["budget"]["page_size"] == 64
     seen = {mode: [(p["concurrency"], p["saturated_batches"], p["aligned_fraction"],
                     p["min_saturated_tokens"]) for p in cell["modes"][mode]["points"]]
             for mode in ("off", "exact")}
-    assert seen == {"off": [(2, 8, 0.5, 236), (4, 12, 0.25, 236)],
-                    "exact": [(2, 8, 1.0, 256), (4, 12, 1.0, 256)]}
+    assert seen == {"off": [(2, 4, 0.5, 236)], "exact": [(2, 4, 1.0, 256)]}
