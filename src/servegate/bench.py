@@ -64,16 +64,16 @@ from servegate.session import RunSession
 INJECT_PREFIX = "SERVEGATE_INJECT_"     # the hook's controlled-slowdown variables
 PORT_ATTEMPTS = 3                        # fresh ports to try when the chosen one is taken
 SWITCH_TIMEOUT_S = 120.0                 # every scheduler acknowledges a mode switch by then
-# Why no separate warm-up block per mode: every block is one client run whose own warm-up
-# requests (the suite's load.warmup_requests, sent at the block's concurrency in the block's
-# mode, the cache flushed after them) come first. A GPU GEMM picked by M (16384 with exact
-# fill, 16280-16350 without) may be tuned or compiled at its first use; a warm-up burst of
-# warmup_requests x input_len > chunk tokens runs a full-chunk prefill in the new mode before
-# anything is measured (premerge: 4 x 8100 > 16384), so the first block after a switch is as
-# warm as the rest.
-WARMUP_NOTE = ("each block starts with the client's own warm-up requests in the block's mode "
-               "(a full-chunk prefill when warmup_requests x input_len > chunk), so first-use "
-               "kernel selection/JIT for the mode's prefill shape happens before measurement")
+# Warm-up after a switch: a GPU GEMM picked by M (16384 with exact fill, 16280-16350 without)
+# may be tuned or compiled at its first use. The client's own warm-up requests are copies of
+# one prompt, which the radix cache shares, so they need not form a chunk-sized batch; GPU
+# suites therefore set [design] warmup_blocks: discarded client runs with distinct prompts in
+# each mode at its first switch in a start (the measured blocks' shape). CPU kernels do not
+# depend on M this way: the cpu suite runs none.
+WARMUP_NOTE = ("[design] warmup_blocks discarded client runs (distinct prompts, the measured "
+               "shape) per mode at its first switch in each start absorb first-use kernel "
+               "selection/JIT for the mode's prefill M; each block also starts with the "
+               "client's own warm-up requests")
 
 
 class BenchError(ServegateError, RuntimeError):
@@ -333,8 +333,12 @@ def _run_in_server(ctx: Context, slot: ServerSlot, progress: Progress, task: Any
     with host, _start_server(ctx, slot, log_rel, control) as server:
         control.register(expected_schedulers(list(runner_profile.args)),
                          timeout_s=SWITCH_TIMEOUT_S)
+        warmed: set[str] = set()
         for planned in slot.points:
             _switch(ctx, server, control, planned.mode)
+            if planned.mode not in warmed:
+                warmed.add(planned.mode)
+                _warm_up(ctx, server, planned, host)
             progress.update(task, description=f"{planned.mode} c={planned.concurrency} "
                                               f"s{planned.start} b{planned.block}")
             point = _measure_point(ctx, server, planned, log_rel, control, host)
@@ -345,6 +349,28 @@ def _run_in_server(ctx: Context, slot: ServerSlot, progress: Progress, task: Any
             for mode in slot.modes:         # GSM8K per mode in this server: paired per question
                 _switch(ctx, server, control, mode)
                 _accuracy(ctx, server, f"{slot.arm}-{mode}" if slot.arm else mode)
+
+
+def _warm_up(ctx: Context, server: Server, planned: PlannedPoint, host: ClientHost) -> None:
+    """``[design] warmup_blocks`` discarded client runs in a mode at its first switch in a
+    start, with the first measured block's shape and fresh prompts (distinct prompts make
+    chunk-sized prefill batches; the client's own warm-up copies one prompt, which the radix
+    cache shares): a GPU kernel picked by the batch's M is tuned or compiled before anything is
+    measured. Kept in client/ as warmup-*, never a point."""
+    suite = ctx.suite
+    for index in range(suite.effective_design.warmup_blocks):
+        name = f"warmup-{planned.mode}-c{planned.concurrency}-s{planned.start}-w{index}"
+        jsonl = ctx.run_dir / "client" / f"{name}.jsonl"
+        jsonl.unlink(missing_ok=True)
+        point = ClientPoint(base_url=server.base_url, model=ctx.model_dir,
+                            tokenizer=ctx.model_dir, input_len=suite.load.input_len,
+                            output_len=suite.load.output_len, num_prompts=planned.num_prompts,
+                            concurrency=planned.concurrency, seed=planned.seed + 7_919 + index,
+                            warmup_requests=suite.load.warmup_requests,
+                            range_ratio=suite.load.range_ratio, output_file=jsonl)
+        ctx.console.log(f"warm-up block {index + 1} in mode {planned.mode} (discarded)")
+        host.run(client_argv(ctx.python, point)[3:], ctx.run_dir / "client" / f"{name}.log",
+                 suite.load.point_timeout_s, watch=server.check_alive)
 
 
 def _worker_env(env: dict[str, str] | None) -> dict[str, str]:

@@ -52,6 +52,10 @@ def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
         tmp_path: Path) -> None:
     pytest.importorskip("sglang")
     effect, delay_ms = _injected_delay_ms()
+    suite = tmp_path / "cpu.toml"       # the shipped suite with one discarded warm-up per mode
+    text = (REPO / "suites" / "cpu.toml").read_text()
+    assert "\nblocks = 4\n" in text
+    suite.write_text(text.replace("\nblocks = 4\n", "\nblocks = 4\nwarmup_blocks = 1\n"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "SERVEGATE_INJECT_MODES": "forced", "SERVEGATE_INJECT_DECODE_DELAY_MS": f"{delay_ms:.1f}"}
@@ -60,7 +64,7 @@ def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "servegate", "bench", "--results-dir", str(tmp_path / "results"),
-         "--skip-accuracy", "--modes", "off,forced"],
+         "--skip-accuracy", "--modes", "off,forced", "--suite", str(suite)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
     seconds = time.monotonic() - started
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
@@ -69,6 +73,10 @@ def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
     assert run["complete"] is True and run["design"]["in_server"] is True
     assert run["injected"]["SERVEGATE_INJECT_MODES"] == "forced"
     assert sorted((run_dir / "server").glob("*.log")) == [run_dir / "server" / "s0.log"]
+    # one discarded warm-up run per mode at its first switch, never a point
+    warmups = sorted(p.name for p in (run_dir / "client").glob("warmup-*.jsonl"))
+    assert warmups == ["warmup-forced-c2-s0-w0.jsonl", "warmup-off-c2-s0-w0.jsonl"], warmups
+    assert len(run["points"]) == 8 and run["design"]["warmup_blocks"] == 1
 
     # (c) attribution: alignment and acknowledgements per block
     pids = None

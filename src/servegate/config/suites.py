@@ -26,7 +26,8 @@ _TOP = {
     "judge": Field(dict),
     "design": Field(dict),
 }
-_DESIGN = {"starts": Field(int, required=True), "blocks": Field(int, required=True)}
+_DESIGN = {"starts": Field(int, required=True), "blocks": Field(int, required=True),
+           "warmup_blocks": Field(int)}
 _SUITE = {
     "name": Field(str, required=True),
     "description": Field(str),
@@ -80,10 +81,13 @@ class Design:
     starts: int
     blocks: int
     in_server: bool = True
+    # discarded client runs per mode at its first switch in a start (first-use kernel cost)
+    warmup_blocks: int = 0
 
     def record(self) -> dict[str, Any]:
         """What run.json's ``design`` says about it."""
         return {"in_server": self.in_server, "starts": self.starts, "blocks": self.blocks,
+                "warmup_blocks": self.warmup_blocks,
                 "unit": "block" if self.in_server else "server start per mode and repeat"}
 
 
@@ -226,7 +230,10 @@ def _design(path: Path, data: dict[str, Any], head: dict[str, Any]
     table = check_table(path, "design", data["design"], _DESIGN)
     _positive_ints(path, "design.starts", [table["starts"]])
     _positive_ints(path, "design.blocks", [table["blocks"]])
-    return Design(starts=table["starts"], blocks=table["blocks"]), ()
+    warmup = table.get("warmup_blocks", 0)
+    if warmup < 0:
+        raise ConfigError(f"{path}: design.warmup_blocks: expected an integer >= 0, got {warmup}")
+    return Design(starts=table["starts"], blocks=table["blocks"], warmup_blocks=warmup), ()
 
 
 def suite_path(name_or_path: str) -> Path:

@@ -45,7 +45,17 @@ def test_design_table_is_parsed(tmp_path: Path) -> None:
     assert suite.effective_design is suite.design
     assert suite.repeats == 1 and suite.notes == ()
     assert suite.design.record() == {"in_server": True, "starts": 3, "blocks": 6,
-                                     "unit": "block"}
+                                     "warmup_blocks": 0, "unit": "block"}
+
+
+def test_warmup_blocks_are_read_and_never_negative(tmp_path: Path) -> None:
+    suite = load(write_suite(tmp_path, tail="[design]\nstarts = 1\nblocks = 2\n"
+                                            "warmup_blocks = 1\n"))
+    assert suite.design is not None and suite.design.warmup_blocks == 1
+    with pytest.raises(ConfigError, match=r"s\.toml: design\.warmup_blocks: expected an "
+                                          r"integer >= 0, got -1"):
+        load(write_suite(tmp_path, tail="[design]\nstarts = 1\nblocks = 2\n"
+                                        "warmup_blocks = -1\n"))
 
 
 def test_legacy_repeats_keep_their_meaning_with_a_note(tmp_path: Path) -> None:
