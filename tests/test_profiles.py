@@ -43,8 +43,8 @@ def test_shipped_suites_load() -> None:
     designs = {name: load_suite(suite_path(name)) for name in ("cpu", "premerge", "nightly")}
     assert {name: (s.design, s.repeats, s.notes) for name, s in designs.items()} == {
         "cpu": (Design(starts=1, blocks=4), 1, ()),
-        "premerge": (Design(starts=1, blocks=4), 1, ()),
-        "nightly": (Design(starts=2, blocks=6), 1, ())}
+        "premerge": (Design(starts=1, blocks=4, warmup_blocks=1), 1, ()),
+        "nightly": (Design(starts=2, blocks=6, warmup_blocks=1), 1, ())}
     assert all(s.effective_design is s.design and s.design.in_server for s in designs.values())
     assert designs["nightly"].effective_design.starts > 1
     # the CPU gate suites keep the design before [design]: a server start per mode and repeat

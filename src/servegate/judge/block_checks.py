@@ -22,13 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scipy import stats as sps
-
 from servegate.config.judge import FAMILY_SELECTORS, JudgeConfig
 from servegate.judge.ab import arm_view
 from servegate.judge.arms import Pending
 from servegate.judge.checks import Check
-from servegate.judge.claims import _accuracy_claim, _aligned_counts, _sequence_note
+from servegate.judge.claims import _accuracy_claim, aligned_beyond_off
 from servegate.judge.evidence import (
     Evidence,
     MissingEvidence,
@@ -229,25 +227,7 @@ class Judge:
                 check.verdict, check.p_value = "regression", 0.0
                 check.reason = f"exact fill read back effective in on blocks {effective}"
                 return check
-            (a_on, n_on), (a_off, n_off) = _aligned_counts(on), _aligned_counts(off)
-            info = _sequence_note(off, on)
-            if n_on == 0 or n_off == 0:
-                check.verdict, check.p_value = "inconclusive", 1.0
-                check.reason = (f"no saturated prefill batches to compare (on {n_on}, off "
-                                f"{n_off}); {info}")
-                return check
-            check.current_value, check.reference_value = a_on / n_on, a_off / n_off
-            p_value = float(sps.fisher_exact([[a_on, n_on - a_on], [a_off, n_off - a_off]],
-                                             alternative="greater").pvalue)
-            check.p_value = p_value
-            summary = (f"aligned on {a_on}/{n_on} vs off {a_off}/{n_off} saturated batches "
-                       f"(one-sided Fisher p={p_value:.3g}, alpha {1 - confidence:.3g})")
-            if p_value < 1 - confidence:
-                check.verdict = "regression"
-                check.reason = f"{summary}: on aligns more than off - exact fill leaked?; {info}"
-            else:
-                check.reason = f"{summary}; {info}"
-            return check
+            return aligned_beyond_off(check, on, off, confidence)
 
         return Pending(name, True, evaluate, primary=self.primary(CLAIMS))
 

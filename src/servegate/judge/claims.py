@@ -183,25 +183,35 @@ def _prefill_distribution(groups: dict[tuple[str, int], list[dict[str, Any]]],
             check.verdict = "regression"
             check.reason = f"exact fill read back effective on this runner (repeats {effective})"
             return check
-        (a_on, n_on), (a_off, n_off) = _aligned_counts(on), _aligned_counts(off)
-        info = _sequence_note(off, on)
-        if n_on == 0 or n_off == 0:
-            check.verdict = "inconclusive"
-            check.reason = f"no saturated prefill batches to compare (on {n_on}, off {n_off}); {info}"
-            return check
-        check.current_value, check.reference_value = a_on / n_on, a_off / n_off
-        p_value = float(sps.fisher_exact([[a_on, n_on - a_on], [a_off, n_off - a_off]],
-                                         alternative="greater").pvalue)
-        summary = (f"aligned on {a_on}/{n_on} vs off {a_off}/{n_off} saturated batches "
-                   f"(one-sided Fisher p={p_value:.3g}, alpha {1 - confidence:.3g})")
-        if p_value < 1 - confidence:
-            check.verdict = "regression"
-            check.reason = f"{summary}: on aligns more than off - exact fill leaked?; {info}"
-        else:
-            check.reason = f"{summary}; {info}"
-        return check
+        return aligned_beyond_off(check, on, off, confidence)
 
     return Pending(name, True, evaluate)
+
+
+def aligned_beyond_off(check: Check, on: list[dict[str, Any]], off: list[dict[str, Any]],
+                       confidence: float) -> Check:
+    """Decide the no-op's prefill test on ``check``: ``on``'s saturated batches aligned at the
+    chunk more often than ``off``'s (one-sided Fisher exact test at ``1 - confidence``) is a
+    regression; no saturated batch on either side is inconclusive. Sets ``p_value``."""
+    (a_on, n_on), (a_off, n_off) = _aligned_counts(on), _aligned_counts(off)
+    info = _sequence_note(off, on)
+    if n_on == 0 or n_off == 0:
+        check.verdict = "inconclusive"
+        check.reason = f"no saturated prefill batches to compare (on {n_on}, off {n_off}); {info}"
+        check.p_value = 1.0
+        return check
+    check.current_value, check.reference_value = a_on / n_on, a_off / n_off
+    p_value = float(sps.fisher_exact([[a_on, n_on - a_on], [a_off, n_off - a_off]],
+                                     alternative="greater").pvalue)
+    check.p_value = p_value
+    summary = (f"aligned on {a_on}/{n_on} vs off {a_off}/{n_off} saturated batches "
+               f"(one-sided Fisher p={p_value:.3g}, alpha {1 - confidence:.3g})")
+    if p_value < 1 - confidence:
+        check.verdict = "regression"
+        check.reason = f"{summary}: on aligns more than off - exact fill leaked?; {info}"
+    else:
+        check.reason = f"{summary}; {info}"
+    return check
 
 
 def _sequence_note(off: list[dict[str, Any]], on: list[dict[str, Any]]) -> str:

@@ -69,6 +69,15 @@ def device_double(runner_class: str, server_log_text: str) -> str | None:
     return f"{kinds[0]} in pids {sorted(doubles)}"
 
 
+def _require_aligned(mode: str, effective: bool, alignment: Alignment) -> None:
+    """With exact fill on, every saturated prefill batch must be exactly the chunk."""
+    if effective and alignment["saturated_batches"] and alignment["aligned_fraction"] < 1.0:
+        raise ExactFillMismatch(
+            f"mode {mode}: exact fill is on, but only {alignment['aligned_fraction']:.0%} of "
+            f"{alignment['saturated_batches']} saturated prefill batches are exactly "
+            f"{alignment['chunk_size']} tokens (smallest {alignment['min_saturated_tokens']})")
+
+
 def check_effective(mode: str, runner_class: str, server_log_text: str,
                     alignment: Alignment) -> bool:
     """Return whether exact fill was effective; raise ExactFillMismatch on any contradiction."""
@@ -98,11 +107,7 @@ def check_effective(mode: str, runner_class: str, server_log_text: str,
                 f"mode {mode} on runner {runner_class}: exact fill expected "
                 f"{'effective' if expected else 'inactive'}, but the server's gate is "
                 f"{effective}")
-    if effective and alignment["saturated_batches"] and alignment["aligned_fraction"] < 1.0:
-        raise ExactFillMismatch(
-            f"mode {mode}: exact fill is on, but only {alignment['aligned_fraction']:.0%} of "
-            f"{alignment['saturated_batches']} saturated prefill batches are exactly "
-            f"{alignment['chunk_size']} tokens (smallest {alignment['min_saturated_tokens']})")
+    _require_aligned(mode, effective, alignment)
     return effective
 
 
@@ -145,9 +150,5 @@ def check_block_effective(mode: str, runner_class: str, acks: list[Ack],
             f"mode {mode} on runner {runner_class}: exact fill expected "
             f"{'effective' if expected else 'inactive'}, but the schedulers acknowledged "
             f"gate={effective}")
-    if effective and alignment["saturated_batches"] and alignment["aligned_fraction"] < 1.0:
-        raise ExactFillMismatch(
-            f"mode {mode}: exact fill is on, but only {alignment['aligned_fraction']:.0%} of "
-            f"{alignment['saturated_batches']} saturated prefill batches are exactly "
-            f"{alignment['chunk_size']} tokens (smallest {alignment['min_saturated_tokens']})")
+    _require_aligned(mode, effective, alignment)
     return effective

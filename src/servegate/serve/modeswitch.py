@@ -22,13 +22,13 @@ The protocol (the server half is the exact-fill hook, ``servegate/hooks/exactfil
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from servegate.atomic import write_text
 from servegate.errors import ServegateError
+from servegate.serve.process import _alive
 
 CONTROL_ENV = "SERVEGATE_MODE_CONTROL"
 ACK_INFIX = ".ack."
@@ -52,13 +52,8 @@ class Ack:
 
 
 def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """The process exists (a zombie counts as dead: serve.process's own probe)."""
+    return _alive(pid)
 
 
 def _describe(acks: dict[int, Ack]) -> str:
