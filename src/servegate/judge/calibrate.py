@@ -125,10 +125,7 @@ def design_for(name: str) -> Design:
     suite = load_suite(suite_path(name))
     classes = [c for c in suite.runner_classes() if c in REGISTRY and not REGISTRY[c].gated]
     runner = classes[0] if classes else "mi300x"
-    questions = 0
-    if suite.gsm8k is not None:
-        q = suite.gsm8k.questions
-        questions = 1319 if not isinstance(q, int) else int(q)
+    questions = blocks.suite_questions(suite)
     modes = tuple(m for m in ("off", "on") if m in suite.modes)
     design = Design(name, suite.repeats, tuple(suite.load.concurrency),
                     tuple(suite.load.num_prompts), suite.load.output_len, questions, suite.judge,

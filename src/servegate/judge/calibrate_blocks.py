@@ -82,12 +82,17 @@ class SimCheck:
     one_sided: bool
 
 
+def suite_questions(suite: Suite) -> int:
+    """GSM8K questions per mode the suite asks ("all" is the whole test split, 1319)."""
+    if suite.gsm8k is None:
+        return 0
+    q = suite.gsm8k.questions
+    return 1319 if not isinstance(q, int) else int(q)
+
+
 def block_design(suite: Suite, runner: str) -> BlockDesign:
     design = suite.effective_design
-    questions = 0
-    if suite.gsm8k is not None:
-        q = suite.gsm8k.questions
-        questions = 1319 if not isinstance(q, int) else int(q)
+    questions = suite_questions(suite)
     gated = runner in REGISTRY and REGISTRY[runner].gated
     # a gated runner night runs off and on (the nightly matrix's MI355X cell); elsewhere the
     # suite's modes
