@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +61,7 @@ def _interval(diff: Difference, confidence: float) -> Interval:
     blocks = [part.starts * part.blocks for part in diff.parts]
     iv = interval_from_log(theta, se, df, confidence, diff.method, blocks[0], blocks[-1],
                            run_var=between)
-    return Interval(iv.estimate, iv.low, iv.high, iv.confidence, iv.method, iv.n_current,
-                    iv.n_reference, se=iv.se, df=iv.df, run_var=iv.run_var,
-                    n_repeats=diff.parts[0].starts)
+    return replace(iv, n_repeats=diff.parts[0].starts)
 
 
 def noise_note(diff: Difference) -> str:

@@ -48,9 +48,6 @@ class Evidence:
     def slots(self, arm: str, mode: str, concurrency: int, metric: str) -> dict[Slot, float]:
         return self.cells.get((arm, mode, concurrency, metric), {})
 
-    def n_blocks(self, arm: str, mode: str, concurrency: int, metric: str) -> int:
-        return len(self.slots(arm, mode, concurrency, metric))
-
     def logs(self, arm: str, mode: str, concurrencies: list[int], metric: str,
              only: set[Slot] | None = None) -> dict[Slot, float]:
         """Log value per slot, averaged over ``concurrencies`` (slots present in all of them):

@@ -43,7 +43,7 @@ def test_points_become_blocks_with_their_start_and_block() -> None:
     assert ev.slots("", "off", 4, "mean_ttft_ms") == {(0, 0): 100.0, (0, 1): 110.0, (1, 0): 120.0}
     assert ev.slots("head", "on", 4, "median_tpot_ms") == {(1, 1): 13.0}
     assert ev.modes() == ["off"] and ev.modes("head") == ["on"]
-    assert ev.n_blocks("", "off", 4, "mean_ttft_ms") == 3
+    assert len(ev.slots("", "off", 4, "mean_ttft_ms")) == 3
 
 
 def test_legacy_points_are_one_block_per_start() -> None:
