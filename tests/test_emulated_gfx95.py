@@ -59,13 +59,19 @@ def test_fingerprint_names_the_double(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "device_double" not in real
 
 
+# sglang's crash diagnostics off: each deliberate SIGTERM stop would otherwise sleep 5 s
+NO_STOP_DIAGNOSTICS = {"SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0",
+                       "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0"}
+
+
 def test_suite_and_profile_section() -> None:
     suite = load_suite(suite_path("cpu-gfx95"))
     assert suite.runner_classes() == ("cpu-gfx95",) and suite.modes == ("off", "on")
     assert isinstance(suite.judge_table, dict) and "claims" in suite.judge_table
     server = suite.server_for("cpu-gfx95")
     assert server.runner_class == "cpu-gfx95"                  # its own section, not [cpu]
-    assert server.env == {"SGLANG_USE_CPU_ENGINE": "1", EMULATE_GFX95_ENV: "1"}
+    assert server.env == {"SGLANG_USE_CPU_ENGINE": "1", EMULATE_GFX95_ENV: "1",
+                          **NO_STOP_DIAGNOSTICS}
     assert server.cpu_standin and server.args == load_suite(suite_path("cpu")).server_for(
         "cpu").args
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-# In the default e2e tier (three server starts, 191 s measured). The suite's run_to_run_cv (0.07, 10
+# In the default e2e tier (three server starts of 12 prompts each). The suite's run_to_run_cv (0.07, 10
 # dof) was measured on an idle machine; another CPU-heavy process during a run makes that server
 # start several times slower (suites/cpu-gate.toml), so run it, like every timing test, alone.
 pytestmark = pytest.mark.e2e

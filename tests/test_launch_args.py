@@ -92,6 +92,9 @@ def test_cpu_suite_argv_and_env_exact() -> None:
         "--page-size", "64", "--device", "cpu", "--attention-backend", "torch_native",
         "--sleep-on-idle", "--max-total-tokens", "16384"]
     assert spec.env["SGLANG_USE_CPU_ENGINE"] == "1"
+    # a deliberate SIGTERM stop must not sleep 5 s in sglang's crash diagnostics
+    assert spec.env["SGLANG_PYSPY_DUMP_BEFORE_CRASH"] == "0"
+    assert spec.env["SGLANG_CUDA_COREDUMP_BEFORE_CRASH"] == "0"
     assert spec.env["PYTHONPATH"].split(os.pathsep) == [
         str(EXACTFILL_HOOK_DIR), str(CPU_STANDIN_DIR), "/checkout/src"]
     assert (CPU_STANDIN_DIR / "sgl_kernel" / "__init__.py").is_file()

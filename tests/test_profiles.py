@@ -42,7 +42,7 @@ def test_shipped_suites_load() -> None:
     # replicates over server starts, premerge and cpu use one
     designs = {name: load_suite(suite_path(name)) for name in ("cpu", "premerge", "nightly")}
     assert {name: (s.design, s.repeats, s.notes) for name, s in designs.items()} == {
-        "cpu": (Design(starts=1, blocks=4), 1, ()),
+        "cpu": (Design(starts=1, blocks=8), 1, ()),
         "premerge": (Design(starts=1, blocks=4, warmup_blocks=1), 1, ()),
         "nightly": (Design(starts=2, blocks=6, warmup_blocks=1), 1, ())}
     assert all(s.effective_design is s.design and s.design.in_server for s in designs.values())
@@ -114,7 +114,7 @@ def test_invalid_toml_is_reported(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [
-    ("blocks = 4", "blocks = 4\nblock = 2", r"cpu.toml: \[design\]: unknown key 'block'"),
+    ("blocks = 8", "blocks = 8\nblock = 2", r"cpu.toml: \[design\]: unknown key 'block'"),
     ('modes = ["off", "on", "forced"]', 'modes = ["off", "fast"]',
      r"cpu.toml: suite.modes: 'fast' is not one of"),
     ("concurrency = [2]", "concurrency = [2, 4]",
@@ -126,7 +126,7 @@ def test_invalid_toml_is_reported(tmp_path: Path) -> None:
     ('runners = ["cpu"]', 'runners = ["cpu", "tpu"]',
      r"suite.runners: 'tpu' is not a runner class or architecture"),
     ("page_size = 64", "page_size = 48", r"chunk size 256 is not a multiple of page size 48"),
-    ("warmup_requests = 1", "warmup_requests = true",
+    ("warmup_requests = 0", "warmup_requests = true",
      r"load.warmup_requests: expected integer, got bool"),
     ("input_len = 300", "input_len = 300\nrange_ratio = 1.5",
      r"cpu.toml: load.range_ratio: expected a number in \[0, 1\]"),

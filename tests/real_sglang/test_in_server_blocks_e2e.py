@@ -1,14 +1,16 @@
 """Modes in one real sglang CPU server, judged on blocks: the issue's tests (b) and (c) in one
-server start (``suites/cpu.toml`` with ``--modes off,forced``: 4 blocks per mode, no GSM8K).
-Test (a), the A/A no-op of ``off`` vs ``on`` gating and passing, is asserted on the README main
-command's run (one server for all three modes) in ``tests/test_fresh_clone.py``.
+server start (``suites/cpu.toml`` with ``--modes off,forced``, 6 blocks per mode and one discarded
+warm-up block per mode, no GSM8K). Test (a), the A/A no-op of ``off`` vs ``on`` gating and
+passing, is asserted on the README main command's run (one server for all three modes) in
+``tests/test_fresh_clone.py``.
 
-(b) A decode slowdown injected only in ``forced`` blocks (``SERVEGATE_INJECT_MODES=forced``),
-    sized by the calibration: the smallest TPOT slowdown this design's forced-vs-off check calls
-    a regression with 80 % power at the block noise measured on this VM
-    (:func:`calibrate_blocks.smallest_paired_effect`), i.e. that fraction of the baseline's
-    median TPOT per decode batch. Asserted: the forced-vs-off interval excludes no change and
-    points up (slower).
+(b) A prefill slowdown injected only in ``forced`` blocks (``SERVEGATE_INJECT_MODES=forced``),
+    sized by the calibration: the smallest mean-TTFT slowdown this design's forced-vs-off check
+    calls a regression with 80 % power at the block noise measured on this VM
+    (:func:`calibrate_blocks.smallest_paired_effect`). A block is one wave of two 300-token
+    prompts at c2 through a 256-token chunk: the first request's first token follows 2 prefill
+    batches, the second's 3, so a delay of ``d`` per prefill batch adds 2.5 ``d`` to the block's
+    mean TTFT. Asserted: the forced-vs-off interval excludes no change and points up (slower).
 (c) The mode switch itself: forced blocks' saturated prefill batches are exactly the chunk, off
     blocks' are not; every block names the acknowledgement it ran under, from every scheduler
     process, with the gate the mode implies, and the server log has every acknowledgement.
@@ -28,8 +30,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+BLOCKS = 6                      # per mode: fewer than the suite's 8, sized below for this design
+PREFILL_BATCHES_PER_FIRST_TOKEN = 2.5   # mean over the wave's two requests (module docstring)
+
+
 def _injected_delay_ms() -> tuple[float, float]:
-    """(slowdown fraction from the calibration, per-decode delay in ms)."""
+    """(slowdown fraction from the calibration, delay in ms per prefill batch)."""
     from servegate.config import load_suite
     from servegate.judge.calibrate import CPU_BLOCK_CV
     from servegate.judge.calibrate_blocks import Noise, smallest_paired_effect
@@ -37,14 +43,14 @@ def _injected_delay_ms() -> tuple[float, float]:
     suite = load_suite(REPO / "suites" / "cpu.toml")
     config = suite.judge
     effect = smallest_paired_effect(
-        suite.effective_design.starts, suite.effective_design.blocks,
-        Noise(0.0, CPU_BLOCK_CV, config.interaction_cv), floor=config.floor("median_tpot_ms"),
+        suite.effective_design.starts, BLOCKS,
+        Noise(0.0, CPU_BLOCK_CV, config.interaction_cv), floor=config.floor("mean_ttft_ms"),
         prior_cv=config.interaction_cv, prior_dof=config.interaction_cv_dof)
     assert effect is not None, "the design cannot catch any slowdown on the grid"
     baseline = json.loads((REPO / "baselines" / "cpu" / "smollm2-135m" / "cpu.json").read_text())
-    tpot = next(p["metrics"]["median_tpot_ms"]["value"] for p in baseline["points"]
+    ttft = next(p["metrics"]["mean_ttft_ms"]["value"] for p in baseline["points"]
                 if p["mode"] == "off")
-    return effect, effect * tpot
+    return effect, effect * ttft / PREFILL_BATCHES_PER_FIRST_TOKEN
 
 
 @pytest.mark.e2e
@@ -52,14 +58,14 @@ def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
         tmp_path: Path) -> None:
     pytest.importorskip("sglang")
     effect, delay_ms = _injected_delay_ms()
-    suite = tmp_path / "cpu.toml"       # the shipped suite with one discarded warm-up per mode
+    suite = tmp_path / "cpu.toml"       # the shipped suite, 6 blocks, one warm-up per mode
     text = (REPO / "suites" / "cpu.toml").read_text()
-    assert "\nblocks = 4\n" in text
-    suite.write_text(text.replace("\nblocks = 4\n", "\nblocks = 4\nwarmup_blocks = 1\n"))
+    assert "\nblocks = 8\n" in text
+    suite.write_text(text.replace("\nblocks = 8\n", f"\nblocks = {BLOCKS}\nwarmup_blocks = 1\n"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]),
-        "SERVEGATE_INJECT_MODES": "forced", "SERVEGATE_INJECT_DECODE_DELAY_MS": f"{delay_ms:.1f}"}
-    for name in ("SERVEGATE_RUNNER", "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_MODE_CONTROL"):
+        "SERVEGATE_INJECT_MODES": "forced", "SERVEGATE_INJECT_DELAY_MS": f"{delay_ms:.1f}"}
+    for name in ("SERVEGATE_RUNNER", "SERVEGATE_INJECT_DECODE_DELAY_MS", "SERVEGATE_MODE_CONTROL"):
         env.pop(name, None)
     started = time.monotonic()
     proc = subprocess.run(
@@ -76,7 +82,7 @@ def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
     # one discarded warm-up run per mode at its first switch, never a point
     warmups = sorted(p.name for p in (run_dir / "client").glob("warmup-*.jsonl"))
     assert warmups == ["warmup-forced-c2-s0-w0.jsonl", "warmup-off-c2-s0-w0.jsonl"], warmups
-    assert len(run["points"]) == 8 and run["design"]["warmup_blocks"] == 1
+    assert len(run["points"]) == 2 * BLOCKS and run["design"]["warmup_blocks"] == 1
 
     # (c) attribution: alignment and acknowledgements per block
     pids = None
@@ -101,10 +107,10 @@ def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
     verdict = json.loads((run_dir / "verdict.json").read_text())
     checks = {c["name"]: c for c in verdict["checks"]}
     # (b) the injected forced slowdown: the interval excludes no change, pointing up
-    experiment = checks["experiment: forced@c2 median_tpot_ms vs off"]
+    experiment = checks["experiment: forced@c2 mean_ttft_ms vs off"]
     low, high = experiment["interval"]
     assert low > 1.0 and experiment["ratio"] > 1.0, experiment
     assert experiment["primary"] is False and experiment["gate"] is False
-    print(f"\nin-server e2e: {seconds:.0f} s, injected +{100 * effect:.0f}% TPOT "
-          f"({delay_ms:.1f} ms per decode batch in forced blocks): forced/off ratio "
+    print(f"\nin-server e2e: {seconds:.0f} s, injected +{100 * effect:.0f}% mean TTFT "
+          f"({delay_ms:.1f} ms per prefill batch in forced blocks): forced/off ratio "
           f"{experiment['ratio']:.3f} [{low:.3f}, {high:.3f}]")
