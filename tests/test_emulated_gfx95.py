@@ -122,6 +122,7 @@ def test_bench_judges_in_run_claims_without_a_baseline(
     returns the judge's code; a suite with neither is not judged (exit 0)."""
     monkeypatch.setattr(bench, "ensure_gguf_model", lambda name, package_file: tmp_path / "m")
     monkeypatch.setattr(bench, "_run_slot", lambda *a, **k: None)
+    monkeypatch.setattr(bench, "_run_in_server", lambda *a, **k: None)
     monkeypatch.setattr(bench, "_require_gate", lambda *args: None)
     monkeypatch.setattr(bench, "_add_to_history", lambda ctx: None)
     monkeypatch.setenv("COLUMNS", "400")                # rich: one log message per line

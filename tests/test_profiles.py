@@ -40,15 +40,17 @@ def test_shipped_suites_load() -> None:
         assert len(suite.load.num_prompts) == 5
     # cpu, premerge and nightly run every mode inside each server start ([design]); nightly
     # replicates over server starts, premerge and cpu use one
-    designs = {name: load_suite(suite_path(name)) for name in ("cpu", "premerge", "nightly")}
+    designs = {name: load_suite(suite_path(name))
+               for name in ("cpu", "cpu-gfx95", "premerge", "nightly")}
     assert {name: (s.design, s.repeats, s.notes) for name, s in designs.items()} == {
         "cpu": (Design(starts=1, blocks=8), 1, ()),
+        "cpu-gfx95": (Design(starts=1, blocks=3), 1, ()),
         "premerge": (Design(starts=1, blocks=4, warmup_blocks=1), 1, ()),
         "nightly": (Design(starts=2, blocks=6, warmup_blocks=1), 1, ())}
     assert all(s.effective_design is s.design and s.design.in_server for s in designs.values())
     assert designs["nightly"].effective_design.starts > 1
-    # the CPU gate suites keep the design before [design]: a server start per mode and repeat
-    for name in ("cpu-gate", "cpu-gfx95"):
+    # the judge's validation suite keeps the design before [design]: a start per mode and repeat
+    for name in ("cpu-gate",):
         suite = load_suite(suite_path(name))
         assert (suite.design, suite.repeats) == (None, 1), name
         assert suite.effective_design == Design(starts=1, blocks=1, in_server=False), name

@@ -44,7 +44,18 @@ from servegate.measure.client import ClientError, ClientPoint, client_argv, pars
 from servegate.measure.client_host import ClientHost
 from servegate.measure.exactfill import check_block_effective, check_effective, device_double
 from servegate.measure.interference import BlockMonitor
-from servegate.plan import PlannedPoint, ServerSlot, build_block_plan, build_plan, total_points
+from servegate.plan import (
+    LivePair,
+    PlannedPoint,
+    ServerSlot,
+    build_block_plan,
+    build_live_pair_plan,
+    build_plan,
+    device_env,
+    expected_schedulers,
+    live_pair_layout,
+    total_points,
+)
 from servegate.results import MODES, Point, Run
 from servegate.runner import Detected, RunnerError, detect, fingerprint
 from servegate.serve.launch import build_launch
@@ -62,6 +73,7 @@ from servegate.serve.trees import SglangTree, TreeError, resolve_tree
 from servegate.session import RunSession
 
 INJECT_PREFIX = "SERVEGATE_INJECT_"     # the hook's controlled-slowdown variables
+INJECT_ARMS = "SERVEGATE_INJECT_ARMS"   # head vs base: the arms whose servers get them
 PORT_ATTEMPTS = 3                        # fresh ports to try when the chosen one is taken
 SWITCH_TIMEOUT_S = 120.0                 # every scheduler acknowledges a mode switch by then
 # Warm-up after a switch: a GPU GEMM picked by M (16384 with exact fill, 16280-16350 without)
@@ -231,42 +243,102 @@ def _accuracy(ctx: Context, server: Server, mode: str) -> None:
     ctx.session.add_accuracy(mode, result)  # type: ignore[arg-type]
 
 
+def server_base_env(arm: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a server inherits: ``SERVEGATE_INJECT_ARMS`` (comma-separated arms)
+    scopes the injected slowdowns (``SERVEGATE_INJECT_*``) to those trees' servers."""
+    env = dict(os.environ if environ is None else environ)
+    scope = {a.strip() for a in env.get(INJECT_ARMS, "").split(",") if a.strip()}
+    if scope and arm not in scope:
+        env = {k: v for k, v in env.items() if not k.startswith(INJECT_PREFIX)}
+    return env
+
+
+@dataclass(frozen=True)
+class ServerRequest:
+    """One server to start: its slot, log, mode control (in-server) and device variables."""
+
+    slot: ServerSlot
+    log_rel: str
+    control: ModeControl | None = None
+    devices: dict[str, str] | None = None
+
+
 def _start_server(ctx: Context, slot: ServerSlot, log_rel: str,
                   control: ModeControl | None = None) -> Server:
     """Start and wait for the slot's server; a taken port is retried on a fresh one.
 
     With ``control`` (in-server design) the server launches with exact fill off in its
     environment and the hook's mode switch in charge (the control file names the first mode)."""
+    return _start_servers(ctx, [ServerRequest(slot, log_rel, control)])[0]
+
+
+def _launch(ctx: Context, request: ServerRequest) -> Server:
+    slot, control = request.slot, request.control
     runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
     extra = {} if control is None else {**control.env(), "SERVEGATE_REPORT_EXACT_FILL": ""}
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        tree = ctx.trees.get(slot.arm)
-        spec = build_launch(
-            python=ctx.python, model_path=ctx.model_dir, runner=runner_profile,
-            mode=slot.mode if control is None else "off", port=free_port(),
-            revision=ctx.suite.model.revision,
-            sglang_src=tree.import_root if tree else None, extra_env=extra)
-        server = Server(spec, ctx.run_dir / log_rel)
-        ctx.console.log(f"server {slot.index + 1}: {slot.label}, repeat {slot.repeat}: "
-                        f"starting ({spec.display()})")
-        try:
-            server.start()
-            waited = server.wait_ready()
-        except PortInUse as err:
+    extra.update(request.devices or {})
+    tree = ctx.trees.get(slot.arm)
+    spec = build_launch(
+        python=ctx.python, model_path=ctx.model_dir, runner=runner_profile,
+        mode=slot.mode if control is None else "off", port=free_port(),
+        revision=ctx.suite.model.revision, base_env=server_base_env(slot.arm),
+        sglang_src=tree.import_root if tree else None, extra_env=extra)
+    server = Server(spec, ctx.run_dir / request.log_rel)
+    ctx.console.log(f"server {slot.index + 1}: {slot.label}, repeat {slot.repeat}: "
+                    f"starting ({spec.display()})")
+    server.start()
+    return server
+
+
+def _start_servers(ctx: Context, requests: list[ServerRequest]) -> list[Server]:
+    """Start every requested server at once, then wait until each is ready (a live pair loads
+    both trees together: the devices do not idle through two loads in series). A taken port is
+    retried on a fresh one, up to PORT_ATTEMPTS per server; on any failure every server
+    started here is stopped before the error propagates."""
+    ready: dict[int, Server] = {}
+    attempts = dict.fromkeys(range(len(requests)), 0)
+    launched: dict[int, Server] = {}
+    try:
+        while len(ready) < len(requests):
+            for index, request in enumerate(requests):
+                if index in ready or index in launched:
+                    continue
+                attempts[index] += 1
+                try:
+                    server = _launch(ctx, request)
+                except PortInUse as err:
+                    _port_retry(ctx, err, attempts[index])
+                    continue
+                launched[index] = server
+            for index in sorted(launched):
+                server = launched.pop(index)
+                try:
+                    waited = server.wait_ready()
+                except PortInUse as err:
+                    server.stop()
+                    if server.log_path.is_file():   # keep the failed attempt's log
+                        server.log_path.replace(
+                            server.log_path.with_suffix(f".attempt{attempts[index]}.log"))
+                    _port_retry(ctx, err, attempts[index])
+                    continue
+                except BaseException:
+                    server.stop()
+                    raise
+                ctx.console.log(f"server ready after {waited:.0f} s at {server.base_url}")
+                ctx.start_seconds.append(round(waited, 1))
+                ready[index] = server
+    except BaseException:
+        for server in [*launched.values(), *ready.values()]:
             server.stop()
-            if server.log_path.is_file():   # keep the failed attempt's log for the post-mortem
-                server.log_path.replace(server.log_path.with_suffix(f".attempt{attempt}.log"))
-            if attempt == PORT_ATTEMPTS:
-                raise PortInUse(f"{err} ({PORT_ATTEMPTS} ports tried)", err.log_tail) from err
-            ctx.console.log(f"{err}; retrying on another port")
-            continue
-        except BaseException:
-            server.stop()
-            raise
-        ctx.console.log(f"server ready after {waited:.0f} s at {server.base_url}")
-        ctx.start_seconds.append(round(waited, 1))
-        return server
-    raise AssertionError("unreachable")
+        raise
+    return [ready[i] for i in range(len(requests))]
+
+
+def _port_retry(ctx: Context, err: PortInUse, attempt: int) -> None:
+    """Log a taken port and go on, or give up after PORT_ATTEMPTS fresh ports."""
+    if attempt >= PORT_ATTEMPTS:
+        raise PortInUse(f"{err} ({PORT_ATTEMPTS} ports tried)", err.log_tail) from err
+    ctx.console.log(f"{err}; retrying on another port")
 
 
 def _run_slot(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
@@ -283,30 +355,6 @@ def _run_slot(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
             progress.advance(task)
         if with_accuracy and slot.repeat == 0 and ctx.suite.gsm8k:
             _accuracy(ctx, server, slot.label)
-
-
-def expected_schedulers(args: tuple[str, ...] | list[str]) -> int | None:
-    """Scheduler processes sglang starts for these launch arguments (tp x pp, times dp for
-    plain DP replicas); None when the arguments say something this does not model."""
-    def value(*flags: str) -> int:
-        for i, arg in enumerate(args):
-            for flag in flags:
-                if arg == flag and i + 1 < len(args):
-                    return int(args[i + 1])
-                if arg.startswith(flag + "="):
-                    return int(arg.split("=", 1)[1])
-        return 1
-
-    try:
-        tp = value("--tp-size", "--tp", "--tensor-parallel-size")
-        pp = value("--pp-size", "--pipeline-parallel-size")
-        dp = value("--dp-size", "--dp", "--data-parallel-size")
-    except ValueError:
-        return None
-    attention_dp = "--enable-dp-attention" in args or any(
-        a.startswith("--attn-dp-size") or a.startswith("--attention-data-parallel-size")
-        for a in args)
-    return tp * pp * (1 if attention_dp else dp)
 
 
 def _switch(ctx: Context, server: Server, control: ModeControl, mode: str) -> None:
@@ -351,6 +399,93 @@ def _run_in_server(ctx: Context, slot: ServerSlot, progress: Progress, task: Any
                 _accuracy(ctx, server, f"{slot.arm}-{mode}" if slot.arm else mode)
 
 
+@dataclass
+class LiveServer:
+    """One arm's server of a live pair, with its mode control, client worker and log."""
+
+    slot: ServerSlot
+    server: Server
+    control: ModeControl
+    host: ClientHost
+    log_rel: str
+    warmed: set[str] = dataclasses.field(default_factory=set)
+
+
+def _run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
+                   with_accuracy: bool) -> None:
+    """Head vs base with both trees' servers alive for one start: they load together, then
+    the blocks alternate between them (same prompts per block pair), each server switching its
+    modes in place; while a block runs on one server the other must stay idle (no prefill or
+    decode batch in its log over the block), else the run stops with that named."""
+    runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
+    arch = runners.get(ctx.detected.runner_class).arch
+    progress.update(task, description=f"starting the live pair "
+                                      f"{' + '.join(s.label for s in pair.slots)}")
+    with contextlib.ExitStack() as stack:
+        requests, hosts, controls = [], [], []
+        for index, slot in enumerate(pair.slots):
+            control = ModeControl(ctx.run_dir / "server" / f"{slot.label}.mode.json")
+            control.write(slot.mode, 0)
+            host = ClientHost(ctx.python, _worker_env(ctx.client_env(slot.arm)),
+                              ctx.run_dir / "client" / f"{slot.label}.worker.log")
+            host.launch()                   # the clients import while the servers load
+            stack.enter_context(host)
+            devices = pair.devices[index] if pair.devices else ()
+            requests.append(ServerRequest(slot, f"server/{slot.label}.log", control,
+                                          device_env(arch, devices)))
+            hosts.append(host)
+            controls.append(control)
+        # GPU runners load both trees at once (disjoint devices, no idle GPUs through two loads
+        # in series); a 2-core CPU loads them one after the other (measured: both at once took
+        # 78 s, one alone 31 s)
+        servers: list[Server] = []
+        for group in ([requests] if arch != "cpu" else [[r] for r in requests]):
+            for server in _start_servers(ctx, group):
+                servers.append(stack.enter_context(server))
+        live: dict[str, LiveServer] = {}
+        for request, server, host, control in zip(requests, servers, hosts, controls,
+                                                  strict=True):
+            control.register(expected_schedulers(list(runner_profile.args)),
+                             timeout_s=SWITCH_TIMEOUT_S)
+            live[request.slot.arm] = LiveServer(request.slot, server, control, host,
+                                                request.log_rel)
+        for planned in pair.points:
+            this = live[planned.arm]
+            others = [o for arm, o in live.items() if arm != planned.arm]
+            _switch(ctx, this.server, this.control, planned.mode)
+            if planned.mode not in this.warmed:
+                this.warmed.add(planned.mode)
+                _warm_up(ctx, this.server, planned, this.host)
+            progress.update(task, description=f"{planned.arm} {planned.mode} "
+                                              f"c={planned.concurrency} s{planned.start} "
+                                              f"b{planned.block}")
+            before = {o.slot.arm: o.server.log_offset() for o in others}
+            point = _measure_point(ctx, this.server, planned, this.log_rel, this.control,
+                                   this.host)
+            point["idle_check"] = {o.slot.label: _idle_batches(o, before[o.slot.arm])
+                                   for o in others}
+            busy = {label: n for label, n in point["idle_check"].items() if n}
+            if busy:
+                raise BenchError(f"live pair: server(s) {busy} ran batches while block "
+                                 f"{planned.arm} {planned.mode} s{planned.start} "
+                                 f"b{planned.block} ran on the other (something else is "
+                                 f"using them): the pair's blocks are not comparable")
+            ctx.session.add_point(point)
+            _log_point(ctx, planned, point)
+            progress.advance(task)
+        if with_accuracy and pair.start == 0 and ctx.suite.gsm8k:
+            for this in live.values():      # GSM8K per tree and mode, each in its own server
+                for mode in this.slot.modes:
+                    _switch(ctx, this.server, this.control, mode)
+                    _accuracy(ctx, this.server, f"{this.slot.arm}-{mode}")
+
+
+def _idle_batches(other: LiveServer, since: int) -> int:
+    """Batches the other server of a live pair ran since ``since`` (its log offset)."""
+    other.server.check_alive()
+    return logparse.batch_lines(logparse.read_slice(other.server.log_path, since))
+
+
 def _warm_up(ctx: Context, server: Server, planned: PlannedPoint, host: ClientHost) -> None:
     """``[design] warmup_blocks`` discarded client runs in a mode at its first switch in a
     start, with the first measured block's shape and fresh prompts (distinct prompts make
@@ -359,7 +494,8 @@ def _warm_up(ctx: Context, server: Server, planned: PlannedPoint, host: ClientHo
     measured. Kept in client/ as warmup-*, never a point."""
     suite = ctx.suite
     for index in range(suite.effective_design.warmup_blocks):
-        name = f"warmup-{planned.mode}-c{planned.concurrency}-s{planned.start}-w{index}"
+        label = f"{planned.arm}-{planned.mode}" if planned.arm else planned.mode
+        name = f"warmup-{label}-c{planned.concurrency}-s{planned.start}-w{index}"
         jsonl = ctx.run_dir / "client" / f"{name}.jsonl"
         jsonl.unlink(missing_ok=True)
         point = ClientPoint(base_url=server.base_url, model=ctx.model_dir,
@@ -431,22 +567,40 @@ def _add_to_history(ctx: Context) -> None:
 
 
 def _plan(suite: Suite, modes: list[str], trees: dict[str, SglangTree | None],
-          accuracy_only: bool) -> list[ServerSlot]:
-    """The suite's design as server slots (accuracy-only runs: one start, no load points)."""
+          accuracy_only: bool, runner_class: str = "cpu",
+          gpus: int = 0) -> list[ServerSlot | LivePair]:
+    """The suite's design as server slots (accuracy-only runs: one start, no load points).
+    Head vs base in an in-server design runs as live pairs where the runner holds two servers
+    (:func:`live_pair_layout`), else one start per tree after the other."""
     design = suite.effective_design
     arms = tuple(trees)
+    starts = 1 if accuracy_only else design.starts
     if design.in_server:
+        layout = (live_pair_layout(suite, runner_class, gpus) if arms == ("base", "head")
+                  else None)
+        if layout is not None and layout.live:
+            pairs = build_live_pair_plan(modes, suite.load.concurrency, suite.load.num_prompts,
+                                         starts, design.blocks, suite.seed,
+                                         gpus=layout.gpus, per_server=layout.per_server)
+            if accuracy_only:
+                pairs = [dataclasses.replace(pair, points=()) for pair in pairs]
+            return list(pairs)
         slots = build_block_plan(modes, suite.load.concurrency, suite.load.num_prompts,
-                                 1 if accuracy_only else design.starts, design.blocks,
-                                 suite.seed, arms=arms)
+                                 starts, design.blocks, suite.seed, arms=arms)
         if accuracy_only:
             slots = [dataclasses.replace(slot, points=()) for slot in slots]
-        return slots
+        return list(slots)
     slots = build_plan(modes, suite.load.concurrency, suite.load.num_prompts,
                        1 if accuracy_only else suite.repeats, suite.seed, arms=arms)
     if accuracy_only:
         slots = [dataclasses.replace(slot, points=()) for slot in slots]
-    return slots
+    return list(slots)
+
+
+def _order_label(point: PlannedPoint) -> str:
+    """A block in run.json's design order: ``off@c2`` (``head:off@c2`` in a live pair)."""
+    where = f"{point.mode}@c{point.concurrency}"
+    return f"{point.arm}:{where}" if point.arm else where
 
 
 def _select_modes(suite: Suite, modes_arg: str | None) -> list[str]:
@@ -525,19 +679,32 @@ def main(argv: list[str]) -> int:
                 session.save()
             if args.accuracy_only and not suite.gsm8k:
                 raise BenchError(f"--accuracy-only: suite {suite.name!r} has no [gsm8k] table")
-            slots = _plan(suite, modes, trees, args.accuracy_only)
+            slots = _plan(suite, modes, trees, args.accuracy_only, detected.runner_class,
+                          detected.gpu_count)
             design = suite.effective_design
             run["design"] = {**design.record(), "modes": list(modes),
-                             "order": [[f"{p.mode}@c{p.concurrency}" for p in slot.points]
-                                       for slot in slots if slot.in_server],
+                             "order": [[_order_label(p) for p in slot.points]
+                                       for slot in slots
+                                       if isinstance(slot, LivePair) or slot.in_server],
                              "warmup": WARMUP_NOTE if design.in_server else "",
                              "note": "; ".join(suite.notes)}
+            if set(trees) == {"base", "head"} and design.in_server:
+                layout = live_pair_layout(suite, detected.runner_class, detected.gpu_count)
+                run["design"]["live_pair"] = layout.live
+                run["design"]["pair_note"] = layout.note
+                run["design"]["devices"] = [
+                    {s.label: list(d) for s, d in zip(pair.slots, pair.devices, strict=True)}
+                    for pair in slots if isinstance(pair, LivePair) and pair.devices]
+                console.log(layout.note)
             for note in suite.notes:
                 console.log(f"note: {note}")
             session.save()
             with _progress(console, total_points(slots)) as (progress, task):
                 for slot in slots:
-                    if slot.in_server:
+                    if isinstance(slot, LivePair):
+                        _run_live_pair(ctx, slot, progress, task,
+                                       with_accuracy=not args.skip_accuracy)
+                    elif slot.in_server:
                         _run_in_server(ctx, slot, progress, task,
                                        with_accuracy=not args.skip_accuracy)
                     else:

@@ -14,8 +14,13 @@ permutations, so slow drift spreads over all modes instead of masquerading as an
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from servegate import runners
+from servegate.config import Suite
 
 
 @dataclass(frozen=True)
@@ -150,5 +155,134 @@ def build_block_plan(modes: tuple[str, ...] | list[str],
     return slots
 
 
-def total_points(slots: list[ServerSlot]) -> int:
+def total_points(slots: Sequence[ServerSlot | LivePair]) -> int:
     return sum(len(slot.points) for slot in slots)
+
+
+@dataclass(frozen=True)
+class LivePair:
+    """Head vs base with both servers alive for one start: each arm's in-server slot, and the
+    blocks of both in the order they run (one server busy at a time, the other idle)."""
+
+    start: int
+    slots: tuple[ServerSlot, ...]           # one per arm, in the arms' order
+    points: tuple[PlannedPoint, ...]        # both arms' blocks, interleaved
+    devices: tuple[tuple[int, ...], ...] = ()   # per slot: its device set (empty: no GPUs)
+
+
+def pair_block_order(per_arm: dict[str, list[PlannedPoint]], start: int,
+                     seed: int) -> list[PlannedPoint]:
+    """Both arms' blocks of one start, interleaved: within every (block round, mode) the two
+    arms run back to back on the same prompts, the arm going first alternating (A B | B A, from a
+    seeded first arm per start), so drift and bursts spread over both trees and each server
+    switches mode once per round."""
+    arms = list(per_arm)
+    rng = random.Random(seed * 15_485_863 + start)  # pragma: no mutate (any fixed seed)
+    if rng.random() < 0.5:  # pragma: no mutate (< or <= 0.5: the same fair draw)
+        arms.reverse()
+    keyed: dict[tuple[int, str, int], dict[str, PlannedPoint]] = {}
+    for arm, points in per_arm.items():
+        for p in points:
+            keyed.setdefault((p.block, p.mode, p.concurrency), {})[arm] = p
+    first_arm_points = per_arm[arms[0]]
+    out: list[PlannedPoint] = []
+    for index, p in enumerate(first_arm_points):
+        group = keyed[(p.block, p.mode, p.concurrency)]
+        order = arms if index % 2 == 0 else arms[::-1]
+        out += [group[arm] for arm in order]
+    return [dataclasses.replace(p, order=i) for i, p in enumerate(out)]
+
+
+def device_split(gpus: int, per_server: int, start: int
+                 ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """Disjoint device sets for the two servers of a live pair, swapped every other start
+    (crossover: a difference between the GPU halves cancels instead of looking like the
+    change); None when the runner has too few devices for two servers."""
+    if per_server < 1 or gpus < 2 * per_server:
+        return None
+    low, high = tuple(range(per_server)), tuple(range(per_server, 2 * per_server))
+    return (low, high) if start % 2 == 0 else (high, low)
+
+
+def build_live_pair_plan(modes: tuple[str, ...] | list[str],
+                         concurrency: tuple[int, ...] | list[int],
+                         num_prompts: tuple[int, ...] | list[int], starts: int, blocks: int,
+                         seed: int, arms: tuple[str, str] = ("base", "head"), *,
+                         gpus: int = 0, per_server: int = 0) -> list[LivePair]:
+    """The in-server design for head vs base with both trees' servers alive together: per
+    start one server per arm (as :func:`build_block_plan`), their blocks interleaved; on GPU
+    runners (``gpus`` > 0) each server gets ``per_server`` devices, halves crossed over."""
+    slots = build_block_plan(modes, concurrency, num_prompts, starts, blocks, seed, arms=arms)
+    pairs: list[LivePair] = []
+    order = 0
+    for start in range(starts):
+        mine = [s for s in slots if s.repeat == start]
+        mine.sort(key=lambda s: arms.index(s.arm))
+        points = pair_block_order({s.arm: list(s.points) for s in mine}, start, seed)
+        points = [dataclasses.replace(p, order=order + i) for i, p in enumerate(points)]
+        order += len(points)
+        split = device_split(gpus, per_server, start) if gpus else None
+        pairs.append(LivePair(start, tuple(mine), tuple(points), split or ()))
+    return pairs
+
+
+def expected_schedulers(args: tuple[str, ...] | list[str]) -> int | None:
+    """Scheduler processes sglang starts for these launch arguments (tp x pp, times dp for
+    plain DP replicas); None when the arguments say something this does not model."""
+    def value(*flags: str) -> int:
+        for i, arg in enumerate(args):
+            for flag in flags:
+                if arg == flag and i + 1 < len(args):
+                    return int(args[i + 1])
+                if arg.startswith(flag + "="):
+                    return int(arg.split("=", 1)[1])
+        return 1
+
+    try:
+        tp = value("--tp-size", "--tp", "--tensor-parallel-size")
+        pp = value("--pp-size", "--pipeline-parallel-size")
+        dp = value("--dp-size", "--dp", "--data-parallel-size")
+    except ValueError:
+        return None
+    attention_dp = "--enable-dp-attention" in args or any(
+        a.startswith("--attn-dp-size") or a.startswith("--attention-data-parallel-size")
+        for a in args)
+    return tp * pp * (1 if attention_dp else dp)
+
+
+def device_env(arch: str, devices: tuple[int, ...]) -> dict[str, str]:
+    """The device-visibility variable a server of this architecture reads (ROCm: HIP, NVIDIA:
+    CUDA); nothing without devices (a CPU)."""
+    if not devices:
+        return {}
+    name = "CUDA_VISIBLE_DEVICES" if arch == "nvidia" else "HIP_VISIBLE_DEVICES"
+    return {name: ",".join(str(d) for d in devices)}
+
+
+@dataclass(frozen=True)
+class PairLayout:
+    """Whether head and base can be served at once here, and why (said in run and verdict)."""
+
+    live: bool
+    gpus: int                   # devices on this runner class (0: a CPU)
+    per_server: int             # devices one server of the suite uses
+    note: str
+
+
+def live_pair_layout(suite: Suite, runner_class: str, gpus: int = 0) -> PairLayout:
+    """A CPU holds two idle sglang servers (``--sleep-on-idle``); a GPU runner needs two
+    disjoint device sets of the suite's size (TP x PP x DP ranks). ``gpus``: the devices this
+    runner sees (bench's detection); 0 takes the registry's count for the class."""
+    cls = runners.get(runner_class)
+    if cls.arch == "cpu" or cls.emulated:
+        return PairLayout(True, 0, 0, "live pair: both servers on this CPU, one busy at a time")
+    gpus = gpus or cls.gpus
+    args = list(suite.server_for(runner_class).args)
+    per_server = expected_schedulers(args) or 1
+    if gpus >= 2 * per_server:
+        return PairLayout(True, gpus, per_server,
+                          f"live pair: {per_server} of {gpus} GPUs per server, halves "
+                          f"crossed over between starts")
+    return PairLayout(False, gpus, per_server,
+                      f"no live pair: {runner_class} has {gpus} GPUs, two servers need "
+                      f"{2 * per_server}; base and head get a start each, one after the other")

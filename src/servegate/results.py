@@ -95,6 +95,8 @@ class Point(TypedDict):
     # what else used the machine during the block (psutil; GPU processes where a tool exists)
     machine: NotRequired[dict[str, Any]]
     wall_s: NotRequired[float]                # the block's client wall time
+    # live pair: batches the other server ran during this block, per server label (0: idle)
+    idle_check: NotRequired[dict[str, int]]
 
 
 class Fingerprint(TypedDict, total=False):

@@ -43,6 +43,9 @@ class RunnerClass:
     image_var: str = ""             # repository variable naming the container image
     description: str = ""
     emulated: bool = False          # arch emulated on a CPU by servegate's device double
+    # devices per runner: the smallest of its CI labels (preflight's assumption for a live
+    # pair of head and base servers; bench counts the devices it sees)
+    gpus: int = 0
 
     @property
     def gate_modes(self) -> tuple[str, ...]:
@@ -64,19 +67,20 @@ REGISTRY: dict[str, RunnerClass] = {c.name: c for c in (
     RunnerClass("cpu", "cpu", gated=False, description="no GPU: the CPU tier (real sglang on CPU)"),
     RunnerClass("mi355x", "gfx95", gated=True, gpu_names=("MI355X",),
                 ci_labels=("linux-mi35x-gpu-8",), image_var="SERVEGATE_IMAGE_GFX95",
-                description="AMD Instinct MI355X (gfx950)"),
+                description="AMD Instinct MI355X (gfx950)", gpus=8),
     RunnerClass("mi300x", "gfx942", gated=False, gpu_names=("MI300X",),
                 image_var="SERVEGATE_IMAGE_GFX942",
-                description="AMD Instinct MI300X (gfx942)"),
+                description="AMD Instinct MI300X (gfx942)", gpus=8),
     RunnerClass("mi325x", "gfx942", gated=False, gpu_names=("MI325X",),
                 ci_labels=("linux-mi325-8gpu-sglang", "linux-mi325-4gpu-sglang"),
-                image_var="SERVEGATE_IMAGE_GFX942", description="AMD Instinct MI325X (gfx942)"),
+                image_var="SERVEGATE_IMAGE_GFX942", description="AMD Instinct MI325X (gfx942)",
+                gpus=4),
     RunnerClass("h100", "nvidia", gated=False, gpu_names=("H100",),
-                image_var="SERVEGATE_IMAGE_NVIDIA", description="NVIDIA H100 (sm_90)"),
+                image_var="SERVEGATE_IMAGE_NVIDIA", description="NVIDIA H100 (sm_90)", gpus=8),
     RunnerClass("h200", "nvidia", gated=False, gpu_names=("H200",),
-                image_var="SERVEGATE_IMAGE_NVIDIA", description="NVIDIA H200 (sm_90)"),
+                image_var="SERVEGATE_IMAGE_NVIDIA", description="NVIDIA H200 (sm_90)", gpus=8),
     RunnerClass("b200", "nvidia", gated=False, gpu_names=("B200",),
-                image_var="SERVEGATE_IMAGE_NVIDIA", description="NVIDIA B200 (sm_100)"),
+                image_var="SERVEGATE_IMAGE_NVIDIA", description="NVIDIA B200 (sm_100)", gpus=8),
     RunnerClass("cpu-gfx95", "gfx95", gated=True, emulated=True,
                 description="CPU server, gfx95 emulated at sglang's device check (servegate's "
                             "device double; --runner only)"),

@@ -23,6 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from servegate.config.judge import FAMILY_SELECTORS, JudgeConfig
 from servegate.judge.ab import arm_view
 from servegate.judge.arms import Pending
@@ -133,6 +135,27 @@ class Judge:
                                       as_matrix(reference.logs(ref_arm, mode, concs, metric)),
                                       start_var=cv * cv,
                                       start_dof=self.config.run_to_run_cv_dof)
+
+    def live_pair(self, mode: str, concs: list[int], metric: str) -> Difference:
+        """Head vs base from a live pair: paired per block pair (same start, round and prompts,
+        run back to back); the two servers' start levels do not cancel, so their difference
+        (2 x run_to_run_cv^2, the suite's prior) stays, measured too with two starts or more."""
+        cur = self.evidence.logs("head", mode, concs, metric)
+        ref = self.evidence.logs("base", mode, concs, metric)
+        a, b = paired_matrices(cur, ref)
+        cv = self.config.run_to_run_cv
+        return paired_difference(a, b, interaction_var=2 * cv * cv,
+                                 interaction_dof=self.config.run_to_run_cv_dof, level="start")
+
+    def _pair_levels(self, mode: str, concs: list[int], metric: str) -> tuple[float, float]:
+        """Head's and base's geometric means over the block pairs they share."""
+        a, b = paired_matrices(self.evidence.logs("head", mode, concs, metric),
+                               self.evidence.logs("base", mode, concs, metric))
+        return math.exp(float(np.mean(a))), math.exp(float(np.mean(b)))
+
+    @property
+    def is_live_pair(self) -> bool:
+        return bool((self.run.get("design") or {}).get("live_pair"))
 
     def shared_concs(self, arm: str, a: str, b: str) -> list[int]:
         return sorted(set(self.evidence.concurrencies(arm, a)) &
@@ -323,13 +346,20 @@ class Judge:
         def evaluate(confidence: float) -> Check:
             check = Check(kind, name, metric, "inconclusive", mode=mode,  # type: ignore[arg-type]
                           concurrency=None if many else concs[0], reference=label, floor=floor)
-            diff = _fill(check, lambda: self.independent(self.evidence, arm, reference, ref_arm,
-                                                         mode, concs, metric), confidence)
+            if kind == "ab" and self.is_live_pair:
+                diff = _fill(check, lambda: self.live_pair(mode, concs, metric), confidence)
+            else:
+                diff = _fill(check, lambda: self.independent(
+                    self.evidence, arm, reference, ref_arm, mode, concs, metric), confidence)
             if diff is None:
                 return check
             assert check.interval is not None
-            check.current_value = math.exp(diff.parts[0].scalar("theta"))
-            check.reference_value = math.exp(diff.parts[1].scalar("theta"))
+            if len(diff.parts) == 2:            # two nested means
+                check.current_value = math.exp(diff.parts[0].scalar("theta"))
+                check.reference_value = math.exp(diff.parts[1].scalar("theta"))
+            else:                               # a live pair: one estimate of the pairs
+                check.current_value, check.reference_value = self._pair_levels(mode, concs,
+                                                                               metric)
             check.verdict = verdict(check.interval, direction(metric), floor)
             check.reason = noise_note(diff)
             return check

@@ -379,10 +379,34 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             for block_cv in block_cvs:
                 interaction = suite.judge.interaction_cv if args.interaction_cv is None \
                     else args.interaction_cv
-                rows.append(blocks.calibrate_design(
-                    design, blocks.Noise(run_cv, block_cv, interaction), nights=args.nights,
-                    seed=args.seed, batch=args.batch))
+                noise = blocks.Noise(run_cv, block_cv, interaction)
+                # head vs base of this design (servegate ab): both trees' servers alive
+                pair = blocks.live_pair_calibration(
+                    suite.judge, design.starts, design.blocks, len(design.modes), noise,
+                    nights=args.nights, seed=args.seed)
+                if blocks.family(design):
+                    row = blocks.calibrate_design(design, noise, nights=args.nights,
+                                                  seed=args.seed, batch=args.batch)
+                else:               # a head-vs-base suite: its family is the pair's alone
+                    row = _pair_row(name, runner, noise, pair, args.nights)
+                row["head_vs_base"] = pair
+                rows.append(row)
     return rows
+
+
+def _pair_row(suite: str, runner: str, noise: blocks.Noise, pair: dict[str, Any],
+              nights: int) -> dict[str, Any]:
+    """The row of a suite gated only head vs base: its A/A and power are the live pair's."""
+    return {"suite": suite, "runner": runner, "runner_class": runner, "design": "live-pair",
+            "starts": pair["starts"], "blocks": pair["blocks"],
+            "server_starts": pair["server_starts"], "run_cv": noise.run_cv,
+            "block_cv": noise.block_cv, "interaction_cv": noise.interaction_cv,
+            "nights": nights, "checks": pair["family_size"], "family_size": pair["family_size"],
+            "aa_false_alarm": pair["aa_false_alarm"],
+            "aa_false_alarm_ci": pair["aa_false_alarm_ci"], "noop_false_failure": None,
+            "power": {k: pair["power_curve"][k] for k in ("0.05", "0.10")},
+            "power_curve": pair["power_curve"], "slowdown_80": pair["slowdown_80"],
+            "claim_power": None, "claim_false_confirmation": None}
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -447,11 +471,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         block_cv = f"{100 * row['block_cv']:.1f}%" if "block_cv" in row else "-"
         claim = row.get("claim_power")
         claim_text = "-" if not claim else f"{claim['0.054']:.2f}/{claim['0.095']:.2f}"
+        noop = "-" if row["noop_false_failure"] is None else f"{row['noop_false_failure']:.4f}"
         print(f"{row['suite']:<10} {row.get('runner', row['runner_class']):<9} {shape:>5} "
               f"{100 * row['run_cv']:>5.1f}% {block_cv:>6} "
               f"{row['checks']:>6} {row['aa_false_alarm']:>8.4f} [{low:.4f}, {high:.4f}] "
-              f"{row['noop_false_failure']:>10.4f} {row['power'].get('0.05', 0):>8.3f} "
+              f"{noop:>10} {row['power'].get('0.05', 0):>8.3f} "
               f"{row['power'].get('0.10', 0):>9.3f} {at:>7} {claim_text:>14}")
+        pair = row.get("head_vs_base")
+        if pair:
+            p_low, p_high = pair["aa_false_alarm_ci"]
+            p_at = "-" if pair["slowdown_80"] is None else f"{100 * pair['slowdown_80']:.0f}%"
+            print(f"{'':<10} head vs base, live pair ({pair['server_starts']} server starts, "
+                  f"{pair['family_size']} gated): A/A {pair['aa_false_alarm']:.4f} "
+                  f"[{p_low:.4f}, {p_high:.4f}], 80 % power at a {p_at} TTFT slowdown")
     print(f"{args.nights} nights per row, seed {args.seed}, {elapsed:.1f} s")
     return 0
 

@@ -407,3 +407,63 @@ def smallest_paired_effect(starts: int, blocks: int, noise: Noise, *, floor: flo
         if result["regression"] >= power:
             return effect
     return None
+
+
+def _pair_nights(rng: np.random.Generator, nights: int, starts: int, blocks: int, noise: Noise,
+                 shift: float) -> np.ndarray:
+    """One tree's blocks in a live pair: its own server start factor (each tree has its own
+    start), its own bursty block noise, and ``shift`` (the true change, log scale)."""
+    core = noise.block_cv / CORE_RATIO
+    shape = (nights, starts, blocks)
+    block = rng.normal(0.0, core, shape)
+    block += np.where(rng.random(shape) < BURST_P, rng.uniform(*BURST_SDS, shape) * core, 0.0)
+    return rng.normal(0.0, noise.run_cv, (nights, starts, 1)) + block + shift
+
+
+def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: int,
+                          noise: Noise, *, nights: int, seed: int) -> dict[str, Any]:
+    """Head vs base in live pairs (``servegate ab``): A/A false alarms per run and the power
+    against a head-only TTFT slowdown, through the judge's live-pair estimator (block pairs, the
+    two servers' start difference from the prior 2 x run_to_run_cv^2 or measured with two
+    starts or more), decision p-values and Holm over the primary family (one check per mode
+    and aggregate metric; the metrics of a mode are simulated independent: conservative)."""
+    rng = np.random.default_rng([seed, starts, blocks, int(noise.run_cv * 1e6),
+                                 int(noise.block_cv * 1e6)])
+    metrics = list(config.aggregate_metrics or config.metrics)
+    m = modes * len(metrics)
+    floors = [config.floor(metric) for _ in range(modes) for metric in metrics]
+    slowed = ["ttft" in metric for _ in range(modes) for metric in metrics]
+    alpha = 1.0 - config.confidence
+    start_var, start_dof = 2 * config.run_to_run_cv ** 2, config.run_to_run_cv_dof
+
+    def regressions(shift: float) -> np.ndarray:
+        theta, se, df = [], [], []
+        for i in range(m):
+            d = paired_difference(_pair_nights(rng, nights, starts, blocks, noise,
+                                               shift if slowed[i] else 0.0),
+                                  _pair_nights(rng, nights, starts, blocks, noise, 0.0),
+                                  interaction_var=start_var, interaction_dof=start_dof)
+            theta.append(d.theta)
+            se.append(d.se)
+            df.append(d.df)
+        p = np.stack([decision_alpha(t, s, f, [math.log1p(fl)], False)
+                      for t, s, f, fl in zip(theta, se, df, floors, strict=True)], axis=-1)
+        levels = holm_levels_array(p, alpha)
+        hit = np.zeros(nights, dtype=bool)
+        for i in range(m):
+            q = sps.t.ppf(1.0 - levels[:, i] / 2.0, df[i])
+            low, high = theta[i] - q * se[i], theta[i] + q * se[i]
+            hit |= classify(np.expm1(low), np.expm1(high), floors[i], "lower") == 1
+        return hit
+
+    aa = int(regressions(0.0).sum())
+    curve = {f"{s:.2f}": round(float(regressions(math.log1p(s)).mean()), 4) for s in SLOWDOWNS}
+    reach = [s for s in SLOWDOWNS if curve[f"{s:.2f}"] >= 0.8]
+    low, high = sps.binomtest(aa, nights).proportion_ci()
+    return {"design": "live-pair", "starts": starts, "blocks": blocks,
+            "server_starts": 2 * starts, "family_size": m, "nights": nights,
+            "aa_false_alarm": round(aa / nights, 5),
+            "aa_false_alarm_ci": [round(float(low), 5), round(float(high), 5)],
+            "power_curve": curve, "slowdown_80": reach[0] if reach else None,
+            "assumed_run_cv": config.run_to_run_cv,
+            "assumed_run_cv_dof": config.run_to_run_cv_dof}

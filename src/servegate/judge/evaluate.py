@@ -124,8 +124,13 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
                      "block(s) per mode and concurrency, every mode inside each start; judged "
                      "on block values (20 % trimmed means, Yuen), modes paired within starts")
     if is_ab(run) and in_server:
+        design = run["design"]
+        how = (f"blocks paired between the two live servers ({design.get('pair_note', '')})"
+               if design.get("live_pair") else
+               f"each tree in its own server start(s), one after the other "
+               f"({design.get('pair_note') or 'no live pair'})")
         notes.append(f"head vs base: head {run['ab']['head'].get('path')} against base "
-                     f"{run['ab']['base'].get('path')}, each tree in its own server start(s)")
+                     f"{run['ab']['base'].get('path')}, {how}")
         pendings = block_pendings(run, evidence_from_run(dict(run)), config, run_dir=run_dir,
                                   extra=ab_accuracy_pendings(run, run_dir, config,
                                                              primary=not config.family))

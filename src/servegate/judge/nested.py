@@ -178,12 +178,16 @@ class Difference:
 
 
 def paired_difference(current: np.ndarray, reference: np.ndarray, *, interaction_var: float,
-                      interaction_dof: float, trim: float = TRIM) -> Difference:
+                      interaction_dof: float, trim: float = TRIM,
+                      level: str = "interaction") -> Difference:
     """Two modes measured in the same starts and block rounds: differences first, so the start
-    component cancels and only the start x mode interaction remains."""
+    component cancels and only the start x mode interaction remains. Two trees in a live pair
+    (``level="start"``): their block pairs share the machine's drift and bursts, but each
+    tree's server start keeps its own level, so ``interaction_var`` is then the difference of
+    two starts (twice the start variance)."""
     diff = nested_mean(np.asarray(current, float) - np.asarray(reference, float),
                        prior_var=interaction_var, prior_dof=interaction_dof,
-                       level="interaction", trim=trim)
+                       level=level, trim=trim)
     method = f"blocks-paired ({diff.starts} start(s) x {diff.blocks} block pair(s), " \
              f"trimmed {int(100 * trim)}%)"
     return Difference(diff.theta, diff.se, diff.df, (diff,), method)

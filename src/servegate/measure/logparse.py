@@ -186,3 +186,12 @@ def mode_acks(text: str) -> list[Ack]:
     (from before its switch to after its requests) shows which pids applied which mode."""
     return [Ack(seq=int(m["seq"]), mode=m["mode"], gate=m["gate"] == "True", pid=int(m["pid"]))
             for m in MODE_ACK.finditer(text)]
+
+
+BATCH_LINE = re.compile(r"\] (?:Prefill|Decode) batch\b")
+
+
+def batch_lines(text: str) -> int:
+    """How many prefill or decode batches a log slice reports: 0 means the server was idle
+    (a live pair's other server while a block runs on this one)."""
+    return sum(1 for line in text.splitlines() if BATCH_LINE.search(line))

@@ -24,7 +24,7 @@ from typing import Any
 from servegate import runners
 from servegate.admission.replay import Sglang
 from servegate.config.suites import Suite
-from servegate.plan import PlannedPoint, build_plan
+from servegate.plan import PlannedPoint, build_plan, device_split, live_pair_layout
 from servegate.preflight.argv import LaunchRejected, launch_for, parse_server_args
 from servegate.preflight.arrivals import PREFLIGHT_MODES, PointReplay, replay_point
 from servegate.preflight.budget import Budget, BudgetInvalid, resolve_budget
@@ -71,6 +71,7 @@ class Cell:
     budget: Budget | None = None
     modes: dict[str, ModeSummary] = field(default_factory=dict)
     argv: list[str] = field(default_factory=list)
+    live_pair: dict[str, Any] | None = None     # head vs base: both servers at once here?
 
     @property
     def fails(self) -> bool:
@@ -82,7 +83,7 @@ class Cell:
             "gating": self.gating, "fails": self.fails, "reasons": self.reasons,
             "budget": self.budget.contract() if self.budget else None,
             "modes": {name: mode.contract() for name, mode in self.modes.items()},
-            "argv": self.argv,
+            "argv": self.argv, "live_pair": self.live_pair,
         }
 
 
@@ -118,8 +119,24 @@ def gates(suite: Suite, runner: str) -> bool:
     return "forced" in suite.modes or ("on" in suite.modes and gated)
 
 
+def live_pair_report(suite: Suite, runner: str) -> dict[str, Any]:
+    """Can ``servegate ab`` hold head and base servers at once on this runner class: its GPU
+    count (servegate.runners) against two servers of the suite's TP x PP x DP size, and the
+    device split of the first start (the halves swap every other start). For an architecture,
+    its class with the fewest GPUs (a job for it may land on any)."""
+    classes = ([runners.get(runner)] if runner in runners.REGISTRY
+               else list(runners.of_arch(runner)))
+    fewest = min(classes, key=lambda c: c.gpus).name
+    layout = live_pair_layout(suite, fewest)
+    split = device_split(layout.gpus, layout.per_server, 0) if layout.live else None
+    return {"live": layout.live, "gpus": layout.gpus, "per_server": layout.per_server,
+            "devices": {"base": list(split[0]), "head": list(split[1])} if split else None,
+            "note": layout.note}
+
+
 def run_cell(sg: Sglang, suite: Suite, runner: str, cache: ReplayCache | None = None) -> Cell:
     cell = Cell(suite=suite.name, runner=runner, gating=gates(suite, runner))
+    cell.live_pair = live_pair_report(suite, runner)
     launch = launch_for(suite, runner)
     cell.argv = launch.argv
     try:

@@ -50,6 +50,13 @@ def print_table(sglang_version: str, cells: list[Cell], seconds: float) -> None:
     console = Console(width=max(console.width, 110))   # CI logs: no truncated columns
     console.print(table)
     for cell in cells:
+        pair = cell.live_pair
+        if pair:
+            split = pair["devices"]
+            where = (f" (base {split['base']}, head {split['head']} in the first start)"
+                     if split else "")
+            console.print(f"{cell.suite} x {cell.runner}: head vs base: {pair['note']}{where}",
+                          markup=False, highlight=False)
         for reason in cell.reasons:
             console.print(f"{cell.suite} x {cell.runner}: {cell.status}: {reason}",
                           markup=False, highlight=False)
