@@ -11,6 +11,8 @@ refusal of the pristine release.
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import json
 import os
 import subprocess
@@ -23,7 +25,7 @@ from sglang_trees import ASR_FIX, GATE_LEAK, edited_copy, release_tree
 
 from servegate.admission.ab import Expectation, compare
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 def _ab(*args: str | Path, timeout: int = 900) -> subprocess.CompletedProcess[str]:

@@ -3,6 +3,8 @@ the JSON contract comes from a real replay (marked ``sglang``)."""
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import json
 import os
 import subprocess
@@ -13,7 +15,7 @@ import pytest
 
 from servegate.admission.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 CONTRACT = ["admission", "replay", "--page-size", "64", "--chunk-size", "16384",
             "--prompt-lens", "3000,5000,7000,9000", "--json"]
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 from pathlib import Path
 
 import pytest
 
 from servegate.admission.suite import SuiteError, load_suite
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 def test_real_suite_covers_the_required_matrix() -> None:

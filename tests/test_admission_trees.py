@@ -3,6 +3,8 @@ and the admission commands that take one."""
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import json
 import os
 import subprocess
@@ -14,7 +16,7 @@ from sglang_trees import ASR_FIX, edited_copy, release_tree
 
 from servegate.serve.trees import TreeError, resolve_tree
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 def _package(root: Path, version: str = "9.9.9", gate: bool = True) -> Path:

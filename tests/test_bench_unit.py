@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from repo_files import LEGACY_SUITES
+
 import json
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from servegate import bench
 from servegate.serve.process import ServerError
 
 # suites/cpu.toml before [design] (a server start per mode and repeat: bench's _run_slot path)
-LEGACY_CPU = Path(__file__).resolve().parent / "data" / "suites" / "legacy" / "cpu.toml"
+LEGACY_CPU = LEGACY_SUITES / "cpu.toml"
 
 
 @pytest.fixture

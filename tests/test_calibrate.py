@@ -3,6 +3,8 @@ the judge does for one night (few nights here; the >= 1000-night table is in doc
 
 from __future__ import annotations
 
+from repo_files import LEGACY_SUITES
+
 import json
 from pathlib import Path
 
@@ -18,7 +20,7 @@ KEYS = {"suite", "repeats", "run_cv", "nights", "checks", "aa_false_alarm",
         "aa_false_alarm_ci", "noop_false_failure", "power"}
 # suites/nightly.toml before [design] (three repeats: a server start per mode and repeat), the
 # design the legacy simulation (design_for, calibrate) is for
-LEGACY_NIGHTLY = str(Path(__file__).resolve().parent / "data" / "suites" / "legacy"
+LEGACY_NIGHTLY = str(LEGACY_SUITES
                      / "nightly.toml")
 
 

@@ -3,13 +3,15 @@ saving at the same time both keep their runs (one file per run: a rebase never c
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "ci" / "lib" / "history-store.sh"
+SCRIPT = REPO_ROOT / "ci" / "lib" / "history-store.sh"
 
 
 def git(*args: str, cwd: Path) -> str:

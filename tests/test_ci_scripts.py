@@ -9,6 +9,8 @@ written into a temporary bin folder put first on PATH, and named FAKE in its out
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import json
 import os
 import re
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 CI = REPO / "ci"
 SCRIPTS = sorted(CI.rglob("*.sh"))
 EXECUTABLES = [p for p in SCRIPTS if p.read_text().startswith("#!")]

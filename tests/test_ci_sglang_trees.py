@@ -3,10 +3,12 @@ its merge base with the base branch (what a pull request is measured against).""
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import subprocess
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "ci" / "lib" / "sglang-trees.sh"
+SCRIPT = REPO_ROOT / "ci" / "lib" / "sglang-trees.sh"
 
 
 def git(*args: str, cwd: Path) -> str:

@@ -8,6 +8,8 @@ and secrets reaching jobs only through the secrets context, never printed.
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import importlib.util
 import re
 import shutil
@@ -20,7 +22,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is in the `test` extra: pip install -e .[test]")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 WORKFLOW_DIR = REPO / "ci" / "workflows"
 WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.yml"))
 ACTIONLINT_CONFIG = REPO / "ci" / "actionlint.yaml"

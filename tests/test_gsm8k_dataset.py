@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("datasets", reason="GSM8K loading goes through the `datasets` library")
 
-from conftest import packaged_gsm8k
+from repo_files import packaged_gsm8k
 
 from servegate.accuracy import dataset as dataset_module
 from servegate.accuracy.dataset import (

@@ -6,7 +6,7 @@ import json
 from decimal import Decimal
 
 import pytest
-from conftest import packaged_gsm8k
+from repo_files import packaged_gsm8k
 
 from servegate.accuracy.extract import (
     extract,

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import packaged_gsm8k
+from repo_files import packaged_gsm8k
 
 from servegate.accuracy.dataset import Row
 from servegate.accuracy.extract import gold_answer

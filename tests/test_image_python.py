@@ -19,6 +19,8 @@ No network: venvs come from ``ensurepip``; the dependency is installed with ``--
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import os
 import subprocess
 import sys
@@ -29,7 +31,7 @@ import pytest
 
 from servegate import envbuild
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 IN_CONTAINER = REPO / "ci" / "lib" / "in-container.sh"
 STAND_IN = ('"""TEST DOUBLE: stands in for the runner image\'s sglang (tests/test_image_python.py)."""\n'
             'SERVEGATE_TEST_DOUBLE = "image sglang stand-in"\n')

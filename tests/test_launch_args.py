@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +14,7 @@ from servegate.config import load_profile, load_suite, suite_path
 from servegate.serve import launch
 from servegate.serve.launch import CPU_STANDIN_DIR, EXACTFILL_HOOK_DIR, build_launch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 GLM = load_profile(ROOT / "models" / "glm-5.2-mxfp4.toml")
 SMOL = load_profile(ROOT / "models" / "smollm2-135m.toml")
 SECRET = "hf_dontleakme0123456789"

@@ -7,6 +7,8 @@ normal exit, an exception, Ctrl-C (SIGINT) or SIGTERM, no process of the tree ma
 
 from __future__ import annotations
 
+from repo_files import SRC
+
 import json
 import os
 import signal
@@ -21,7 +23,7 @@ import pytest
 from servegate.serve.launch import LaunchSpec
 from servegate.serve.process import Server, ServerError, descendants, free_port
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = SRC
 
 FAKE_SERVER = textwrap.dedent("""
     import http.server, os, subprocess, sys, time

@@ -4,6 +4,8 @@ runner is replaced by one that reads run.json as the judge would at that moment)
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT, LEGACY_SUITES
+
 import json
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,8 @@ def _run_json(ctx: bench.Context) -> dict[str, Any]:
 
 
 # suites/cpu.toml before [design]: one server start per mode (slots run by bench._run_slot)
-LEGACY_CPU = Path(__file__).resolve().parent / "data" / "suites" / "legacy" / "cpu.toml"
-SHIPPED_CPU = Path(__file__).resolve().parents[1] / "suites" / "cpu.toml"
+LEGACY_CPU = LEGACY_SUITES / "cpu.toml"
+SHIPPED_CPU = REPO_ROOT / "suites" / "cpu.toml"
 
 
 def _in_server_cpu(tmp_path: Path, starts: int) -> Path:

@@ -11,6 +11,8 @@ out by hand or with scipy here.
 
 from __future__ import annotations
 
+from repo_files import LEGACY_SUITES
+
 import json
 import sys
 from collections.abc import Callable
@@ -28,7 +30,7 @@ from servegate.judge import calibrate as cal
 Arrays = tuple[np.ndarray, np.ndarray]
 # suites/ before [design] ([suite].repeats): the suites the legacy simulation (design_for,
 # calibrate) is for; the shipped cpu, premerge and nightly go to calibrate_blocks
-LEGACY_SUITES = Path(__file__).resolve().parent / "data" / "suites" / "legacy"
+LEGACY_SUITES = LEGACY_SUITES
 LEGACY_CPU = str(LEGACY_SUITES / "cpu.toml")
 
 

@@ -10,6 +10,8 @@ Clopper-Pearson interval as the reference), not with the harness's own arithmeti
 
 from __future__ import annotations
 
+from repo_files import LEGACY_SUITES
+
 import json
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from servegate.judge import calibrate as cal
 
 GRID = cal.SLOWDOWN_GRID
 # suites/ before [design] ([suite].repeats): the designs of the legacy simulation
-LEGACY_SUITES = Path(__file__).resolve().parent / "data" / "suites" / "legacy"
+LEGACY_SUITES = LEGACY_SUITES
 LEGACY_NIGHTLY = LEGACY_SUITES / "nightly.toml"            # three repeats
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import json
 from pathlib import Path
 
@@ -124,7 +126,7 @@ def test_the_repository_mutates_the_gates_core() -> None:
 
 def test_mutation_session_is_opt_in() -> None:
     """`nox -s mutation` exists, but neither the default sessions nor .ci/run start it."""
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO_ROOT
     noxfile = (repo / "noxfile.py").read_text()
     assert "def mutation(session: nox.Session)" in noxfile
     assert 'nox.options.sessions = ["tests"]' in noxfile

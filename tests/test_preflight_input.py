@@ -3,6 +3,8 @@ and the client's --random-range-ratio from the suite's [load].range_ratio."""
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import shutil
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 from servegate.measure.client import ClientPoint, client_argv
 from servegate.preflight import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 def _point(tmp_path: Path, ratio: float) -> ClientPoint:

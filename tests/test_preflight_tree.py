@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from repo_files import SRC
+
 import json
 import os
 import subprocess
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 from sglang_trees import release_tree
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = SRC
 
 
 @pytest.mark.sglang

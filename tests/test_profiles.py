@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import shutil
 from pathlib import Path
 
@@ -9,7 +11,7 @@ import pytest
 
 from servegate.config import ConfigError, Design, load_profile, load_suite, suite_path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 MODELS = ROOT / "models"
 # suites/cpu.toml before [design] (it still has [suite].repeats)
 LEGACY_CPU = ROOT / "tests" / "data" / "suites" / "legacy" / "cpu.toml"

@@ -10,6 +10,8 @@ protocol (argv, per-block log, exit codes, reuse, timeout, watch) without sglang
 
 from __future__ import annotations
 
+from repo_files import SRC
+
 import importlib.util
 import json
 import os
@@ -24,7 +26,7 @@ import pytest
 from servegate.measure.client import ClientError
 from servegate.measure.client_host import WORKER, ClientHost
 
-SRC = Path(__file__).resolve().parents[3] / "src"
+SRC = SRC
 
 FAKE_SERVING = '''"""fake sglang client (tests/unit/measure/test_client_host.py): not sglang."""
 import json

@@ -3,6 +3,8 @@ run's, named once in the verdict block."""
 
 from __future__ import annotations
 
+from repo_files import REPO_ROOT
+
 import json
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from servegate.report import headline as hl
 from servegate.report import reference
 from servegate.report import summary as summary_md
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = REPO_ROOT
 
 
 def test_the_diff_names_exactly_the_differing_fields() -> None:
