@@ -29,7 +29,8 @@ def test_data() -> Path:
     return TEST_DATA
 
 
-# Fixtures of the fault tests (tests/test_faults_*.py; their helpers are in fault_helpers.py).
+# Fixtures of the fault tests (tests/test_faults_bench.py and the fault paths under tests/unit/;
+# their helpers are in fault_helpers.py).
 
 @pytest.fixture
 def tag(monkeypatch: pytest.MonkeyPatch) -> str:

@@ -10,8 +10,6 @@ protocol (argv, per-block log, exit codes, reuse, timeout, watch) without sglang
 
 from __future__ import annotations
 
-from repo_files import SRC
-
 import importlib.util
 import json
 import os
@@ -22,11 +20,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+from repo_files import SRC
 
 from servegate.measure.client import ClientError
 from servegate.measure.client_host import WORKER, ClientHost
 
 SRC = SRC
+
 
 FAKE_SERVING = '''"""fake sglang client (tests/unit/measure/test_client_host.py): not sglang."""
 import json

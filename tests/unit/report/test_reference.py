@@ -3,11 +3,10 @@ run's, named once in the verdict block."""
 
 from __future__ import annotations
 
-from repo_files import REPO_ROOT
-
 import json
 from pathlib import Path
 
+from repo_files import REPO_ROOT
 from report_builders import BASE_FP, RUN_FP, check, judgement, ratio
 
 from servegate.report import headline as hl
