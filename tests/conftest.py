@@ -1,7 +1,6 @@
 """Test plumbing: where the shipped data and fixtures live, and opt-in markers.
 
-Everything a test reads ships with the repository: GSM8K inside the package
-(``src/servegate/data/gsm8k``), real sglang CPU server logs under ``tests/data/``.
+Everything a test reads ships with the repository (``repo_files`` says where).
 
 - ``sglang`` / ``e2e`` tests need the real sglang (the shared CPU env that `nox -s tests` uses);
   elsewhere they are skipped with that reason rather than failing on an ImportError.
@@ -21,18 +20,7 @@ from pathlib import Path
 
 import pytest
 from fault_helpers import SRC, TAG_VAR
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-TEST_DATA = REPO_ROOT / "tests" / "data"
-
-
-def packaged_gsm8k() -> Path:
-    """The GSM8K files servegate ships (MIT, LICENSE beside them)."""
-    from servegate.accuracy.dataset import PACKAGED_DIR
-
-    return PACKAGED_DIR
+from repo_files import TEST_DATA
 
 
 @pytest.fixture(scope="session")
@@ -41,7 +29,8 @@ def test_data() -> Path:
     return TEST_DATA
 
 
-# Fixtures of the fault tests (tests/test_faults_*.py; their helpers are in fault_helpers.py).
+# Fixtures of the fault tests (tests/test_faults_bench.py and the fault paths under tests/unit/;
+# their helpers are in fault_helpers.py).
 
 @pytest.fixture
 def tag(monkeypatch: pytest.MonkeyPatch) -> str:

@@ -22,6 +22,8 @@ from servegate.report import verdict_json
 from servegate.results import load_run
 
 ALPHA = 0.05
+
+
 PREFILL = "no-op: on prefill batches not aligned beyond off (exact fill inactive)"
 
 

@@ -30,7 +30,11 @@ from servegate.judge.stats import CODES
 from servegate.results import load_run
 
 ALL = "all concurrencies (geometric mean)"
+
+
 PREFILL = "no-op: on prefill batches not aligned beyond off (exact fill inactive)"
+
+
 NIGHTLY_CONCS = (4, 8, 16, 32, 64)
 
 
@@ -189,7 +193,11 @@ TABLE: dict[str, Any] = {
                "gated_claim_concurrency": 64, "accuracy_noninferiority_margin": 0.01,
                "noop_margin": 0.02},
 }
+
+
 NIGHTS = 20
+
+
 QUESTIONS, BOTH_CORRECT = 1319, 1200
 
 
@@ -431,3 +439,30 @@ def test_paired_power_of_a_speed_up_is_no_regression() -> None:
     result = cb.paired_effect_power(2, 6, -0.05, cb.Noise(0.02, 0.01, 0.003), floor=0.02,
                                     prior_cv=0.003, prior_dof=4.0, nights=200)
     assert result["regression"] == 0.0
+
+
+# ``servegate calibrate`` on designs whose outcome is known before simulating (issue 15).
+#
+# Almost noise-free arms make every decision certain (an A/A night never alarms, any slowdown of
+# 5 % or more is always caught, identical on/off arms are always equivalent with full power); a
+# single prompt per point is never judgeable (nothing is caught). A design with floor 0 has an A/A
+# false-alarm rate equal to the one-sided level, checked against the binomial distribution. The
+# reported tallies, intervals and table are then compared with values worked out here (scipy's
+# Clopper-Pearson interval as the reference), not with the harness's own arithmetic.
+
+
+def test_block_design_of_the_nightly_suite_keeps_the_suites_settings() -> None:
+    """The shipped nightly ([design]: 2 starts x 6 blocks) as calibrate_blocks simulates it: on
+    a gated class (MI355X) off and on, elsewhere every mode of the suite."""
+    from servegate.config import load_suite, suite_path
+    from servegate.judge.calibrate_blocks import block_design
+    suite = load_suite(suite_path("nightly"))
+    gated = block_design(suite, "mi355x")
+    assert (gated.suite, gated.runner, gated.starts, gated.blocks, gated.modes,
+            gated.concurrencies, gated.questions, gated.gated) == (
+        "nightly", "mi355x", 2, 6, ("off", "on"), tuple(suite.load.concurrency), 1319, True)
+    assert gated.concurrencies == (4, 8, 16, 32, 64)
+    assert gated.config == suite.judge
+    ungated = block_design(suite, "mi300x")
+    assert (ungated.starts, ungated.blocks, ungated.modes, ungated.questions, ungated.gated) == (
+        2, 6, ("off", "on", "forced"), 1319, False)

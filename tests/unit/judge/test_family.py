@@ -18,6 +18,7 @@ from servegate.judge.stats import interval_from_log, tost_confidence
 
 ALPHA = 0.05
 
+
 # ------------------------------------------------------------------------------- holm_levels
 
 

@@ -20,11 +20,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+from repo_files import SRC
 
 from servegate.measure.client import ClientError
 from servegate.measure.client_host import WORKER, ClientHost
 
-SRC = Path(__file__).resolve().parents[3] / "src"
+SRC = SRC
+
 
 FAKE_SERVING = '''"""fake sglang client (tests/unit/measure/test_client_host.py): not sglang."""
 import json

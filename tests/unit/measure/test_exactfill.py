@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from servegate.measure import logparse
-from servegate.measure.exactfill import ExactFillMismatch, check_block_effective
+from servegate.measure.exactfill import (
+    ExactFillMismatch,
+    check_block_effective,
+    check_effective,
+    device_double,
+)
 from servegate.results import Alignment
 from servegate.serve.modeswitch import Ack
 
@@ -85,3 +90,151 @@ def test_each_pids_latest_ack_is_the_blocks(aligned: Alignment) -> None:
     assert check_block_effective("forced", "cpu", acks, aligned) is True
     with pytest.raises(ExactFillMismatch, match="acknowledged"):
         check_block_effective("off", "cpu", acks, aligned)
+
+
+# The exact-fill read-back and the measured slice: the holes mutation testing showed (issue 15).
+#
+# The hook lines fed to the parser here are printed by servegate's own hook (its code run in a
+# fresh interpreter, on a stand-in for sglang's schedule_policy module), so the hook and the parser
+# cannot drift apart unnoticed. The expected prefill batches are read out of the log by plain
+# string splitting, independently of the parser's regular expression.
+
+
+def _aligned(saturated: int = 4, fraction: float = 1.0) -> Alignment:
+    return Alignment(chunk_size=256, saturated_batches=saturated, aligned_fraction=fraction,
+                     min_saturated_tokens=256 if fraction == 1.0 else 200,
+                     prefill_tokens=[256] * saturated)
+
+
+def test_server_processes_reporting_different_gate_values_fail() -> None:
+    log = ("servegate-hook: exact chunk fill gate=False in pid 11\n"
+           "servegate-hook: exact chunk fill gate=True in pid 12\n")
+    for mode, runner in (("off", "cpu"), ("on", "cpu"), ("on", "mi355x"), ("on", "mi300x")):
+        with pytest.raises(ExactFillMismatch, match="server processes disagree on the gate"):
+            check_effective(mode, runner, log, _aligned(0, 0.0))
+
+
+def test_processes_agreeing_on_the_gate_pass() -> None:
+    log = ("servegate-hook: exact chunk fill gate=True in pid 11\n"
+           "servegate-hook: exact chunk fill gate=True in pid 12\n")
+    assert check_effective("on", "mi355x", log, _aligned()) is True
+    off = log.replace("True", "False")
+    assert check_effective("on", "mi300x", off, _aligned(3, 0.5)) is False   # not judged: off
+
+
+def test_gate_on_where_it_must_be_off_fails() -> None:
+    on = "servegate-hook: exact chunk fill gate=True in pid 11\n"
+    with pytest.raises(ExactFillMismatch, match="mode off on runner cpu: exact fill expected "
+                                                "inactive, but the server's gate is True"):
+        check_effective("off", "cpu", on, _aligned())
+    with pytest.raises(ExactFillMismatch, match="expected inactive"):
+        check_effective("on", "mi300x", on, _aligned())
+
+
+def test_effective_without_saturated_batches_is_not_misaligned() -> None:
+    on = "servegate-hook: exact chunk fill gate=True in pid 11\n"
+    assert check_effective("on", "mi355x", on, _aligned(0, 0.0)) is True
+    with pytest.raises(ExactFillMismatch, match=r"only 50% of 3 saturated prefill batches are "
+                                                r"exactly 256 tokens \(smallest 200\)"):
+        check_effective("on", "mi355x", on, _aligned(3, 0.5))
+
+
+def test_forced_always_expects_exact_fill() -> None:
+    from servegate.measure.exactfill import expected_effective
+
+    assert all(expected_effective("forced", r) for r in ("cpu", "mi300x", "h200", "mi355x"))
+    assert [expected_effective("on", r) for r in ("cpu", "mi300x", "mi355x", "cpu-gfx95")] == \
+        [False, False, True, True]
+    assert not any(expected_effective("off", r) for r in ("cpu", "mi355x"))
+
+
+def test_forced_without_the_hook_line_says_why() -> None:
+    with pytest.raises(ExactFillMismatch) as info:
+        check_effective("forced", "cpu", "nothing here\n", _aligned())
+    assert str(info.value) == ("mode forced, but the server log has no 'servegate-hook: exact "
+                               "chunk fill forced' line (hook not on the server's PYTHONPATH, "
+                               "or sglang lacks the gate)")
+
+
+def test_processes_emulating_different_devices_fail() -> None:
+    from servegate.measure.exactfill import device_double
+
+    log = ("servegate-hook: device double: gfx95 emulated (gcnArchName=gfx950:sramecc+) in pid 1\n"
+           "servegate-hook: device double: gfx95 emulated (gcnArchName=gfx942) in pid 2\n")
+    with pytest.raises(ExactFillMismatch, match="processes emulated different devices"):
+        device_double("cpu-gfx95", log)
+    same = log.replace("gfx942", "gfx950:sramecc+")
+    assert device_double("cpu-gfx95", same) == \
+        "gfx95 emulated (gcnArchName=gfx950:sramecc+) in pids [1, 2]"
+
+
+# Runner class ``cpu-gfx95``: a CPU server whose exact-fill device check sees gfx95.
+#
+# The one double is servegate's, at sglang's device check (``SERVEGATE_EMULATE_GFX95``, in the
+# exact-fill hook); these tests pin what surrounds it: chosen only by name, the profile section
+# that sets it, an inherited value never reaching another class's server, the read-back that ties
+# every gate report to the double (and forbids the double on real devices), and bench judging the
+# suite's in-run claims without a stored baseline. The real-server path is
+# ``tests/test_bench_e2e.py::test_cpu_gfx95_suite_end_to_end``; the hook in a real sglang process
+# is in ``tests/test_hooks.py``.
+
+
+DOUBLE = "servegate-hook: device double: gfx95 emulated (gcnArchName=gfx950:sramecc+:xnack-)"
+
+
+def _log(test_data: Path, name: str) -> str:
+    return (test_data / "sglang-cpu-logs" / f"{name}.log").read_text()
+
+
+def test_read_back_ties_the_gate_to_the_double(test_data: Path) -> None:
+    forced = _log(test_data, "srv64x")                          # real batches, all at 256
+    off = _log(test_data, "srv64")
+    aligned = logparse.alignment(logparse.parse_prefill_lines(forced)[2:], 256)
+    not_aligned = logparse.alignment(logparse.parse_prefill_lines(off)[2:], 256)
+    # the forced log carries the forcing hook's line; strip it for the real-gate modes
+    real = forced.replace("servegate-hook: exact chunk fill forced", "servegate-hook: (removed)")
+    real = "\n".join(line for line in real.splitlines() if "sitecustomize" not in line)
+    on = f"{real}\n{DOUBLE} in pid 41\nservegate-hook: exact chunk fill gate=True in pid 41\n"
+    assert check_effective("on", "cpu-gfx95", on, aligned) is True
+    assert device_double("cpu-gfx95", on) == \
+        "gfx95 emulated (gcnArchName=gfx950:sramecc+:xnack-) in pids [41]"
+    gate_off = f"{off}\n{DOUBLE} in pid 7\nservegate-hook: exact chunk fill gate=False in pid 7\n"
+    assert check_effective("off", "cpu-gfx95", gate_off, not_aligned) is False
+    with pytest.raises(ExactFillMismatch, match="saturated prefill batches are exactly 256"):
+        check_effective("on", "cpu-gfx95", gate_off.replace("gate=False", "gate=True"),
+                        not_aligned)
+    with pytest.raises(ExactFillMismatch, match="no 'servegate-hook: device double' line"):
+        check_effective("on", "cpu-gfx95",
+                        f"{real}\nservegate-hook: exact chunk fill gate=True in pid 41\n", aligned)
+    with pytest.raises(ExactFillMismatch, match=r"evaluated in pids \[42\] without the device"):
+        check_effective("on", "cpu-gfx95", on + "servegate-hook: exact chunk fill gate=True in "
+                                                "pid 42\n", aligned)
+    for real_device in ("mi355x", "cpu"):
+        with pytest.raises(ExactFillMismatch, match="is a real device, but the server ran"):
+            check_effective("on", real_device, on, aligned)
+
+
+# Server-log read-back on REAL sglang 0.5.23 CPU logs (tests/data/sglang-cpu-logs, see its README).
+
+
+def test_exact_fill_read_back(test_data: Path) -> None:
+    forced = _log(test_data, "srv64x")
+    off = _log(test_data, "srv64")
+    stats_forced = logparse.alignment(logparse.parse_prefill_lines(forced)[2:], 256)
+    stats_off = logparse.alignment(logparse.parse_prefill_lines(off)[2:], 256)
+    assert check_effective("forced", "cpu", forced, stats_forced) is True
+    with pytest.raises(ExactFillMismatch, match="no 'servegate-hook: exact chunk fill forced'"):
+        check_effective("forced", "mi300x", off, stats_off)
+    gate_off = off + "\nservegate-hook: exact chunk fill gate=False in pid 7\n"
+    assert check_effective("off", "cpu", gate_off, stats_off) is False
+    assert check_effective("on", "mi300x", gate_off, stats_off) is False
+    with pytest.raises(ExactFillMismatch, match="mode on on runner mi355x: exact fill expected "
+                                                "effective"):
+        check_effective("on", "mi355x", gate_off, stats_off)
+    gate_on = off + "\nservegate-hook: exact chunk fill gate=True in pid 7\n"
+    with pytest.raises(ExactFillMismatch, match="saturated prefill batches are exactly 256"):
+        check_effective("on", "mi355x", gate_on, stats_off)
+    with pytest.raises(ExactFillMismatch, match="forcing hook ran"):
+        check_effective("off", "cpu", forced, stats_forced)
+    with pytest.raises(ExactFillMismatch, match="never reported"):
+        check_effective("off", "cpu", off, stats_off)

@@ -7,6 +7,10 @@ from pathlib import Path
 
 from report_builders import check, cpu_like, difference, judgement, ratio
 
+from servegate.config.judge import JudgeConfig
+from servegate.judge.checks import Check
+from servegate.judge.judgement import Judgement
+from servegate.judge.stats import Interval
 from servegate.report import headline as hl
 from servegate.report import junit
 
@@ -56,3 +60,54 @@ def test_verdicts_map_to_junit_states(tmp_path: Path) -> None:
                      "acc": "inconclusive -0.40 pp [-1.90, +1.10]"}
     assert (root.get("tests"), root.get("failures"), root.get("errors"),
             root.get("skipped")) == ("5", "1", "1", "1")
+
+
+# Reports: junit.xml, verdict.json, summary.md, GITHUB_STEP_SUMMARY, plots, pytest-benchmark.
+
+
+def _iv(est: float, low: float, high: float) -> Interval:
+    return Interval(est, low, high, 0.99, "repeats", 3, 3)
+
+
+def _handmade(run_dir: Path) -> Judgement:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checks = [
+        Check("baseline", "a pass", "mean_ttft_ms", "pass", mode="off", concurrency=4,
+              interval=_iv(1.0, 0.98, 1.02), floor=0.05),
+        Check("baseline", "a regression", "mean_ttft_ms", "regression", mode="on",
+              concurrency=4, interval=_iv(1.2, 1.15, 1.25), floor=0.05),
+        Check("baseline", "another regression", "output_throughput", "regression", mode="on",
+              concurrency=8, interval=_iv(0.8, 0.75, 0.85), floor=0.05),
+        Check("baseline", "an inconclusive", "median_tpot_ms", "inconclusive", mode="off",
+              concurrency=8, interval=_iv(1.03, 0.9, 1.2), floor=0.05),
+        Check("integrity", "an infra error", "points", "error", mode="on", concurrency=16,
+              reason="point missing"),
+        Check("experiment", "an experiment", "mean_ttft_ms", "regression", gate=False,
+              mode="forced", concurrency=4, reference="off", interval=_iv(1.1, 1.06, 1.14),
+              floor=0.05),
+        Check("baseline", "an improvement", "mean_ttft_ms", "improvement", mode="off",
+              concurrency=16, interval=_iv(0.8, 0.78, 0.82), floor=0.05),
+    ]
+    return Judgement(run_dir, None, JudgeConfig(), checks, family_size=6,
+                     per_check_confidence=0.99)
+
+
+def test_junit_counts_and_parses(tmp_path):
+    [path] = junit.write(_handmade(tmp_path / "run"))
+    root = ET.parse(path).getroot()
+    suite = root.find("testsuite")
+    cases = suite.findall("testcase")
+    assert len(cases) == 6                                    # the gated checks
+    assert "an experiment" not in {case.get("name") for case in cases}
+    assert len(suite.findall("testcase/failure")) == 2        # the experiment does not fail
+    assert len(suite.findall("testcase/error")) == 1
+    assert len(suite.findall("testcase/skipped")) == 1
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"),
+            suite.get("skipped")) == ("6", "2", "1", "1")
+    skipped = suite.find("testcase/skipped")
+    assert "MDE" in skipped.get("message") and "inconclusive" in skipped.get("message")
+    # the experiment is reported as a property of the suite: verdict, ratio, interval
+    [prop] = suite.findall("properties/property")
+    assert (prop.get("name"), prop.get("value")) == ("an experiment",
+                                                     "regression 1.100 [1.060, 1.140]")
+    assert suite.find("system-out").text.startswith("REGRESSION (exit 1): a regression x1.200")

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from repo_files import REPO_ROOT
 from report_builders import BASE_FP, RUN_FP, check, judgement, ratio
 
 from servegate.report import headline as hl
 from servegate.report import reference
 from servegate.report import summary as summary_md
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = REPO_ROOT
 
 
 def test_the_diff_names_exactly_the_differing_fields() -> None:

@@ -1,0 +1,22 @@
+"""Where the repository's own files are, for tests anywhere under ``tests/``.
+
+Test files sit at different depths (``tests/``, ``tests/unit/<package>/``), so paths are built
+from here, once, rather than from each test file's ``__file__``. Everything a test reads ships
+with the repository: GSM8K inside the package, real sglang CPU server logs under ``tests/data/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SRC = REPO_ROOT / "src"
+TEST_DATA = REPO_ROOT / "tests" / "data"
+LEGACY_SUITES = TEST_DATA / "suites" / "legacy"
+
+
+def packaged_gsm8k() -> Path:
+    """The GSM8K files servegate ships (MIT, LICENSE beside them)."""
+    from servegate.accuracy.dataset import PACKAGED_DIR
+
+    return PACKAGED_DIR

@@ -1,0 +1,138 @@
+"""Suites' ``[design]`` (starts x blocks, every mode inside each start) against the older
+``[suite].repeats``, and the ``[judge]`` keys of the primary family and the blocks design."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from servegate.config import ConfigError, Design, load_suite
+from servegate.paths import MODELS_DIR
+
+HEAD = """[suite]
+name = "s"
+model = "smollm2-135m"
+runners = ["cpu"]
+modes = ["off", "on"]
+seed = 7
+{repeats}
+[load]
+input_len = 300
+output_len = 16
+concurrency = [2, 4]
+num_prompts = [8, 12]
+warmup_requests = 1
+point_timeout_s = 600
+"""
+
+
+def write_suite(tmp_path: Path, *, repeats: str = "", tail: str = "") -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(HEAD.format(repeats=repeats) + tail)
+    return path
+
+
+def load(path: Path):
+    return load_suite(path, models_dir=MODELS_DIR)
+
+
+def test_design_table_is_parsed(tmp_path: Path) -> None:
+    suite = load(write_suite(tmp_path, tail="[design]\nstarts = 3\nblocks = 6\n"))
+    assert suite.design == Design(starts=3, blocks=6, in_server=True)
+    assert suite.effective_design is suite.design
+    assert suite.repeats == 1 and suite.notes == ()
+    assert suite.design.record() == {"in_server": True, "starts": 3, "blocks": 6,
+                                     "warmup_blocks": 0, "unit": "block"}
+
+
+def test_warmup_blocks_are_read_and_never_negative(tmp_path: Path) -> None:
+    suite = load(write_suite(tmp_path, tail="[design]\nstarts = 1\nblocks = 2\n"
+                                            "warmup_blocks = 1\n"))
+    assert suite.design is not None and suite.design.warmup_blocks == 1
+    with pytest.raises(ConfigError, match=r"s\.toml: design\.warmup_blocks: expected an "
+                                          r"integer >= 0, got -1"):
+        load(write_suite(tmp_path, tail="[design]\nstarts = 1\nblocks = 2\n"
+                                        "warmup_blocks = -1\n"))
+
+
+def test_legacy_repeats_keep_their_meaning_with_a_note(tmp_path: Path) -> None:
+    path = write_suite(tmp_path, repeats="repeats = 2")
+    suite = load(path)
+    assert suite.design is None and suite.repeats == 2
+    assert suite.effective_design == Design(starts=2, blocks=1, in_server=False)
+    assert suite.effective_design.record()["unit"] == "server start per mode and repeat"
+    assert len(suite.notes) == 1
+    assert str(path) in suite.notes[0] and "suite.repeats = 2" in suite.notes[0]
+
+
+def test_design_and_repeats_are_exclusive(tmp_path: Path) -> None:
+    path = write_suite(tmp_path, repeats="repeats = 2", tail="[design]\nstarts = 1\nblocks = 4\n")
+    with pytest.raises(ConfigError) as err:
+        load(path)
+    message = str(err.value)
+    assert str(path) in message and "suite.repeats" in message and "[design]" in message
+
+
+def test_neither_design_nor_repeats_is_an_error(tmp_path: Path) -> None:
+    path = write_suite(tmp_path)
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: [design] (starts, blocks) or "
+                                                    "suite.repeats is required")):
+        load(path)
+
+
+@pytest.mark.parametrize(("body", "key", "value"), [
+    ("starts = 0\nblocks = 4", "design.starts", "0"),
+    ("starts = 2\nblocks = -1", "design.blocks", "-1"),
+])
+def test_non_positive_starts_or_blocks_name_the_key(tmp_path: Path, body: str, key: str,
+                                                     value: str) -> None:
+    path = write_suite(tmp_path, tail=f"[design]\n{body}\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: {key}: expected positive "
+                                                    f"integers, got {value}")):
+        load(path)
+
+
+@pytest.mark.parametrize(("body", "needle"), [
+    ("starts = 2", "missing required key 'design.blocks'"),
+    ("starts = 2\nblocks = 3\nrepeats = 1", "[design]: unknown key 'repeats'"),
+    ('starts = "2"\nblocks = 3', "design.starts: expected integer"),
+])
+def test_malformed_design_table(tmp_path: Path, body: str, needle: str) -> None:
+    path = write_suite(tmp_path, tail=f"[design]\n{body}\n")
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        load(path)
+
+
+def test_legacy_non_positive_repeats_still_an_error(tmp_path: Path) -> None:
+    path = write_suite(tmp_path, repeats="repeats = 0")
+    with pytest.raises(ConfigError, match=re.escape("suite.repeats: expected positive")):
+        load(path)
+
+
+DESIGN = "[design]\nstarts = 2\nblocks = 4\n"
+
+
+def test_family_keys_are_read(tmp_path: Path) -> None:
+    suite = load(write_suite(tmp_path, tail=DESIGN + """[judge]
+family = ["claims", "baseline-aggregate"]
+family_method = "bonferroni"
+aggregate_metrics = ["mean_ttft_ms"]
+interaction_cv = 0.02
+interaction_cv_dof = 4
+"""))
+    judge = suite.judge
+    assert judge.family == ("claims", "baseline-aggregate")
+    assert judge.family_method == "bonferroni"
+    assert judge.aggregate_metrics == ("mean_ttft_ms",)
+    assert (judge.interaction_cv, judge.interaction_cv_dof) == (0.02, 4.0)
+    assert suite.judge_table is not None and suite.judge_table["family"] == [
+        "claims", "baseline-aggregate"]
+
+
+def test_family_defaults(tmp_path: Path) -> None:
+    judge = load(write_suite(tmp_path, tail=DESIGN + "[judge]\nconfidence = 0.9\n")).judge
+    assert judge.family == () and judge.family_method == "holm"
+    assert judge.aggregate_metrics == ("mean_ttft_ms", "median_tpot_ms")
+    assert (judge.interaction_cv, judge.interaction_cv_dof) == (0.01, 10.0)

@@ -1,0 +1,148 @@
+"""History store (issue 12): `history add` writes one JSON-lines file per accepted run.
+
+Runs are synthetic run.json files (tests/judge_runs.py, the schema bench writes) and one run
+rebuilt from the committed CPU baseline, so the store lines are checked against real numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from judge_runs import make_run
+
+from servegate.history.cli import main
+from servegate.history.store import (
+    ACCURACY_METRIC,
+    STORE_SCHEMA_VERSION,
+    HistoryError,
+    RunRefusedError,
+    add_run,
+    read_store,
+)
+from servegate.paths import REPO_ROOT
+
+CPU_BASELINE = REPO_ROOT / "baselines" / "cpu" / "smollm2-135m" / "cpu.json"
+
+
+CONTRACT_KEYS = {"schema_version", "run_id", "time", "runner_class", "model", "suite", "mode",
+                 "concurrency", "metric", "values", "sglang_version", "sglang_commit",
+                 "servegate_commit"}
+
+
+def _run_from_cpu_baseline(run_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """A run.json with the committed CPU baseline's points, repeats, accuracy and provenance."""
+    baseline = json.loads(CPU_BASELINE.read_text())
+    prov = baseline["provenance"]
+    points = []
+    for point in baseline["points"]:
+        for repeat in range(max(e["n_repeats"] for e in point["metrics"].values())):
+            points.append({
+                "mode": point["mode"], "concurrency": point["concurrency"], "repeat": repeat,
+                "order": len(points),
+                "metrics": {name: entry["repeats"][repeat]
+                            for name, entry in point["metrics"].items()},
+            })
+    run = {
+        "schema_version": 1, "suite": baseline["suite"],
+        "model_profile": baseline["model_profile"], "runner_class": baseline["runner_class"],
+        "fingerprint": prov["fingerprint"], "command": prov["command"],
+        "started_at": prov["run_started_at"], "finished_at": prov["run_finished_at"],
+        "complete": True, "points": points,
+        "accuracy": {mode: dict(entry) for mode, entry in baseline["accuracy"].items()},
+    }
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps(run))
+    return run_dir, baseline
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_add_real_cpu_run_shape_one_line_per_point_metric(tmp_path: Path) -> None:
+    run_dir, baseline = _run_from_cpu_baseline(tmp_path / "cpu-cpu-20261130T130823Z")
+    store = tmp_path / "store"
+    assert main(["add", str(run_dir), "--store", str(store)]) == 0
+    files = list(store.iterdir())
+    assert [f.name for f in files] == ["cpu-cpu-20261130T130823Z.jsonl"]
+    lines = _lines(files[0])
+    perf = [line for line in lines if line["metric"] != ACCURACY_METRIC]
+    expected = {(p["mode"], p["concurrency"], name): entry["repeats"]
+                for p in baseline["points"] for name, entry in p["metrics"].items()}
+    assert {(x["mode"], x["concurrency"], x["metric"]): x["values"] for x in perf} == expected
+    for line in lines:
+        assert set(line) >= CONTRACT_KEYS
+        assert line["schema_version"] == STORE_SCHEMA_VERSION
+        assert line["run_id"] == "cpu-cpu-20261130T130823Z"
+        assert (line["runner_class"], line["model"], line["suite"]) == ("cpu", "smollm2-135m",
+                                                                        "cpu")
+        assert line["sglang_version"] == baseline["provenance"]["sglang"]
+        assert line["sglang_commit"] == baseline["provenance"]["sglang_commit"]
+        assert line["time"] == baseline["provenance"]["run_started_at"]
+    accuracy = {x["mode"]: x for x in lines if x["metric"] == ACCURACY_METRIC}
+    assert set(accuracy) == set(baseline["accuracy"])
+    for mode, line in accuracy.items():
+        ref = baseline["accuracy"][mode]
+        assert line["n"] == ref["n"]
+        assert line["values"] == [ref["correct"] / ref["n"]]
+    # the command line (which may carry a token) is not part of the store
+    assert "hf_" not in files[0].read_text()
+
+
+def test_add_same_run_twice_is_a_no_op_and_a_different_run_is_refused(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run_dir = make_run(tmp_path / "cpu-cpu-1", seed=1)
+    first = add_run(run_dir, store)
+    before = first.path.read_bytes()
+    again = add_run(run_dir, store)
+    assert (first.status, again.status) == ("added", "unchanged")
+    assert again.path.read_bytes() == before
+    other = make_run(tmp_path / "elsewhere" / "cpu-cpu-1", seed=2)   # same id, other numbers
+    with pytest.raises(HistoryError, match="already in the store"):
+        add_run(other, store)
+    assert first.path.read_bytes() == before
+    assert sorted(p.name for p in store.iterdir()) == ["cpu-cpu-1.jsonl"]
+
+
+def test_add_refuses_fault_injected_run(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    run = json.loads((run_dir / "run.json").read_text())
+    run["injected"] = {"SERVEGATE_INJECT_DECODE_DELAY_MS": "100"}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    with pytest.raises(RunRefusedError) as err:
+        add_run(run_dir, tmp_path / "store")
+    assert any("fault injection" in r and "DECODE_DELAY" in r for r in err.value.reasons)
+    assert not (tmp_path / "store").exists()
+
+
+def test_read_names_malformed_and_other_version_lines_and_skips_them(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first = add_run(make_run(tmp_path / "cpu-cpu-1", seed=1), store).path
+    second = add_run(make_run(tmp_path / "cpu-cpu-2", seed=2), store).path
+    good = len(_lines(first)) + len(_lines(second))
+    lines = second.read_text().splitlines()
+    newer = json.loads(lines[0])
+    newer["schema_version"] = STORE_SCHEMA_VERSION + 1
+    lines[0] = json.dumps(newer)
+    lines[2] = lines[2][:40]                    # truncated line (a crash mid-write elsewhere)
+    second.write_text("\n".join(lines) + "\n")
+    (store / ".cpu-cpu-3.jsonl.abc.tmp").write_text("{half")   # write_text's temp: not a run
+    contents = read_store(store)
+    assert len(contents.records) == good - 2
+    problems = sorted(str(p) for p in contents.problems)
+    assert problems[0].startswith(f"{second}:1: schema_version {STORE_SCHEMA_VERSION + 1}")
+    assert problems[1].startswith(f"{second}:3: not valid JSON")
+    with pytest.raises(HistoryError, match=rf"{second.name}:1: schema_version"):
+        read_store(store, strict=True)
+
+
+def test_line_whose_run_id_disagrees_with_its_file_is_named(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    path = add_run(make_run(tmp_path / "cpu-cpu-1"), store).path
+    (store / "copied.jsonl").write_text(path.read_text().splitlines()[0] + "\n")
+    problems = read_store(store).problems
+    assert [(p.path.name, p.line) for p in problems] == [("copied.jsonl", 1)]
+    assert "does not match the file name" in problems[0].message

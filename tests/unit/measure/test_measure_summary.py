@@ -1,0 +1,69 @@
+"""summary.md's tables (servegate.measure.summary), written out by hand (issue 15)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servegate.measure.summary import render
+
+
+def _point(mode: str, conc: int, repeat: int, ttft: float | None, saturated: int,
+           aligned: float, effective: bool) -> dict[str, Any]:
+    metrics = {"mean_ttft_ms": ttft, "median_ttft_ms": 11.25, "p99_ttft_ms": 30.0,
+               "median_tpot_ms": 2.345, "median_itl_ms": 2.0, "output_throughput": 512.04}
+    return {"mode": mode, "concurrency": conc, "repeat": repeat, "metrics": metrics,
+            "alignment": {"chunk_size": 256, "saturated_batches": saturated,
+                          "aligned_fraction": aligned, "min_saturated_tokens": 200},
+            "exact_fill_effective": effective}
+
+
+RUN: dict[str, Any] = {
+    "suite": "cpu", "runner_class": "cpu", "model_profile": "smollm2-135m",
+    "fingerprint": {"model": "SmolLM2", "sglang": "0.5.23", "torch": "2.14.1", "host": "vm"},
+    "chunk_size": 256, "page_size": 64, "started_at": "2026-11-30T12:00:00Z",
+    "complete": True,
+    "points": [_point("forced", 4, 0, 9.0, 3, 1.0, True),
+               _point("off", 4, 1, 10.0, 3, 0.5, False),
+               _point("off", 4, 0, None, 0, 0.0, False),
+               _point("on", 2, 0, 12.5, 2, 0.0, False)],
+}
+
+
+HEADER = ("| mode | repeat | TTFT mean ms | TTFT median ms | TTFT p99 ms | TPOT median ms | ITL "
+          "median ms | output tok/s | aligned | saturated | min saturated | exact fill |")
+
+
+def test_summary_tables_per_concurrency_rows_in_mode_then_repeat_order() -> None:
+    lines = render(RUN).splitlines()
+    assert lines[:6] == [
+        "# servegate bench: suite `cpu` on `cpu`",
+        "",
+        "- model: `SmolLM2`; sglang 0.5.23; torch 2.14.1; host `vm`",
+        "- chunked prefill size 256, page size 64; started 2026-11-30T12:00:00Z",
+        "- status: **complete**, 4 points",
+        "",
+    ]
+    assert lines[6:19] == [
+        "## concurrency 2", "", HEADER, "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| on | 0 | 12.5 | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | 0% | 2 | 200 | no |",
+        "",
+        "## concurrency 4", "", HEADER, "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| off | 0 | – | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | n/a | 0 | 200 | no |",
+        "| off | 1 | 10.0 | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | 50% | 3 | 200 | no |",
+        "| forced | 0 | 9.0 | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | 100% | 3 | 200 | yes |",
+    ]
+    assert lines[19] == ""
+    assert lines[20].startswith("`aligned`: share of saturated prefill batches")
+
+
+def test_incomplete_run_without_fingerprint_says_so() -> None:
+    run = {"suite": "cpu", "runner_class": "cpu", "model_profile": "smollm2-135m",
+           "complete": False, "error": "interrupted (KeyboardInterrupt)"}
+    lines = render(run).splitlines()   # type: ignore[arg-type]
+    assert lines[2] == "- model: `smollm2-135m`; sglang ?; torch ?; host `?`"
+    assert lines[3] == "- chunked prefill size None, page size None; started None"
+    assert lines[4] == "- status: **INCOMPLETE (interrupted (KeyboardInterrupt))**, 0 points"
+    assert not any(line.startswith("## ") for line in lines)
+    still = dict(run)
+    still.pop("error")
+    assert "- status: **INCOMPLETE (running)**, 0 points" in render(still)   # type: ignore[arg-type]

@@ -1,0 +1,166 @@
+"""Server teardown on every exit path, with a real long-running fake server process tree.
+
+The fake server (not sglang) answers GET /health and spawns a grandchild, like sglang's launcher
+spawning its scheduler; one variant's grandchild even leaves the process group (setsid). After
+normal exit, an exception, Ctrl-C (SIGINT) or SIGTERM, no process of the tree may be left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from repo_files import SRC
+
+from servegate.serve.launch import LaunchSpec
+from servegate.serve.process import Server, ServerError, descendants, free_port
+
+SRC = SRC
+
+
+FAKE_SERVER = textwrap.dedent("""
+    import http.server, os, subprocess, sys, time
+    port, delay, escape = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "1"
+    child = [sys.executable, "-c", "import time; time.sleep(3600)"]
+    subprocess.Popen(child, start_new_session=escape)   # the 'scheduler'
+    print("fake server: starting", flush=True)
+    if delay < 0:
+        print("fake server: fatal error, exiting", flush=True)
+        sys.exit(3)
+    time.sleep(delay)
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+        def log_message(self, *args):
+            pass
+    http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+""")
+
+
+def _spec(tmp_path: Path, delay: float = 0.0, escape: bool = False,
+          timeout_s: int = 30) -> LaunchSpec:
+    script = tmp_path / "fake_server.py"
+    script.write_text(FAKE_SERVER)
+    port = free_port()
+    argv = [sys.executable, str(script), str(port), str(delay), "1" if escape else "0",
+            "--port", str(port)]
+    return LaunchSpec(argv=argv, env=dict(os.environ), set_env={}, health_path="/health",
+                      timeout_s=timeout_s, chunk_size=256, page_size=64)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = [p for p in pids if _alive(p)]
+        if not left:
+            return []
+        time.sleep(0.1)
+    return [p for p in pids if _alive(p)]
+
+
+def _tree(server: Server) -> list[int]:
+    assert server.proc is not None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        pids = descendants(server.proc.pid)
+        if pids:
+            return [server.proc.pid, *pids]
+        time.sleep(0.1)
+    raise AssertionError("fake server did not spawn its child")
+
+
+@pytest.mark.parametrize("escape", [False, True])
+def test_normal_exit_kills_tree(tmp_path: Path, escape: bool) -> None:
+    with Server(_spec(tmp_path, escape=escape), tmp_path / "server.log") as server:
+        server.wait_ready()
+        pids = _tree(server)
+        assert all(_alive(p) for p in pids)
+    assert _wait_gone(pids) == []
+    assert "# servegate:" in (tmp_path / "server.log").read_text()
+
+
+def test_exception_kills_tree(tmp_path: Path) -> None:
+    pids: list[int] = []
+    with pytest.raises(RuntimeError, match="boom"), \
+            Server(_spec(tmp_path), tmp_path / "server.log") as server:
+        server.wait_ready()
+        pids = _tree(server)
+        raise RuntimeError("boom")
+    assert pids and _wait_gone(pids) == []
+
+
+def test_dead_server_reports_log_tail(tmp_path: Path) -> None:
+    with pytest.raises(ServerError, match="exited with code 3") as info, \
+            Server(_spec(tmp_path, delay=-1), tmp_path / "server.log") as server:
+        server.wait_ready()
+    assert "fatal error, exiting" in info.value.log_tail
+
+
+def test_readiness_timeout(tmp_path: Path) -> None:
+    pids: list[int] = []
+    with pytest.raises(ServerError, match="not ready after 1 s"), \
+            Server(_spec(tmp_path, delay=60), tmp_path / "server.log") as server:
+        pids = _tree(server)
+        server.wait_ready(timeout_s=1, poll_s=0.2)
+    assert pids and _wait_gone(pids) == []
+
+
+DRIVER = textwrap.dedent("""
+    import json, signal, sys, time
+    from pathlib import Path
+    # Set the disposition under test: a driver started in the background of a non-interactive
+    # shell (or by nohup) inherits SIGINT ignored, and Python then installs no Ctrl-C handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    from servegate.serve.launch import LaunchSpec
+    from servegate.serve.process import Server, descendants, terminate_on_sigterm
+    spec = LaunchSpec(**json.loads(sys.argv[1]))
+    try:
+        with terminate_on_sigterm(), Server(spec, Path(sys.argv[2])) as server:
+            server.wait_ready()
+            while not descendants(server.proc.pid):
+                time.sleep(0.1)
+            print(json.dumps([server.proc.pid, *descendants(server.proc.pid)]), flush=True)
+            time.sleep(3600)
+    except BaseException as err:
+        print(f"driver: {type(err).__name__}", flush=True)
+        raise SystemExit(1)
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_to_driver_kills_tree(tmp_path: Path, sig: signal.Signals) -> None:
+    spec = _spec(tmp_path, escape=True)
+    fields = {k: getattr(spec, k) for k in ("argv", "env", "set_env", "health_path",
+                                            "timeout_s", "chunk_size", "page_size")}
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, json.dumps(fields), str(tmp_path / "server.log")],
+        stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        assert driver.stdout is not None
+        pids = json.loads(driver.stdout.readline())
+        assert len(pids) >= 2 and all(_alive(p) for p in pids)
+        driver.send_signal(sig)
+        out, _ = driver.communicate(timeout=60)
+        expected = "KeyboardInterrupt" if sig == signal.SIGINT else "Terminated"
+        assert f"driver: {expected}" in out
+        assert _wait_gone(pids) == []
+    finally:
+        if driver.poll() is None:
+            driver.kill()
