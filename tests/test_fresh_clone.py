@@ -60,14 +60,14 @@ def _history(store: Path) -> dict[str, str]:
 
 
 def _check_points(run: dict, run_dir: Path) -> None:
-    """One server start for every mode, 4 blocks per mode at concurrency 2 (suites/cpu.toml),
+    """One server start for every mode, 8 blocks per mode at concurrency 2 (suites/cpu.toml),
     each block attributed to its mode (issue 20 (c): forced aligned at the chunk, off/on not)."""
     design = run["design"]
-    assert design["in_server"] is True and (design["starts"], design["blocks"]) == (1, 4)
+    assert design["in_server"] is True and (design["starts"], design["blocks"]) == (1, 8)
     assert sorted(p.name for p in (run_dir / "server").glob("*.log")) == ["s0.log"]
     points = run["points"]
     assert sorted((p["mode"], p["concurrency"], p["block"]) for p in points) == sorted(
-        (m, 2, b) for m in ("off", "on", "forced") for b in range(4))
+        (m, 2, b) for m in ("off", "on", "forced") for b in range(8))
     for point in points:
         a = point["alignment"]
         assert a["chunk_size"] == 256 and a["saturated_batches"] > 0

@@ -9,6 +9,12 @@ def _f(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+def _label(point: Point) -> str:
+    """``off``, or ``head-off`` / ``base-off`` in a head-vs-base run (the tree first)."""
+    arm = point.get("arm")
+    return f"{arm}-{point['mode']}" if arm else point["mode"]
+
+
 def render(run: Run) -> str:
     points: list[Point] = list(run.get("points", []))
     lines = [f"# servegate bench: suite `{run.get('suite')}` on `{run.get('runner_class')}`", ""]
@@ -27,11 +33,11 @@ def render(run: Run) -> str:
                   "exact fill |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in sorted((p for p in points if p["concurrency"] == conc),
-                        key=lambda p: (MODES.index(p["mode"]), p["repeat"])):
+                        key=lambda p: (p.get("arm", ""), MODES.index(p["mode"]), p["repeat"])):
             m, a = p["metrics"], p["alignment"]
             aligned = f"{a['aligned_fraction']:.0%}" if a["saturated_batches"] else "n/a"
             lines.append(
-                f"| {p['mode']} | {p['repeat']} | {_f(m.get('mean_ttft_ms'))} | "
+                f"| {_label(p)} | {p['repeat']} | {_f(m.get('mean_ttft_ms'))} | "
                 f"{_f(m.get('median_ttft_ms'))} | {_f(m.get('p99_ttft_ms'))} | "
                 f"{_f(m.get('median_tpot_ms'), 2)} | {_f(m.get('median_itl_ms'), 2)} | "
                 f"{_f(m.get('output_throughput'))} | {aligned} | {a['saturated_batches']} | "

@@ -67,3 +67,16 @@ def test_incomplete_run_without_fingerprint_says_so() -> None:
     still = dict(run)
     still.pop("error")
     assert "- status: **INCOMPLETE (running)**, 0 points" in render(still)   # type: ignore[arg-type]
+
+
+def test_head_vs_base_rows_name_their_tree() -> None:
+    from servegate.measure.summary import render
+
+    point = {"mode": "off", "concurrency": 2, "repeat": 0, "exact_fill_effective": False,
+             "metrics": {"mean_ttft_ms": 5.0},
+             "alignment": {"aligned_fraction": 0.5, "saturated_batches": 2,
+                           "min_saturated_tokens": 236}}
+    run = {"suite": "ab-cpu", "runner_class": "cpu", "complete": True,
+           "points": [{**point, "arm": "head"}, {**point, "arm": "base", "repeat": 1}]}
+    rows = [line for line in render(run).splitlines() if line.startswith("| ") and "-off" in line]
+    assert [row.split(" | ")[0] for row in rows] == ["| base-off", "| head-off"]
