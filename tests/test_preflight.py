@@ -275,9 +275,9 @@ def test_dp_attention_divides_the_chunk(tmp_path: Path) -> None:
 
 def test_cpu_suite_prediction_matches_the_measured_server(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The `cpu` suite's real CPU server run (README, results/cpu-cpu-20261201T100025Z: one
-    server, 4 blocks of 4 prompts at c=2 per mode) read back from the server log per block: off
-    (and on) 50 % of 4 saturated prefill batches at 256, smallest 236; forced 100 % of 4, in
+    """The `cpu` suite's real CPU server run (README, results/cpu-cpu-20261201T123945Z: one
+    server, 8 blocks of 2 prompts at c=2 per mode) read back from the server log per block: off
+    (and on) 50 % of 2 saturated prefill batches at 256, smallest 236; forced 100 % of 2, in
     every block. The closed-loop replay of one block predicts it."""
     code, report = _run(["--suite", "cpu"], capsys)
     (cell,) = report["cells"]
@@ -285,4 +285,4 @@ def test_cpu_suite_prediction_matches_the_measured_server(
     seen = {mode: [(p["concurrency"], p["saturated_batches"], p["aligned_fraction"],
                     p["min_saturated_tokens"]) for p in cell["modes"][mode]["points"]]
             for mode in ("off", "exact")}
-    assert seen == {"off": [(2, 4, 0.5, 236)], "exact": [(2, 4, 1.0, 256)]}
+    assert seen == {"off": [(2, 2, 0.5, 236)], "exact": [(2, 2, 1.0, 256)]}
