@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sglang_trees import release_tree
 
-from servegate import cli
+from servegate.commands import dispatch
 
 pytestmark = pytest.mark.e2e
 SUITE = Path(__file__).resolve().parent / "data" / "suites" / "ab-cpu.toml"
@@ -39,7 +39,7 @@ def _slowed_copy(tree: Path, where: Path) -> Path:
 
 def _ab(tmp_path: Path, base: Path, head: Path, capsys: pytest.CaptureFixture[str]
         ) -> tuple[int, dict, str]:
-    code = cli.main(["ab", "--base", str(base), "--head", str(head), "--suite", str(SUITE),
+    code = dispatch.main(["ab", "--base", str(base), "--head", str(head), "--suite", str(SUITE),
                      "--runner", "cpu", "--results-dir", str(tmp_path / "results")])
     out = capsys.readouterr().out
     [run_dir] = (tmp_path / "results").iterdir()

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from servegate import runners
 from servegate.admission.replay import Sglang
 from servegate.config.suites import Suite
+from servegate.core import runner_classes
 from servegate.plan import PlannedPoint, build_plan
 from servegate.preflight.argv import LaunchRejected, launch_for, parse_server_args
 from servegate.preflight.arrivals import PREFLIGHT_MODES, PointReplay, replay_point
@@ -107,14 +107,14 @@ def summarise(points: list[PointReplay], chunk: int) -> ModeSummary:
 
 def arch_of(runner: str) -> str:
     """A suite's runner entry (an architecture or a registered class) -> its architecture."""
-    return runner if runner in runners.ARCHES else runners.get(runner).arch
+    return runner if runner in runner_classes.ARCHES else runner_classes.get(runner).arch
 
 
 def gates(suite: Suite, runner: str) -> bool:
     """Does the suite expect exact fill to be effective on ``runner``?"""
     arch = arch_of(runner)
-    gated = (runners.REGISTRY[runner].gated if runner in runners.REGISTRY
-             else any(c.gated for c in runners.of_arch(arch)))
+    gated = (runner_classes.REGISTRY[runner].gated if runner in runner_classes.REGISTRY
+             else any(c.gated for c in runner_classes.of_arch(arch)))
     return "forced" in suite.modes or ("on" in suite.modes and gated)
 
 

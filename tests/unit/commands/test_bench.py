@@ -13,7 +13,7 @@ import pytest
 from fault_helpers import _assert_no_half_json, _cause, _failing_disk
 from repo_files import LEGACY_SUITES, REPO_ROOT
 
-from servegate import bench
+from servegate.commands import bench
 from servegate.config import load_suite, suite_path
 from servegate.serve.process import ServerError
 
@@ -109,8 +109,8 @@ def test_suite_file_outside_suites_is_judged_with_its_own_table(
     assert recorded["judge_table"] == load_suite(other).judge_table
 
     # Judge a complete run of that suite, carrying the recorded table, against a baseline.
+    from servegate.core.results import load_run
     from servegate.judge.baselines import baseline_from_run, baseline_path, write_baseline
-    from servegate.results import load_run
 
     reference, judged = tmp_path / "reference", tmp_path / "judged"
     make_run(reference, suite="cpu", modes=("off", "on"), seed=1)

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from unit.judge.block_runs import judge_table, slower, write_block_run
 
+from servegate.core.results import load_run
 from servegate.judge.baselines import baseline_from_run
 from servegate.judge.checks import Check
 from servegate.judge.evaluate import judge
 from servegate.judge.family import holm_levels
 from servegate.judge.judgement import Judgement
 from servegate.report import verdict_json
-from servegate.results import load_run
 
 ALPHA = 0.05
 
