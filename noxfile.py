@@ -1,7 +1,7 @@
 """servegate's nox sessions: thin wrappers that pick an environment and call the package.
 
 Pipeline: config (suites/, models/) -> plan -> serve -> measure -> judge -> report.
-CPU sessions share one pinned sglang environment (see src/servegate/envbuild.py); GPU sessions
+CPU sessions share one pinned sglang environment (see src/servegate/serve/envbuild.py); GPU sessions
 run on the runner image's own interpreter ($SERVEGATE_PYTHON, else the one nox runs on), never in
 a venv on top of it (a venv made from a venv's python does not see the parent venv's sglang).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import nox
 
 sys.path.insert(0, str(Path(__file__).parent / "src"))
-from servegate import envbuild  # stdlib-only module, importable before installs
+from servegate.serve import envbuild  # stdlib-only module, importable before installs
 
 nox.options.sessions = ["tests"]
 nox.options.error_on_external_run = False
@@ -59,7 +59,7 @@ def mutation(session: nox.Session) -> None:
     mutants per module, results/mutation-<stamp>/summary.json (docs/mutation.md):
     nox -s mutation [-- --fresh | --changed REF | --max-children N]."""
     session.install("-e", ".[test]", "mutmut>=3.8,<4")
-    session.run("python", "-m", "servegate.mutation", *session.posargs)
+    session.run("python", "tools/mutation.py", *session.posargs)
 
 
 @nox.session(venv_backend="none", requires=["unit"])

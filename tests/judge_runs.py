@@ -1,4 +1,4 @@
-"""Synthetic run folders for the judge's tests: run.json written per servegate.results.
+"""Synthetic run folders for the judge's tests: run.json written per servegate.core.results.
 
 This is test *data* for the judge (known effects, seeded noise), not a stand-in for sglang: the
 judge only ever reads run.json, and these files follow the same schema bench writes.
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from servegate.results import RUN_SCHEMA_VERSION
+from servegate.core.results import RUN_SCHEMA_VERSION
 
 
 def _point(mode: str, conc: int, repeat: int, order: int, rng: np.random.Generator, *,

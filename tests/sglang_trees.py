@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from servegate import envbuild
+from servegate.serve import envbuild
 
 
 def release_tree(version: str) -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sglang_trees import release_tree
 
-from servegate import cli
+from servegate.commands import dispatch
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def _environment_tree() -> Path:
 
 def _ab(tmp_path: Path, base: Path, head: Path, capsys: pytest.CaptureFixture[str],
         *extra: str) -> tuple[int, dict, dict, str]:
-    code = cli.main(["ab", "--base", str(base), "--head", str(head), "--suite", str(SUITE),
+    code = dispatch.main(["ab", "--base", str(base), "--head", str(head), "--suite", str(SUITE),
                      "--runner", "cpu", "--results-dir", str(tmp_path / "results"), *extra])
     out = capsys.readouterr().out
     [run_dir] = (tmp_path / "results").iterdir()

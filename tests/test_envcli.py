@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servegate import envbuild
+from servegate.serve import envbuild
 
 
 @pytest.mark.sglang

@@ -34,8 +34,8 @@ from fault_helpers import (
     _wait_for,
 )
 
-from servegate import bench
-from servegate.results import load_run
+from servegate.commands import bench
+from servegate.core.results import load_run
 from servegate.serve import process
 
 # --------------------------------------------------------------------------- server faults (e2e)

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from servegate import compare
 from servegate.accuracy.report import paired_analysis
+from servegate.commands import compare
 from servegate.config import load_suite, suite_path
+from servegate.core.results import load_run
 from servegate.history import cli as history_cli
-from servegate.results import load_run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TAG_VAR = "SERVEGATE_E2E_TAG"

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _bench(results: Path) -> Path:
-    from servegate import bench
+    from servegate.commands import bench
 
     before = set(results.glob("cpu-gate-*"))
     code = bench.main(["--suite", "cpu-gate", "--runner", "cpu", "--results-dir", str(results),
@@ -38,7 +38,7 @@ def _checks(run_dir: Path) -> dict[str, dict]:
 
 def test_aa_passes_and_injected_slowdown_is_a_regression(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from servegate import compare as command
+    from servegate.commands import compare as command
     from servegate.judge import update
 
     results = tmp_path / "results"

@@ -15,7 +15,7 @@ def test_real_gate_matches_the_detected_runner() -> None:
     from servegate.admission.checks import first_difference
     from servegate.admission.replay import load_sglang, replay
     from servegate.admission.scenario import Prompt, Scenario
-    from servegate.runner import detect
+    from servegate.serve.detect import detect
 
     runner = detect(None).runner_class
     assert runner != "cpu", "SERVEGATE_GPU_TESTS=1 but no GPU was detected"

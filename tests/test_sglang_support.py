@@ -39,7 +39,7 @@ def test_the_environments_sglang_has_the_gate() -> None:
 @pytest.mark.sglang
 def test_bench_refuses_before_any_run_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from servegate import bench
+    from servegate.commands import bench
 
     monkeypatch.setenv("SERVEGATE_RUNNER", "cpu")
     monkeypatch.syspath_prepend(str(release_tree("0.5.19")))

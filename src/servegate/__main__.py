@@ -1,5 +1,5 @@
 """``python -m servegate`` is the console script."""
 
-from servegate.cli import main
+from servegate.commands.dispatch import main
 
 raise SystemExit(main())

@@ -19,8 +19,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servegate import runners
 from servegate.config import Suite
+from servegate.core import runner_classes
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ def live_pair_layout(suite: Suite, runner_class: str, gpus: int = 0) -> PairLayo
     """A CPU holds two idle sglang servers (``--sleep-on-idle``); a GPU runner needs two
     disjoint device sets of the suite's size (TP x PP x DP ranks). ``gpus``: the devices this
     runner sees (bench's detection); 0 takes the registry's count for the class."""
-    cls = runners.get(runner_class)
+    cls = runner_classes.get(runner_class)
     if cls.arch == "cpu" or cls.emulated:
         return PairLayout(True, 0, 0, "live pair: both servers on this CPU, one busy at a time")
     gpus = gpus or cls.gpus

@@ -3,7 +3,7 @@
 Pipeline inside this package: dataset (load + validate + sha256) -> prompts (few-shot from train)
 -> client (bounded-concurrency requests to a running sglang server) -> extract (strict/flexible)
 -> runner (records + AccuracyResult) -> paired / report (Wilson, McNemar, MDE, summary.md).
-``servegate.bench`` calls :func:`servegate.accuracy.runner.run_gsm8k` once a mode's server is up.
+``servegate.commands.bench`` calls :func:`servegate.accuracy.runner.run_gsm8k` once a mode's server is up.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from servegate.errors import ServegateError
+from servegate.core.errors import ServegateError
 
 DEFAULT_STOP = ("Question",)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servegate.accuracy.extract import gold_answer
-from servegate.errors import ServegateError
+from servegate.core.errors import ServegateError
 
 HUB_ID = "openai/gsm8k"
 HUB_CONFIG = "main"

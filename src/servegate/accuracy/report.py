@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from servegate.accuracy.paired import analyse
-from servegate.atomic import write_text
-from servegate.errors import ServegateError
-from servegate.results import MODES, load_run
+from servegate.core.atomic import write_text
+from servegate.core.errors import ServegateError
+from servegate.core.results import MODES, load_run
 
 HEADING = "## Accuracy (GSM8K)"
 REFERENCE = "off"

@@ -1,6 +1,6 @@
 """One GSM8K pass against a running server for one mode: prompts -> completions -> records.
 
-Called by ``servegate.bench`` after a mode's server is healthy; the returned dict is stored in
+Called by ``servegate.commands.bench`` after a mode's server is healthy; the returned dict is stored in
 run.json under ``accuracy[mode]`` (``results.AccuracyResult`` plus shot/latency provenance).
 """
 
@@ -18,8 +18,8 @@ from servegate.accuracy.client import Completion, GenerateClient, GenerationErro
 from servegate.accuracy.extract import extract_flexible, extract_strict, is_correct
 from servegate.accuracy.paired import wilson
 from servegate.accuracy.prompts import build_prefix, build_prompt, select_shots
-from servegate.atomic import write_text
 from servegate.config.gsm8k import AccuracyConfigError, GSM8KSettings
+from servegate.core.atomic import write_text
 
 RECORDS_DIR = "gsm8k"
 

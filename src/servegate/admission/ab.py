@@ -24,10 +24,10 @@ from typing import Any
 from servegate.admission.golden import diff_entry
 from servegate.admission.parsing import Parser
 from servegate.admission.scenario import EXACT_FILL_MODES
-from servegate.errors import EXIT_INFRA as EXIT_USAGE
-from servegate.errors import EXIT_OK
-from servegate.errors import EXIT_REGRESSION as EXIT_FAIL
-from servegate.paths import SUITES_DIR
+from servegate.core.errors import EXIT_INFRA as EXIT_USAGE
+from servegate.core.errors import EXIT_OK
+from servegate.core.errors import EXIT_REGRESSION as EXIT_FAIL
+from servegate.core.paths import SUITES_DIR
 from servegate.serve.trees import SglangTree, TreeError, resolve_tree
 
 PROG = "servegate admission ab"
@@ -210,8 +210,8 @@ def summary(rows: list[Row]) -> dict[str, Any]:
 def ab_main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     from servegate.admission.suite import SuiteError, load_suite
-    from servegate.runner import RunnerError, detect
-    from servegate.runners import get
+    from servegate.core.runner_classes import get
+    from servegate.serve.detect import RunnerError, detect
 
     try:
         trees = {"base": resolve_tree(args.base), "head": resolve_tree(args.head)}

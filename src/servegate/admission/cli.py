@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from servegate import atomic
 from servegate.admission.parsing import Parser
 from servegate.admission.scenario import EXACT_FILL_MODES, Prompt, Scenario, ScenarioError
-from servegate.errors import EXIT_INFRA as EXIT_USAGE
-from servegate.errors import EXIT_OK
-from servegate.errors import EXIT_REGRESSION as EXIT_FAIL  # 1: a failed check
-from servegate.paths import BASELINES_DIR, RESULTS_DIR, SUITES_DIR
+from servegate.core import atomic
+from servegate.core.errors import EXIT_INFRA as EXIT_USAGE
+from servegate.core.errors import EXIT_OK
+from servegate.core.errors import EXIT_REGRESSION as EXIT_FAIL  # 1: a failed check
+from servegate.core.paths import BASELINES_DIR, RESULTS_DIR, SUITES_DIR
 
 _Parser = Parser
 

@@ -14,10 +14,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from servegate import atomic
 from servegate.admission.replay import Trace
-from servegate.errors import ServegateError
-from servegate.versioned import Schema, SchemaVersionError
+from servegate.core import atomic
+from servegate.core.errors import ServegateError
+from servegate.core.versioned import Schema, SchemaVersionError
 
 GOLDEN_SCHEMA = 1
 GOLDEN_FILE_SCHEMA = Schema("golden trace", "schema", GOLDEN_SCHEMA, {})

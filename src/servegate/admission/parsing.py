@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from servegate.errors import EXIT_INFRA as EXIT_USAGE
+from servegate.core.errors import EXIT_INFRA as EXIT_USAGE
 
 
 class Parser(argparse.ArgumentParser):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from servegate.errors import ServegateError
+from servegate.core.errors import ServegateError
 
 EXACT_FILL_MODES: tuple[str, ...] = ("off", "on", "forced")
 PATHS: tuple[str, ...] = ("radix", "no-radix", "no-radix-ignore-eos")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servegate.errors import ServegateError
+from servegate.core.errors import ServegateError
 
 if sys.version_info >= (3, 11):
     import tomllib

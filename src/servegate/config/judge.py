@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from servegate.config._schema import ConfigError, load_toml
-from servegate.metrics import direction
+from servegate.core.metrics import direction
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "mean_ttft_ms", "median_tpot_ms", "mean_e2e_latency_ms", "output_throughput")
@@ -41,7 +41,7 @@ class JudgeConfig:
     run_to_run_cv_dof: float = 10.0
     accuracy_floor: float = 0.02           # absolute accuracy drop vs baseline that counts
     # A/B claims judged inside one run; "gated": runner classes whose architecture has the
-    # exact-fill gate on (servegate.runners), where `on` must show the PR's improvement
+    # exact-fill gate on (servegate.core.runner_classes), where `on` must show the PR's improvement
     gated_min_ttft_improvement: float = 0.04
     gated_ttft_metric: str = "mean_ttft_ms"
     gated_claim_concurrency: int | None = None   # None: the highest concurrency in the run

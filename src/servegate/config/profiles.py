@@ -1,7 +1,7 @@
 """Model profiles (``models/<name>.toml``): how to serve one model on each runner class.
 
 A ``[runners.<key>]`` section is keyed by a runner class (``mi355x``) or by an architecture
-(``gfx95``, ``gfx942``, ``nvidia``, ``cpu``; see :mod:`servegate.runners`): a class uses its own
+(``gfx95``, ``gfx942``, ``nvidia``, ``cpu``; see :mod:`servegate.core.runner_classes`): a class uses its own
 section when the profile has one, else its architecture's.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servegate import runners
 from servegate.config._schema import ConfigError, Field, check_table, load_toml
+from servegate.core import runner_classes
 
-SECTION_KEYS: tuple[str, ...] = (*runners.ARCHES, *runners.names())
+SECTION_KEYS: tuple[str, ...] = (*runner_classes.ARCHES, *runner_classes.names())
 HEALTH_PATHS = ("/health", "/health_generate")
 PREPARE_KINDS = ("gguf-from-package",)
 
@@ -76,8 +76,8 @@ class ModelProfile:
         """The class's own section, else its architecture's (``runner_class`` may itself be an
         architecture, e.g. for preflight)."""
         keys = [runner_class]
-        if runner_class in runners.REGISTRY:
-            keys.append(runners.REGISTRY[runner_class].arch)
+        if runner_class in runner_classes.REGISTRY:
+            keys.append(runner_classes.REGISTRY[runner_class].arch)
         for key in keys:
             if key in self.runners:
                 return self.runners[key]

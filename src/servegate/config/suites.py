@@ -10,13 +10,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from servegate import runners as runner_registry
 from servegate.config._schema import ConfigError, Field, check_table, load_toml
 from servegate.config.gsm8k import AccuracyConfigError, GSM8KSettings
 from servegate.config.judge import JudgeConfig, parse_judge_table
 from servegate.config.profiles import ModelProfile, RunnerProfile, load_profile
-from servegate.paths import MODELS_DIR, SUITES_DIR
-from servegate.results import MODES
+from servegate.core import runner_classes as runner_registry
+from servegate.core.paths import MODELS_DIR, SUITES_DIR
+from servegate.core.results import MODES
 
 _TOP = {
     "suite": Field(dict, required=True),

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from servegate.errors import EXIT_INFRA, EXIT_OK, ServegateError
+from servegate.core.errors import EXIT_INFRA, EXIT_OK, ServegateError
 from servegate.history.store import HistoryError, RunRefusedError, add_run, read_store
 
 ENV_STORE = "SERVEGATE_HISTORY"
@@ -38,7 +38,7 @@ def default_store() -> Path:
     """``$SERVEGATE_HISTORY`` or ``<repo>/results/history``."""
     if os.environ.get(ENV_STORE):
         return Path(os.environ[ENV_STORE])
-    from servegate.paths import RESULTS_DIR
+    from servegate.core.paths import RESULTS_DIR
 
     return RESULTS_DIR / "history"
 
@@ -111,10 +111,10 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _baseline(args: argparse.Namespace, out: TextIO) -> int:
-    from servegate.atomic import write_text
+    from servegate.core.atomic import write_text
+    from servegate.core.results import load_run
     from servegate.history.rolling import as_baseline, rolling_from_store
     from servegate.judge.baselines import dumps_baseline, run_identity, validate_baseline
-    from servegate.results import load_run
 
     run = load_run(args.run_dir)
     runner, model, suite = run_identity(run)

@@ -30,7 +30,7 @@ def plot_name(runner: str, model: str, suite: str, metric: str) -> str:
 
 
 def _write_bytes(path: Path, data: bytes) -> None:
-    """Write-then-rename, like servegate.atomic, for a binary file."""
+    """Write-then-rename, like servegate.core.atomic, for a binary file."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

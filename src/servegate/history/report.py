@@ -39,7 +39,7 @@ class SeriesReport:
 
 def effect(metric: str, ratio: float) -> str:
     """regression / improvement by the metric's direction (``change`` when it has none)."""
-    from servegate.metrics import direction
+    from servegate.core.metrics import direction
 
     try:
         better = direction(metric)
@@ -65,8 +65,8 @@ def stable_nights(report: Detection, nights: Sequence[Record]) -> list[Record]:
 def _floors(suite: str) -> tuple[dict[str, float], str]:
     """Gated metrics -> practical floor from the suite's [judge] table (reason when unusable)."""
     from servegate.config.judge import load_judge_table
-    from servegate.errors import ServegateError
-    from servegate.paths import SUITES_DIR
+    from servegate.core.errors import ServegateError
+    from servegate.core.paths import SUITES_DIR
 
     try:
         config = load_judge_table(SUITES_DIR / f"{suite}.toml")

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from servegate.core.results import MODES
 from servegate.history.changepoints import detect
 from servegate.history.store import (
     ACCURACY_METRIC,
@@ -34,7 +35,6 @@ from servegate.history.store import (
     read_store,
 )
 from servegate.judge.baselines import BASELINE_SCHEMA_VERSION, point_sort_key
-from servegate.results import MODES
 
 DEFAULT_NIGHTS = 5
 

@@ -37,7 +37,7 @@ from itertools import pairwise
 from pathlib import Path
 from urllib.parse import urlparse
 
-from servegate.atomic import write_text
+from servegate.core.atomic import write_text
 from servegate.history.changepoints import DEFAULT_CONFIRM_NIGHTS
 from servegate.history.noise import ALPHA
 from servegate.history.report import (
@@ -181,8 +181,8 @@ def gated_metrics(suite: str) -> frozenset[str]:
     still published, under "other metrics").
     """
     from servegate.config.judge import load_judge_table
-    from servegate.errors import ServegateError
-    from servegate.paths import SUITES_DIR
+    from servegate.core.errors import ServegateError
+    from servegate.core.paths import SUITES_DIR
 
     try:
         return frozenset(load_judge_table(SUITES_DIR / f"{suite}.toml").metrics)

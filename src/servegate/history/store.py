@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from servegate.atomic import write_text
-from servegate.errors import ServegateError
+from servegate.core.atomic import write_text
+from servegate.core.errors import ServegateError
+from servegate.core.metrics import finite_number
+from servegate.core.results import Run, load_run, unusable_reasons
 from servegate.judge.baselines import group_points, point_sort_key, run_identity
-from servegate.metrics import finite_number
-from servegate.results import Run, load_run, unusable_reasons
 
 STORE_SCHEMA_VERSION = 1
 ACCURACY_METRIC = "gsm8k_accuracy"

@@ -14,11 +14,11 @@ from typing import Any
 
 from servegate.accuracy.report import RecordsError, paired_analysis
 from servegate.config.judge import JudgeConfig
+from servegate.core.results import MODES, Run
 from servegate.judge.arms import NotJudgeable, Pending, arm_from_points, ratio_interval
 from servegate.judge.baselines import group_points, point_sort_key
 from servegate.judge.checks import Check
 from servegate.judge.stats import direction, noninferiority, paired_difference, verdict
-from servegate.results import MODES, Run
 
 ARMS = ("base", "head")
 

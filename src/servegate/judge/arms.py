@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from servegate.config.judge import JudgeConfig
+from servegate.core.metrics import METRICS, QUANTITIES, finite_number, statistic_fn
 from servegate.judge.checks import Check
 from servegate.judge.stats import (
     Interval,
@@ -24,7 +25,6 @@ from servegate.judge.stats import (
     repeats_estimate,
     requests_estimate,
 )
-from servegate.metrics import METRICS, QUANTITIES, finite_number, statistic_fn
 
 
 @dataclass

@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from servegate import runners
-from servegate.atomic import write_text
-from servegate.errors import ServegateError
-from servegate.metrics import QUANTITIES, finite_number
-from servegate.paths import BASELINES_DIR
-from servegate.results import MODES, Run
-from servegate.versioned import Schema, SchemaVersionError
+from servegate.core import runner_classes
+from servegate.core.atomic import write_text
+from servegate.core.errors import ServegateError
+from servegate.core.metrics import QUANTITIES, finite_number
+from servegate.core.paths import BASELINES_DIR
+from servegate.core.results import MODES, Run
+from servegate.core.versioned import Schema, SchemaVersionError
 
-# 2: runner_class is a registered GPU model (servegate.runners), no longer an architecture.
+# 2: runner_class is a registered GPU model (servegate.core.runner_classes), no longer an architecture.
 BASELINE_SCHEMA_VERSION = 2
 REQUEST_SAMPLE_CAP = 512
 _SECRET = re.compile(r"(hf_[A-Za-z0-9]{8,}|(TOKEN|SECRET|PASSWORD|KEY)=\S+)", re.IGNORECASE)
@@ -318,8 +318,8 @@ def _baseline_v1_to_v2(data: dict[str, Any], path: Path) -> dict[str, Any]:
         return data
     fingerprint = (data.get("provenance") or {}).get("fingerprint") or {}
     try:
-        model = runners.from_schema_1(str(runner), fingerprint).name
-    except runners.UnknownRunner as err:
+        model = runner_classes.from_schema_1(str(runner), fingerprint).name
+    except runner_classes.UnknownRunner as err:
         raise BaselineError(f"{path}: runner_class {runner!r} (schema 1) cannot be named as a "
                             f"GPU model from provenance.fingerprint: {err}") from err
     return {**data, "runner_class": model}

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from servegate.config.judge import FAMILY_SELECTORS, JudgeConfig
+from servegate.core.results import Run
+from servegate.core.runner_classes import REGISTRY
 from servegate.judge.ab import arm_view
 from servegate.judge.arms import Pending
 from servegate.judge.checks import Check
@@ -47,8 +49,6 @@ from servegate.judge.stats import (
     tost_power,
     verdict,
 )
-from servegate.results import Run
-from servegate.runners import REGISTRY
 
 CLAIMS, BASELINE_AGGREGATE, AB_AGGREGATE = FAMILY_SELECTORS
 

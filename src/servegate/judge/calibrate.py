@@ -37,6 +37,9 @@ from scipy import stats as sps
 from servegate.accuracy.paired import agresti_min
 from servegate.config import ConfigError, load_suite, suite_path
 from servegate.config.judge import JudgeConfig
+from servegate.core.metrics import METRICS, direction, statistic_fn
+from servegate.core.paths import BASELINES_DIR
+from servegate.core.runner_classes import REGISTRY
 from servegate.judge import calibrate_blocks as blocks
 from servegate.judge.arms import ArmStats, NotJudgeable, compare_arms
 from servegate.judge.baselines import baseline_from_run
@@ -52,9 +55,6 @@ from servegate.judge.stats import (
     tost_confidence,
     tost_power,
 )
-from servegate.metrics import METRICS, direction, statistic_fn
-from servegate.paths import BASELINES_DIR
-from servegate.runners import REGISTRY
 
 DEFAULT_SUITES = ("cpu", "premerge", "nightly")
 DEFAULT_RUN_CVS = (0.01, 0.02, 0.04)
@@ -353,12 +353,12 @@ def calibrate(design: Design, run_cv: float, *, nights: int, seed: int, batch: i
 def _runner_classes(suite_name: str, runner: str | None) -> list[str]:
     """``--runner``: a class, or an architecture (its first class); default: one class the
     suite covers where exact fill is gated off and one where it is gated on."""
-    from servegate import runners
+    from servegate.core import runner_classes
 
     if runner is not None:
-        if runner in runners.ARCHES:
-            return [runners.of_arch(runner)[0].name]
-        return [runners.get(runner).name]
+        if runner in runner_classes.ARCHES:
+            return [runner_classes.of_arch(runner)[0].name]
+        return [runner_classes.get(runner).name]
     suite = load_suite(suite_path(suite_name))
     classes = [c for c in suite.runner_classes() if c in REGISTRY]
     picked: dict[bool, str] = {}

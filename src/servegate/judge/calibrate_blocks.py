@@ -33,14 +33,14 @@ from scipy import stats as sps
 from servegate.accuracy.paired import agresti_min
 from servegate.config import Suite
 from servegate.config.judge import JudgeConfig
+from servegate.core.metrics import direction
+from servegate.core.runner_classes import REGISTRY
 from servegate.judge.baselines import baseline_from_run
 from servegate.judge.block_checks import block_pendings
 from servegate.judge.evidence import evidence_from_baseline, evidence_from_run
 from servegate.judge.family import decision_alpha, holm_levels_array
 from servegate.judge.nested import independent_difference, paired_difference
 from servegate.judge.stats import classify, classify_equivalence, tost_power
-from servegate.metrics import direction
-from servegate.runners import REGISTRY
 
 # Bursts relative to the core block noise: on this VM the MAD-based block log-sd is ~0.025 and
 # bursts add +10-30 % (4-12 core sds) to ~8 % of blocks, which makes the plain sd ~0.065

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from servegate.errors import EXIT_INCONCLUSIVE, EXIT_INFRA, EXIT_OK, EXIT_REGRESSION
+from servegate.core.errors import EXIT_INCONCLUSIVE, EXIT_INFRA, EXIT_OK, EXIT_REGRESSION
 from servegate.judge.stats import Guidance, Interval, direction
 
 CheckVerdict = Literal["pass", "regression", "improvement", "inconclusive", "error"]

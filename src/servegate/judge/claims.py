@@ -1,6 +1,6 @@
 """A/B claims judged inside one run (same machine, interleaved repeats), by runner class.
 
-- gated classes (architecture gfx95, :mod:`servegate.runners`): ``on`` vs ``off`` TTFT at high
+- gated classes (architecture gfx95, :mod:`servegate.core.runner_classes`): ``on`` vs ``off`` TTFT at high
   concurrency improves by at least the suite's stated amount (the whole interval must clear
   it), and GSM8K is non-inferior within a margin (paired).
 - every other runner: ``on`` is an exact no-op — the prefill-batch token sequence equals ``off``'s,
@@ -17,6 +17,8 @@ from typing import Any
 from scipy import stats as sps
 
 from servegate.config.judge import JudgeConfig
+from servegate.core.results import Run
+from servegate.core.runner_classes import REGISTRY
 from servegate.judge.arms import Arm, NotJudgeable, Pending, arm_from_points, ratio_interval
 from servegate.judge.baselines import group_points, run_identity
 from servegate.judge.checks import Check
@@ -33,8 +35,6 @@ from servegate.judge.stats import (
     tost_power,
     verdict,
 )
-from servegate.results import Run
-from servegate.runners import REGISTRY
 
 
 def _concurrencies(groups: dict[tuple[str, int], list[dict[str, Any]]], a: str,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from servegate.config.judge import JudgeConfig
+from servegate.core.results import Run
 from servegate.judge.arms import (
     NotJudgeable,
     Pending,
@@ -20,7 +21,6 @@ from servegate.judge.baselines import (
 )
 from servegate.judge.checks import Check
 from servegate.judge.stats import direction, newcombe_difference, paired_difference, verdict
-from servegate.results import Run
 
 
 def _metric_pending(run_points: list[dict[str, Any]], base_point: dict[str, Any],

@@ -14,6 +14,8 @@ from servegate.config.judge import (
     load_judge_table,
     parse_judge_table,
 )
+from servegate.core.paths import SUITES_DIR
+from servegate.core.results import Run, RunFolderError, load_run
 from servegate.judge import budget
 from servegate.judge.ab import ab_accuracy_pendings, ab_pendings, arm_view, is_ab
 from servegate.judge.arms import Pending
@@ -34,8 +36,6 @@ from servegate.judge.evidence import evidence_from_baseline, evidence_from_run
 from servegate.judge.family import BONFERRONI, decide
 from servegate.judge.judgement import Judgement
 from servegate.judge.stats import run_seed
-from servegate.paths import SUITES_DIR
-from servegate.results import Run, RunFolderError, load_run
 
 
 def judge_config_for_run(run: dict[str, Any], suites_dir: Path = SUITES_DIR) -> JudgeConfig:

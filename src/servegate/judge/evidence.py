@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from servegate.metrics import finite_number
+from servegate.core.metrics import finite_number
 
 Key = tuple[str, str, int, str]          # (arm, mode, concurrency, metric)
 Slot = tuple[int, int]                   # (start, block)

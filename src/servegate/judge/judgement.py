@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from servegate.config.judge import JudgeConfig
+from servegate.core.results import Run
 from servegate.judge.checks import Check, CheckVerdict, exit_code, overall_verdict
-from servegate.results import Run
 
 
 @dataclass

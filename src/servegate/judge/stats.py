@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats as sps
 
 from servegate.accuracy.paired import wilson  # noqa: F401  (the one Wilson interval, scipy)
-from servegate.metrics import METRICS, Direction, direction, statistic_fn  # noqa: F401
+from servegate.core.metrics import METRICS, Direction, direction, statistic_fn  # noqa: F401
 
 Verdict = Literal["pass", "regression", "improvement", "inconclusive"]
 VERDICTS: tuple[str, ...] = ("pass", "regression", "improvement", "inconclusive")

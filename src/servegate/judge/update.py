@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from servegate.errors import EXIT_INFRA as EXIT_REFUSED
-from servegate.errors import EXIT_OK
+from servegate.core.errors import EXIT_INFRA as EXIT_REFUSED
+from servegate.core.errors import EXIT_OK
+from servegate.core.results import Run, RunFolderError, load_run, unusable_reasons
 from servegate.judge.baselines import (
     BaselineError,
     baseline_from_run,
@@ -24,7 +25,6 @@ from servegate.judge.baselines import (
     run_identity,
     write_baseline,
 )
-from servegate.results import Run, RunFolderError, load_run, unusable_reasons
 
 
 def refusal_reasons(run: Run, target: Path, existing: dict[str, Any] | None) -> list[str]:

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servegate.errors import ServegateError
-from servegate.metrics import METRICS, RequestSample, per_request_samples, summarise
-from servegate.results import Requests
+from servegate.core.errors import ServegateError
+from servegate.core.metrics import METRICS, RequestSample, per_request_samples, summarise
+from servegate.core.results import Requests
 from servegate.serve.process import kill_tree, tail
 
-# Counters kept beside the registered metrics (servegate.metrics), never judged.
+# Counters kept beside the registered metrics (servegate.core.metrics), never judged.
 COUNTER_KEYS = ("completed", "duration", "total_input_tokens", "total_output_tokens",
                 "concurrency")
 REQUIRED_KEYS = ("completed", "duration", "median_ttft_ms", "median_tpot_ms")
@@ -181,7 +181,7 @@ def _requests(path: Path, record: dict[str, Any]) -> Requests:
             continue
         samples.append(RequestSample(float(ttft), [float(x) for x in itl or []], int(n_in),
                                      int(n_out)))
-    # Every registered per-request quantity (servegate.metrics), plus the lengths sent.
+    # Every registered per-request quantity (servegate.core.metrics), plus the lengths sent.
     requests: dict[str, Any] = per_request_samples(samples)
     requests["input_lens"] = [s.input_len for s in samples]
     requests["output_lens"] = [s.output_len for s in samples]

@@ -6,7 +6,7 @@ every saturated batch must be exactly the chunk size). Any disagreement with wha
 runner class imply is an error, never a silent pass: e.g. ``on`` on gfx95 with the gate off, or
 ``on`` elsewhere with the gate on, or a forced run whose saturated batches are not aligned.
 
-The device double (runner classes marked ``emulated`` in :mod:`servegate.runners`, e.g.
+The device double (runner classes marked ``emulated`` in :mod:`servegate.core.runner_classes`, e.g.
 ``cpu-gfx95``) is read back too: on an emulated class every process that reported the gate must
 have printed the double's line (``servegate-hook: device double: ...``), and on every other class
 no process may have (a real GPU run is never judged on an emulated device).
@@ -18,8 +18,9 @@ block's server-log slice) carry the gate each one applied (:func:`check_block_ef
 
 from __future__ import annotations
 
-from servegate import runners
-from servegate.errors import ServegateError
+from servegate.core import runner_classes
+from servegate.core.errors import ServegateError
+from servegate.core.results import Alignment
 from servegate.measure.logparse import (
     device_doubles,
     forced_hook_pids,
@@ -27,7 +28,6 @@ from servegate.measure.logparse import (
     gate_values,
     mode_acks,
 )
-from servegate.results import Alignment
 from servegate.serve.modeswitch import Ack
 
 
@@ -37,14 +37,14 @@ class ExactFillMismatch(ServegateError, RuntimeError):
 
 def expected_effective(mode: str, runner_class: str) -> bool:
     """forced: always; on: where the runner's architecture has sglang's gate on (gfx95)."""
-    return mode == "forced" or (mode == "on" and runners.get(runner_class).gated)
+    return mode == "forced" or (mode == "on" and runner_classes.get(runner_class).gated)
 
 
 def device_double(runner_class: str, server_log_text: str) -> str | None:
     """What the device double emulated in this server (``None`` when it did not run); raises
     ExactFillMismatch when that contradicts the runner class."""
     doubles = device_doubles(server_log_text)
-    emulated = runners.get(runner_class).emulated
+    emulated = runner_classes.get(runner_class).emulated
     if not emulated:
         if doubles:
             raise ExactFillMismatch(f"runner {runner_class} is a real device, but the server ran "

@@ -35,8 +35,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from servegate.errors import ServegateError
-from servegate.results import Alignment, RankAlignment
+from servegate.core.errors import ServegateError
+from servegate.core.results import Alignment, RankAlignment
 from servegate.serve.modeswitch import Ack
 
 # The optional stamp carries the DP rank (" DP<n>"; not MOE_DP<n>) when the scheduler has one.
@@ -50,7 +50,7 @@ FLUSHED = "Cache flushed successfully!"
 FORCED_HOOK = re.compile(r"servegate-hook: exact chunk fill forced in pid (\d+)"
                          r"|\[sitecustomize\] pid (\d+): forced \S*_use_exact_chunk_fill")
 GATE_HOOK = re.compile(r"servegate-hook: exact chunk fill gate=(True|False) in pid (\d+)")
-# The device double (runner classes marked emulated in servegate.runners), from the hook.
+# The device double (runner classes marked emulated in servegate.core.runner_classes), from the hook.
 DEVICE_DOUBLE = re.compile(r"servegate-hook: device double: (?P<what>gfx95 emulated "
                            r"\(gcnArchName=[^)\s]+\)) in pid (?P<pid>\d+)")
 # A scheduler's acknowledgement of a mode switch (servegate.serve.modeswitch, one server).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servegate.results import MODES, Point, Run
+from servegate.core.results import MODES, Point, Run
 
 
 def _f(value: float | None, digits: int = 1) -> str:

@@ -51,10 +51,10 @@ def section_for(suite: Suite, runner: str) -> str:
     architecture's."""
     if runner in suite.model.runners:
         return runner
-    from servegate import runners
+    from servegate.core import runner_classes
 
-    if runner in runners.REGISTRY and runners.REGISTRY[runner].arch in suite.model.runners:
-        return runners.REGISTRY[runner].arch
+    if runner in runner_classes.REGISTRY and runner_classes.REGISTRY[runner].arch in suite.model.runners:
+        return runner_classes.REGISTRY[runner].arch
     return runner
 
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from servegate import runners
 from servegate.admission.replay import Sglang
 from servegate.config.suites import Suite
+from servegate.core import runner_classes
 from servegate.plan import PlannedPoint, build_plan, device_split, live_pair_layout
 from servegate.preflight.argv import LaunchRejected, launch_for, parse_server_args
 from servegate.preflight.arrivals import PREFLIGHT_MODES, PointReplay, replay_point
@@ -108,24 +108,24 @@ def summarise(points: list[PointReplay], chunk: int) -> ModeSummary:
 
 def arch_of(runner: str) -> str:
     """A suite's runner entry (an architecture or a registered class) -> its architecture."""
-    return runner if runner in runners.ARCHES else runners.get(runner).arch
+    return runner if runner in runner_classes.ARCHES else runner_classes.get(runner).arch
 
 
 def gates(suite: Suite, runner: str) -> bool:
     """Does the suite expect exact fill to be effective on ``runner``?"""
     arch = arch_of(runner)
-    gated = (runners.REGISTRY[runner].gated if runner in runners.REGISTRY
-             else any(c.gated for c in runners.of_arch(arch)))
+    gated = (runner_classes.REGISTRY[runner].gated if runner in runner_classes.REGISTRY
+             else any(c.gated for c in runner_classes.of_arch(arch)))
     return "forced" in suite.modes or ("on" in suite.modes and gated)
 
 
 def live_pair_report(suite: Suite, runner: str) -> dict[str, Any]:
     """Can ``servegate ab`` hold head and base servers at once on this runner class: its GPU
-    count (servegate.runners) against two servers of the suite's TP x PP x DP size, and the
+    count (servegate.core.runner_classes) against two servers of the suite's TP x PP x DP size, and the
     device split of the first start (the halves swap every other start). For an architecture,
     its class with the fewest GPUs (a job for it may land on any)."""
-    classes = ([runners.get(runner)] if runner in runners.REGISTRY
-               else list(runners.of_arch(runner)))
+    classes = ([runner_classes.get(runner)] if runner in runner_classes.REGISTRY
+               else list(runner_classes.of_arch(runner)))
     fewest = min(classes, key=lambda c: c.gpus).name
     layout = live_pair_layout(suite, fewest)
     split = device_split(layout.gpus, layout.per_server, 0) if layout.live else None

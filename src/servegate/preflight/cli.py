@@ -13,14 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-from servegate import runners
 from servegate.config import load_suite, suite_path
 from servegate.config._schema import ConfigError, load_toml
 from servegate.config.suites import Suite
-from servegate.errors import EXIT_INFRA as EXIT_USAGE
-from servegate.errors import EXIT_OK, ServegateError
-from servegate.errors import EXIT_REGRESSION as EXIT_FAIL
-from servegate.paths import SUITES_DIR
+from servegate.core import runner_classes
+from servegate.core.errors import EXIT_INFRA as EXIT_USAGE
+from servegate.core.errors import EXIT_OK, ServegateError
+from servegate.core.errors import EXIT_REGRESSION as EXIT_FAIL
+from servegate.core.paths import SUITES_DIR
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,23 +66,23 @@ def gpu_suites(suites_dir: Path = SUITES_DIR) -> list[Path]:
 def _is_gpu(entry: object) -> bool:
     """An unknown entry counts as a GPU one: load_suite then names it as an error."""
     try:
-        return runners.is_gpu(str(entry))
-    except runners.UnknownRunner:
+        return runner_classes.is_gpu(str(entry))
+    except runner_classes.UnknownRunner:
         return True
 
 
 def _covers(suite: Suite, runner: str) -> bool:
     """The suite lists ``runner``, or the architecture of the (real) class ``runner``."""
     return runner in suite.runners or (
-        runner in runners.REGISTRY and any(runners.selects(entry, runner)
+        runner in runner_classes.REGISTRY and any(runner_classes.selects(entry, runner)
                                            for entry in suite.runners))
 
 
 def _check_runner(runner: str) -> None:
-    if runner not in (*runners.ARCHES, *runners.names()):
+    if runner not in (*runner_classes.ARCHES, *runner_classes.names()):
         raise PreflightInputError(
-            f"--runner {runner!r}: expected an architecture ({', '.join(runners.ARCHES)}) "
-            f"or a runner class ({', '.join(runners.names())})")
+            f"--runner {runner!r}: expected an architecture ({', '.join(runner_classes.ARCHES)}) "
+            f"or a runner class ({', '.join(runner_classes.names())})")
 
 
 def _selection(args: argparse.Namespace) -> list[tuple[Suite, list[str]]]:

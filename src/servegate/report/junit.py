@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servegate.atomic import write_text
+from servegate.core.atomic import write_text
 from servegate.report import headline as text
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def property_value(check: Check) -> str:
 
 
 def build(judgement: Judgement) -> ET.Element:
-    suite = ET.Element("testsuite", name="servegate.compare")
+    suite = ET.Element("testsuite", name="servegate.commands.compare")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     reported = text.reported_checks(judgement)
     if reported:

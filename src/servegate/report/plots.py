@@ -18,9 +18,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from servegate.core.metrics import METRICS
+from servegate.core.results import MODES, Run
 from servegate.judge.baselines import group_points
-from servegate.metrics import METRICS
-from servegate.results import MODES, Run
 
 if TYPE_CHECKING:
     from servegate.judge.judgement import Judgement

@@ -16,9 +16,9 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servegate.atomic import write_json
+from servegate.core.atomic import write_json
+from servegate.core.results import Run
 from servegate.judge.baselines import group_points, point_sort_key
-from servegate.results import Run
 
 if TYPE_CHECKING:
     from servegate.judge.judgement import Judgement

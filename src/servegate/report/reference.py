@@ -2,7 +2,7 @@
 
 A stored baseline keeps the fingerprint of the run it was made from
 (``provenance.fingerprint``, :func:`servegate.judge.baselines.baseline_from_run`); the run has
-its own (``run.json`` ``fingerprint``, :func:`servegate.runner.fingerprint`). When they differ,
+its own (``run.json`` ``fingerprint``, :func:`servegate.serve.detect.fingerprint`). When they differ,
 the verdict says so once, because a ratio against another machine or another sglang measures
 the machine or the sglang too. Pure functions: no I/O.
 """

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servegate.atomic import write_text
+from servegate.core.atomic import write_text
 from servegate.report import headline as text
 
 if TYPE_CHECKING:

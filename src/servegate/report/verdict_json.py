@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servegate.atomic import write_json
+from servegate.core.atomic import write_json
 
 if TYPE_CHECKING:
     from servegate.judge.judgement import Judgement

@@ -19,7 +19,7 @@ EXACTFILL_HOOK_DIR = HOOKS_DIR / "exactfill"          # sitecustomize.py (all ru
 CPU_STANDIN_DIR = HOOKS_DIR / "cpu_standin"           # sgl_kernel CPU stand-in (cpu only)
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|CREDENTIAL|_KEY$", re.I)
 
-# The device double (servegate.runners: emulated classes) is set only by a profile section; a
+# The device double (servegate.core.runner_classes: emulated classes) is set only by a profile section; a
 # value inherited from the caller's environment never reaches a server.
 EMULATE_GFX95_ENV = "SERVEGATE_EMULATE_GFX95"
 LAUNCH_MODE_ENV = "SERVEGATE_MODE"          # the launch mode, read by the exact-fill hook

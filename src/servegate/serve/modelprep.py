@@ -17,8 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from servegate import envbuild
-from servegate.errors import ServegateError
+from servegate.core.errors import ServegateError
+from servegate.serve import envbuild
 
 DONE_MARKER = ".servegate-converted"
 

@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from servegate.atomic import write_text
-from servegate.errors import ServegateError
+from servegate.core.atomic import write_text
+from servegate.core.errors import ServegateError
 from servegate.serve.process import _alive
 
 CONTROL_ENV = "SERVEGATE_MODE_CONTROL"

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
-from servegate.errors import ServegateError
+from servegate.core.errors import ServegateError
 from servegate.serve.launch import LaunchSpec
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servegate.errors import ServegateError
+from servegate.core.errors import ServegateError
 
 MIN_VERSION = "0.5.20"
 GATE_FILE = Path("srt") / "managers" / "schedule_policy.py"

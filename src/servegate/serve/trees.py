@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from servegate.errors import ServegateError
+from servegate.core.errors import ServegateError
 from servegate.serve.support import locate_sglang
 
 

@@ -16,7 +16,7 @@ from servegate.accuracy.report import (
     paired_analysis,
     paired_for_run,
 )
-from servegate.results import RUN_SCHEMA_VERSION
+from servegate.core.results import RUN_SCHEMA_VERSION
 
 
 def write_records(run_dir: Path, mode: str, correct: list[bool]) -> None:

@@ -169,15 +169,15 @@ def test_nightly_matrix_covers_gfx95_and_non_gfx95_with_off_and_on() -> None:
 def test_workflow_matrices_derive_from_the_runner_registry() -> None:
     """The GPU matrices are exactly what `servegate runners --matrix` generates, so adding a
     runner class (or a label) is a registry entry, and the files cannot drift from it."""
-    from servegate import runners
+    from servegate.core import runner_classes
 
-    assert nightly_cells() == runners.ci_cells("nightly")
+    assert nightly_cells() == runner_classes.ci_cells("nightly")
     premerge = jobs(WORKFLOW_DIR / "premerge.yml")["gpu"]["strategy"]["matrix"]["include"]
     assert premerge == [{k: c[k] for k in ("label", "gpu", "image_var")}
-                        for c in runners.ci_cells("premerge")]
+                        for c in runner_classes.ci_cells("premerge")]
     options = load(WORKFLOW_DIR / "baselines.yml")["on"]["workflow_dispatch"]["inputs"][
         "runner_class"]["options"]
-    assert set(options) == {c.name for c in runners.REGISTRY.values()
+    assert set(options) == {c.name for c in runner_classes.REGISTRY.values()
                             if c.ci_labels or c.arch == "cpu"}
 
 

@@ -18,12 +18,12 @@ import pytest
 from fault_helpers import _assert_no_half_json, _cause, _failing_disk
 from judge_runs import make_run
 
-from servegate import compare
-from servegate import compare as command
+from servegate.commands import compare
+from servegate.commands import compare as command
+from servegate.core.results import load_run
 from servegate.history import store as history_store
 from servegate.judge import update
 from servegate.judge.baselines import baseline_from_run, write_baseline
-from servegate.results import load_run
 
 # --------------------------------------------------------------------------- baselines
 

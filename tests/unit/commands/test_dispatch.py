@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from servegate import cli
-from servegate.errors import EXIT_INCONCLUSIVE, EXIT_INFRA, ServegateError
+from servegate.commands import dispatch
+from servegate.core.errors import EXIT_INCONCLUSIVE, EXIT_INFRA, ServegateError
 
 
 class _InconclusiveError(ServegateError, RuntimeError):
@@ -28,7 +28,7 @@ def command(monkeypatch):
 
     module.main = main
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.setitem(cli.COMMANDS, "boom", (module.__name__, "raises on purpose (test)"))
+    monkeypatch.setitem(dispatch.COMMANDS, "boom", (module.__name__, "raises on purpose (test)"))
     return module
 
 
@@ -36,7 +36,7 @@ def test_a_servegate_error_escaping_a_command_becomes_its_exit_code_and_one_line
     from servegate.judge.baselines import BaselineError
 
     command.raised = BaselineError("baselines/x.json: field 'points' is missing")
-    assert cli.main(["boom", "--anything"]) == EXIT_INFRA
+    assert dispatch.main(["boom", "--anything"]) == EXIT_INFRA
     captured = capsys.readouterr()
     assert captured.err == "servegate boom: baselines/x.json: field 'points' is missing\n"
     assert "Traceback" not in captured.err
@@ -44,18 +44,18 @@ def test_a_servegate_error_escaping_a_command_becomes_its_exit_code_and_one_line
 
 def test_the_cli_returns_the_errors_own_exit_code(command, capsys):
     command.raised = _InconclusiveError("not enough samples")
-    assert cli.main(["boom"]) == EXIT_INCONCLUSIVE
+    assert dispatch.main(["boom"]) == EXIT_INCONCLUSIVE
     assert capsys.readouterr().err == "servegate boom: not enough samples\n"
 
 
 def test_other_exceptions_are_not_swallowed(command):
     command.raised = ValueError("a bug, not a deliberate error")
     with pytest.raises(ValueError, match="a bug"):
-        cli.main(["boom"])
+        dispatch.main(["boom"])
 
 
 def test_unknown_command_and_no_command_are_usage_errors(capsys):
-    assert cli.main(["no-such-command"]) == EXIT_INFRA
+    assert dispatch.main(["no-such-command"]) == EXIT_INFRA
     assert "unknown command 'no-such-command'" in capsys.readouterr().err
-    assert cli.main([]) == EXIT_INFRA
-    assert cli.main(["--help"]) == 0
+    assert dispatch.main([]) == EXIT_INFRA
+    assert dispatch.main(["--help"]) == 0

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from servegate import envbuild, envcli
+from servegate.commands import env as env_command
+from servegate.serve import envbuild
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_check_does_not_build(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert envcli.main(["--check"]) == envcli.EXIT_MISSING
+    assert env_command.main(["--check"]) == env_command.EXIT_MISSING
     err = capsys.readouterr().err
     assert "not built yet" in err and str(cache / "envs") in err
     assert not cache.exists()  # nothing was created
@@ -32,9 +33,9 @@ def test_built_env_is_printed_without_rebuilding(cache: Path,
     assert env_dir.parent == cache / "envs" and env_dir.name.startswith("cpu-")
     (env_dir / "bin").mkdir(parents=True)
     (env_dir / envbuild.COMPLETE_MARKER).write_text("{}")
-    assert envcli.main([]) == 0
+    assert env_command.main([]) == 0
     assert capsys.readouterr().out.strip() == str(env_dir / "bin" / "python")
-    assert envcli.main(["--json"]) == 0
+    assert env_command.main(["--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info == {"python": str(env_dir / "bin" / "python"), "env_dir": str(env_dir),
                     "built": True, "requirements": str(envbuild.CPU_REQUIREMENTS)}
@@ -44,7 +45,7 @@ def test_missing_lock_is_a_build_error(cache: Path, tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(envbuild, "CPU_REQUIREMENTS", tmp_path / "nope.txt")
-    assert envcli.main([]) == envcli.EXIT_BUILD_FAILED
+    assert env_command.main([]) == env_command.EXIT_BUILD_FAILED
     assert f"{tmp_path / 'nope.txt'}: missing" in capsys.readouterr().err
 
 
@@ -52,5 +53,5 @@ def test_cli_lists_and_runs_env(cache: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "servegate", "env", "--check"],
                           capture_output=True, text=True,
                           env={**os.environ, **envbuild.servegate_env_vars()})
-    assert proc.returncode == envcli.EXIT_MISSING, proc.stderr
+    assert proc.returncode == env_command.EXIT_MISSING, proc.stderr
     assert "ModuleNotFoundError" not in proc.stderr and "not built yet" in proc.stderr

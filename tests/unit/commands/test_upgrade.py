@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from judge_runs import make_run
 
-from servegate import cli
+from servegate.commands import dispatch
+from servegate.core.results import RUN_SCHEMA_VERSION, load_run
 from servegate.judge.baselines import (
     BaselineError,
     baseline_from_run,
     dumps_baseline,
     read_baseline,
 )
-from servegate.results import RUN_SCHEMA_VERSION, load_run
 
 
 def _v1_baseline(tmp_path: Path, gpu_name: str) -> Path:
@@ -39,12 +39,12 @@ def test_previous_baseline_is_upgraded_by_servegate_upgrade(
     in_memory, found = read_baseline(path)
     assert found == 1 and in_memory["runner_class"] == "mi325x"
     assert json.loads(path.read_text()) == before      # reading never rewrites
-    assert cli.main(["upgrade", str(path)]) == 0
+    assert dispatch.main(["upgrade", str(path)]) == 0
     assert "baseline schema 1 -> 2" in capsys.readouterr().out
     after = json.loads(path.read_text())
     assert after["schema_version"] == 2 and after["runner_class"] == "mi325x"
     assert after["points"] == before["points"] and after["provenance"] == before["provenance"]
-    assert cli.main(["upgrade", str(path)]) == 0
+    assert dispatch.main(["upgrade", str(path)]) == 0
     assert "unchanged" in capsys.readouterr().out
 
 
@@ -56,7 +56,7 @@ def test_previous_run_json_is_upgraded_in_memory_and_on_request(tmp_path: Path) 
     (run_dir / "run.json").write_text(json.dumps(raw))
     run = load_run(run_dir)
     assert run["runner_class"] == "mi355x" and run["schema_version"] == RUN_SCHEMA_VERSION
-    assert cli.main(["upgrade", str(run_dir / "run.json")]) == 0
+    assert dispatch.main(["upgrade", str(run_dir / "run.json")]) == 0
     rewritten = json.loads((run_dir / "run.json").read_text())
     assert rewritten["schema_version"] == RUN_SCHEMA_VERSION
     assert rewritten["runner_class"] == rewritten["fingerprint"]["runner_class"] == "mi355x"
@@ -70,7 +70,7 @@ def test_unnameable_old_gpu_and_bad_files_are_refused_untouched(
         read_baseline(path)
     stray = tmp_path / "notes.json"
     stray.write_text('{"hello": 1}')
-    assert cli.main(["upgrade", str(path), str(stray)]) == 2
+    assert dispatch.main(["upgrade", str(path), str(stray)]) == 2
     err = capsys.readouterr().err
     assert str(path) in err and f"{stray}: not a servegate" in err
     assert path.read_bytes() == before

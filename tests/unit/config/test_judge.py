@@ -15,7 +15,7 @@ from servegate.config.judge import (
     load_judge_table,
     parse_judge_table,
 )
-from servegate.paths import MODELS_DIR
+from servegate.core.paths import MODELS_DIR
 
 
 def _suite(tmp_path, body: str) -> None:
@@ -60,7 +60,7 @@ def test_malformed_names_file_and_key(tmp_path, body, needle):
 
 
 def test_repository_suites_parse():
-    from servegate.paths import SUITES_DIR
+    from servegate.core.paths import SUITES_DIR
 
     for path in sorted(SUITES_DIR.glob("*.toml")):
         load_judge_table(path)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from servegate.config import ConfigError, Design, load_suite
-from servegate.paths import MODELS_DIR
+from servegate.core.paths import MODELS_DIR
 
 HEAD = """[suite]
 name = "s"

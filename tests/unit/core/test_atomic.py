@@ -1,4 +1,4 @@
-"""servegate.atomic: the file's exact bytes and the failure paths (issue 15)."""
+"""servegate.core.atomic: the file's exact bytes and the failure paths (issue 15)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from fault_helpers import _failing_disk
 
 import servegate
-from servegate import atomic
+from servegate.core import atomic
 
 
 def test_write_json_is_sorted_indented_utf8_with_a_newline(tmp_path: Path) -> None:
@@ -36,7 +36,7 @@ def test_text_is_utf8_under_any_locale(tmp_path: Path) -> None:
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0",
            "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": "ascii",
            "PYTHONPATH": str(Path(servegate.__file__).resolve().parents[1])}
-    code = ("import sys; from pathlib import Path; from servegate import atomic; "
+    code = ("import sys; from pathlib import Path; from servegate.core import atomic; "
             "atomic.write_text(Path(sys.argv[1]), 'median TTFT \\u2013 12 ms, \\u00e9')")
     subprocess.run([sys.executable, "-c", code, str(path)], env=env, check=True, timeout=60)
     assert path.read_text(encoding="utf-8") == "median TTFT – 12 ms, é"

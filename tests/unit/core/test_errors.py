@@ -6,8 +6,8 @@ import importlib
 
 import pytest
 
-from servegate import errors
-from servegate.errors import EXIT_INFRA, ServegateError
+from servegate.core import errors
+from servegate.core.errors import EXIT_INFRA, ServegateError
 
 # Every exception class servegate defines on purpose, with the builtin base its callers catch.
 ERROR_CLASSES = [
@@ -16,16 +16,16 @@ ERROR_CLASSES = [
     ("servegate.serve.process", "PortInUse", RuntimeError),
     ("servegate.serve.support", "UnsupportedSglang", RuntimeError),
     ("servegate.serve.modelprep", "ModelPrepError", RuntimeError),
-    ("servegate.results", "RunFolderError", ValueError),
+    ("servegate.core.results", "RunFolderError", ValueError),
     ("servegate.accuracy.dataset", "DatasetError", ValueError),
     ("servegate.accuracy.report", "RecordsError", ValueError),
     ("servegate.accuracy.client", "GenerationError", RuntimeError),
     ("servegate.accuracy.runner", "AccuracyConfigError", ValueError),
-    ("servegate.runner", "RunnerError", ValueError),
+    ("servegate.serve.detect", "RunnerError", ValueError),
     ("servegate.config.judge", "JudgeConfigError", ValueError),
     ("servegate.judge.baselines", "BaselineError", ValueError),
     ("servegate.judge.baselines", "BaselineMismatchError", ValueError),
-    ("servegate.envbuild", "EnvBuildError", RuntimeError),
+    ("servegate.serve.envbuild", "EnvBuildError", RuntimeError),
     ("servegate.measure.client", "ClientError", RuntimeError),
     ("servegate.measure.exactfill", "ExactFillMismatch", RuntimeError),
     ("servegate.measure.logparse", "LogParseError", ValueError),

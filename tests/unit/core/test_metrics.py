@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from judge_runs import make_run
 
-from servegate import metrics
+from servegate.core import metrics
+from servegate.core.metrics import METRICS, Metric
+from servegate.core.results import load_run
 from servegate.judge import stats, update
 from servegate.judge.baselines import baseline_path, load_baseline
 from servegate.judge.evaluate import judge
 from servegate.measure.client import parse_client_jsonl
-from servegate.metrics import METRICS, Metric
 from servegate.report import write_reports
-from servegate.results import load_run
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from judge_runs import make_run
 
-from servegate.results import RunFolderError, load_run
+from servegate.core.results import RunFolderError, load_run
 
 
 def _v1(tmp_path: Path, runner: str, **fingerprint: Any) -> Path:
@@ -85,7 +85,7 @@ def test_error_location_reads_as_a_path(tmp_path: Path, change: Any, where: str)
 
 
 def test_unusable_reasons_one_at_a_time() -> None:
-    from servegate.results import unusable_reasons
+    from servegate.core.results import unusable_reasons
 
     good: dict[str, Any] = {"complete": True, "points": [{"mode": "off"}]}
     assert unusable_reasons(good) == []        # type: ignore[arg-type]

@@ -8,41 +8,42 @@ import types
 
 import pytest
 
-from servegate import runner, runners
 from servegate.config import load_suite, suite_path
+from servegate.core import runner_classes
+from servegate.serve import detect
 
-# The runner-class registry (servegate.runners).
+# The runner-class registry (servegate.core.runner_classes).
 
 def test_unknown_runner_class_lists_the_registered_ones() -> None:
-    from servegate import runners
+    from servegate.core import runner_classes
 
-    with pytest.raises(runners.UnknownRunner) as info:
-        runners.get("mi999x")
+    with pytest.raises(runner_classes.UnknownRunner) as info:
+        runner_classes.get("mi999x")
     assert str(info.value) == (f"runner class 'mi999x': expected one of "
-                               f"{', '.join(runners.REGISTRY)} (a new GPU model is one entry "
-                               f"in servegate/runners.py)")
+                               f"{', '.join(runner_classes.REGISTRY)} (a new GPU model is one entry "
+                               f"in servegate/core/runner_classes.py)")
     assert "cpu, mi355x, mi300x, " in str(info.value)
 
 
 def test_architecture_strings() -> None:
-    from servegate import runners
+    from servegate.core import runner_classes
 
-    assert runners.arch_of(" GFX942:sramecc+:xnack- ") == "gfx942"
-    assert runners.arch_of("cuda") == "nvidia" and runners.arch_of("sm_90") == "nvidia"
-    assert runners.arch_of("gfx950") == "gfx95"
-    with pytest.raises(runners.UnknownRunner) as info:
-        runners.arch_of("gfx90a")
+    assert runner_classes.arch_of(" GFX942:sramecc+:xnack- ") == "gfx942"
+    assert runner_classes.arch_of("cuda") == "nvidia" and runner_classes.arch_of("sm_90") == "nvidia"
+    assert runner_classes.arch_of("gfx950") == "gfx95"
+    with pytest.raises(runner_classes.UnknownRunner) as info:
+        runner_classes.arch_of("gfx90a")
     assert str(info.value) == "GPU architecture 'gfx90a': servegate knows cpu, gfx95, gfx942, nvidia"
 
 
 def test_a_cpu_class_of_another_name_needs_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    from servegate import runners
+    from servegate.core import runner_classes
 
-    monkeypatch.setitem(runners.REGISTRY, "cpu-big",
-                        runners.RunnerClass("cpu-big", "cpu", gated=False))
-    assert runners.is_gpu("cpu-big") is False
-    assert runners.is_gpu("cpu-gfx95") is False and runners.is_gpu("mi300x") is True
-    assert runners.is_gpu("gfx95") is True and runners.is_gpu("cpu") is False
+    monkeypatch.setitem(runner_classes.REGISTRY, "cpu-big",
+                        runner_classes.RunnerClass("cpu-big", "cpu", gated=False))
+    assert runner_classes.is_gpu("cpu-big") is False
+    assert runner_classes.is_gpu("cpu-gfx95") is False and runner_classes.is_gpu("mi300x") is True
+    assert runner_classes.is_gpu("gfx95") is True and runner_classes.is_gpu("cpu") is False
 
 
 # Runner detection from faked device properties (SimpleFakeTorch stands in for a GPU torch build).
@@ -73,8 +74,8 @@ def _no_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
     ("gfx1100", "Radeon", "GPU architecture 'gfx1100'"),
 ])
 def test_unknown_gpu_is_named_not_guessed(arch: str, name: str, needle: str) -> None:
-    with pytest.raises(runners.UnknownRunner, match=re.escape(needle)):
-        runner.detect(torch_module=SimpleFakeTorch(hip="6.4", arch=arch, name=name, count=8))
+    with pytest.raises(runner_classes.UnknownRunner, match=re.escape(needle)):
+        detect.detect(torch_module=SimpleFakeTorch(hip="6.4", arch=arch, name=name, count=8))
 
 
 def test_registry_is_consistent() -> None:
@@ -83,17 +84,17 @@ def test_registry_is_consistent() -> None:
     emulated class (servegate's device double on a CPU, e.g. cpu-gfx95) carries its emulated
     architecture but no GPU names and no CI labels, so it is chosen only by name: never by
     detection, never by a suite or profile naming the architecture."""
-    labels = [label for c in runners.REGISTRY.values() for label in c.ci_labels]
+    labels = [label for c in runner_classes.REGISTRY.values() for label in c.ci_labels]
     assert len(labels) == len(set(labels))
-    for cls in runners.REGISTRY.values():
-        assert cls.arch in runners.ARCHES
+    for cls in runner_classes.REGISTRY.values():
+        assert cls.arch in runner_classes.ARCHES
         assert cls.gated == (cls.arch == "gfx95")
         assert (cls.experiment_modes is None) == (cls.gated or cls.arch == "cpu")
         if cls.emulated:
             assert cls.arch != "cpu" and not cls.gpu_names and not cls.ci_labels
-            assert cls not in runners.of_arch(cls.arch)
-            assert not runners.selects(cls.arch, cls.name)
-    assert any(c.emulated for c in runners.REGISTRY.values())      # cpu-gfx95
+            assert cls not in runner_classes.of_arch(cls.arch)
+            assert not runner_classes.selects(cls.arch, cls.name)
+    assert any(c.emulated for c in runner_classes.REGISTRY.values())      # cpu-gfx95
 
 
 def test_a_new_runner_class_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch,
@@ -104,18 +105,18 @@ def test_a_new_runner_class_is_one_registry_entry(monkeypatch: pytest.MonkeyPatc
 
     from servegate.config import load_suite, suite_path
     from servegate.config.judge import JudgeConfig
+    from servegate.core.results import load_run
     from servegate.judge.baselines import baseline_path
     from servegate.judge.claims import claim_pendings
     from servegate.measure.exactfill import expected_effective
-    from servegate.results import load_run
 
-    mi350x = runners.RunnerClass("mi350x", "gfx95", gated=True, gpu_names=("MI350X",),
+    mi350x = runner_classes.RunnerClass("mi350x", "gfx95", gated=True, gpu_names=("MI350X",),
                                  ci_labels=("linux-mi350-gpu-8",),
                                  image_var="SERVEGATE_IMAGE_GFX95")
-    monkeypatch.setitem(runners.REGISTRY, "mi350x", mi350x)
-    monkeypatch.setitem(runners.REGISTRY, "mi355x", runners.REGISTRY["mi355x"])
+    monkeypatch.setitem(runner_classes.REGISTRY, "mi350x", mi350x)
+    monkeypatch.setitem(runner_classes.REGISTRY, "mi355x", runner_classes.REGISTRY["mi355x"])
     fake = SimpleFakeTorch(hip="7.0", arch="gfx950:sramecc+", name="AMD Instinct MI350X", count=8)
-    assert runner.detect(torch_module=fake).runner_class == "mi350x"
+    assert detect.detect(torch_module=fake).runner_class == "mi350x"
     premerge = load_suite(suite_path("premerge"))
     assert premerge.runs_on("mi350x") and "mi350x" in premerge.runner_classes()
     assert premerge.server_for("mi350x") == premerge.server_for("mi355x")   # gfx95 section
@@ -126,7 +127,7 @@ def test_a_new_runner_class_is_one_registry_entry(monkeypatch: pytest.MonkeyPatc
     assert baseline_path("mi350x", "glm-5.2-mxfp4", "premerge").parts[-3] == "mi350x"
     assert {"label": "linux-mi350-gpu-8", "gpu": "gfx95", "modes": "off,on", "role": "gate",
             "cell": "gfx95-mi350x-off-on", "image_var": "SERVEGATE_IMAGE_GFX95"} \
-        in runners.ci_cells("nightly")
+        in runner_classes.ci_cells("nightly")
 
 
 # Runner class ``cpu-gfx95``: a CPU server whose exact-fill device check sees gfx95.
@@ -141,14 +142,16 @@ def test_a_new_runner_class_is_one_registry_entry(monkeypatch: pytest.MonkeyPatc
 
 
 def test_emulated_class_is_gated_but_never_detected_or_covered_by_its_arch() -> None:
-    cls = runners.get("cpu-gfx95")
+    cls = runner_classes.get("cpu-gfx95")
     assert (cls.arch, cls.gated, cls.emulated) == ("gfx95", True, True)
     assert cls.gate_modes == ("off", "on") and cls.ci_labels == ()
-    assert cls not in runners.of_arch("gfx95")
-    assert runners.classify("gfx950", "").name == "mi355x"         # still the only real gfx95
-    assert not runners.selects("gfx95", "cpu-gfx95") and runners.selects("cpu-gfx95", "cpu-gfx95")
-    assert "cpu-gfx95" not in {c.name for c in runners.expand(["gfx95", "cpu"])}
-    assert not runners.is_gpu("cpu-gfx95") and runners.is_gpu("gfx95") and runners.is_gpu("mi355x")
+    assert cls not in runner_classes.of_arch("gfx95")
+    assert runner_classes.classify("gfx950", "").name == "mi355x"         # still the only real gfx95
+    assert not runner_classes.selects("gfx95", "cpu-gfx95")
+    assert runner_classes.selects("cpu-gfx95", "cpu-gfx95")
+    assert "cpu-gfx95" not in {c.name for c in runner_classes.expand(["gfx95", "cpu"])}
+    assert not runner_classes.is_gpu("cpu-gfx95")
+    assert runner_classes.is_gpu("gfx95") and runner_classes.is_gpu("mi355x")
     assert not load_suite(suite_path("premerge")).runs_on("cpu-gfx95")
-    assert runners.ci_cells("nightly") == [c for c in runners.ci_cells("nightly")
+    assert runner_classes.ci_cells("nightly") == [c for c in runner_classes.ci_cells("nightly")
                                            if "cpu-gfx95" not in c["cell"]]

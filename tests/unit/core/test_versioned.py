@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 from servegate.admission.golden import read_golden_file
+from servegate.core.paths import BASELINES_DIR
 from servegate.judge.baselines import (
     BASELINE_SCHEMA_VERSION,
     read_baseline,
 )
-from servegate.paths import BASELINES_DIR
 
 
 def test_every_committed_baseline_and_golden_trace_loads() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from judge_runs import make_run
 
+from servegate.core.paths import REPO_ROOT
 from servegate.history.cli import main
 from servegate.history.store import (
     ACCURACY_METRIC,
@@ -22,7 +23,6 @@ from servegate.history.store import (
     add_run,
     read_store,
 )
-from servegate.paths import REPO_ROOT
 
 CPU_BASELINE = REPO_ROOT / "baselines" / "cpu" / "smollm2-135m" / "cpu.json"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from servegate.results import RUN_SCHEMA_VERSION
+from servegate.core.results import RUN_SCHEMA_VERSION
 
 BASE = {"mean_ttft_ms": 100.0, "median_tpot_ms": 20.0}
 SUITE = "blocks-synthetic"

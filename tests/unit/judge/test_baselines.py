@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from judge_runs import make_run
 
+from servegate.core.results import load_run
 from servegate.judge import baselines as bl
 from servegate.judge.baselines import (
     BaselineError,
@@ -23,7 +24,6 @@ from servegate.judge.baselines import (
     run_identity,
     validate_baseline,
 )
-from servegate.results import load_run
 
 
 def _stored(tmp_path: Path, **kw) -> tuple[Path, dict]:

@@ -17,11 +17,11 @@ from scipy import stats as sps
 from statsmodels.stats.proportion import confint_proportions_2indep
 
 from servegate.config.judge import JudgeConfig
+from servegate.core.results import load_run
 from servegate.judge import claims
 from servegate.judge.baselines import group_points
 from servegate.judge.claims import _paired_accuracy_interval, claim_pendings
 from servegate.judge.stats import Interval, improvement, per_check_confidence
-from servegate.results import load_run
 
 
 def _interval(low: float, high: float) -> Interval:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from unit.judge.block_runs import write_block_run
 
+from servegate.core.results import load_run
 from servegate.judge.baselines import baseline_from_run
 from servegate.judge.evidence import (
     Evidence,
@@ -23,7 +24,6 @@ from servegate.judge.evidence import (
     paired_matrices,
     point_slot,
 )
-from servegate.results import load_run
 
 
 def _point(mode: str, conc: int, repeat: int, value: float, **extra: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from judge_runs import make_run, write_gsm8k_records
 
-from servegate import compare
+from servegate.commands import compare
 from servegate.config.judge import JudgeConfig
 from servegate.judge import ab
 from servegate.judge.evaluate import judge

@@ -14,12 +14,12 @@ import pytest
 from scipy import stats as sps
 from unit.judge.block_runs import judge_table, write_block_run
 
+from servegate.core.results import load_run
 from servegate.judge import budget
 from servegate.judge.baselines import baseline_from_run
 from servegate.judge.checks import Check
 from servegate.judge.evaluate import judge
 from servegate.judge.judgement import Judgement
-from servegate.results import load_run
 
 # quantiles from the tables (scipy: norm.ppf, t.ppf), written out
 Z_80 = 0.8416212335729143          # norm.ppf(0.80)

@@ -13,8 +13,8 @@ from judge_runs import make_run, point_mean
 from statsmodels.stats.proportion import confint_proportions_2indep
 
 from servegate.config.judge import JudgeConfig
+from servegate.core.results import load_run
 from servegate.judge.compare import baseline_pendings
-from servegate.results import load_run
 
 RUN = "run"
 

@@ -17,13 +17,13 @@ import pytest
 from fault_helpers import _cause, _failing_disk
 from judge_runs import make_run
 
+from servegate.core.results import load_run
 from servegate.judge import update
 from servegate.judge.baselines import (
     baseline_from_run,
     load_baseline,
     write_baseline,
 )
-from servegate.results import load_run
 
 
 def _target(root: Path, runner: str = "cpu", model: str = "smollm2-135m",

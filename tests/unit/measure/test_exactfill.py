@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from servegate.core.results import Alignment
 from servegate.measure import logparse
 from servegate.measure.exactfill import (
     ExactFillMismatch,
@@ -14,7 +15,6 @@ from servegate.measure.exactfill import (
     check_effective,
     device_double,
 )
-from servegate.results import Alignment
 from servegate.serve.modeswitch import Ack
 
 

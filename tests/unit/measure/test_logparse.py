@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from servegate.core.results import Alignment
 from servegate.measure import logparse
 from servegate.measure.exactfill import check_effective
-from servegate.results import Alignment
 from servegate.serve.launch import EXACTFILL_HOOK_DIR
 from servegate.serve.modeswitch import Ack
 

@@ -21,11 +21,11 @@ from report_builders import (
     undecided,
 )
 
-from servegate import compare as command
+from servegate.commands import compare as command
+from servegate.core.results import load_run
 from servegate.judge import update
 from servegate.report import headline as hl
 from servegate.report import print_judgement
-from servegate.results import load_run
 
 
 def _checks() -> list:

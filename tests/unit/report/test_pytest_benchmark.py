@@ -15,7 +15,7 @@ from servegate.report import pytest_benchmark
 def test_pytest_benchmark_format_matches_the_plugin(tmp_path):
     stats_mod = pytest.importorskip("pytest_benchmark.stats")
     run_dir = make_run(tmp_path / "run", repeats=2, n_requests=31)
-    from servegate.results import load_run
+    from servegate.core.results import load_run
 
     [path] = pytest_benchmark.write(Judgement(run_dir, load_run(run_dir), JudgeConfig(), []))
     doc = json.loads(path.read_text())
@@ -39,7 +39,7 @@ def test_pytest_benchmark_cli_reads_the_file(tmp_path):
     import subprocess
     import sys
 
-    from servegate.results import load_run
+    from servegate.core.results import load_run
 
     run_dir = make_run(tmp_path / "run")
     [path] = pytest_benchmark.write(Judgement(run_dir, load_run(run_dir), JudgeConfig(), []))

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from servegate import runner
+from servegate.serve import detect
 
 
 class FakeTorch(types.ModuleType):
@@ -33,7 +33,7 @@ class FakeTorch(types.ModuleType):
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("SERVEGATE_RUNNER", "SGLANG_COMMIT", *runner.IMAGE_ENV_VARS):
+    for var in ("SERVEGATE_RUNNER", "SGLANG_COMMIT", *detect.IMAGE_ENV_VARS):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -46,29 +46,29 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     FakeTorch(hip="6.4", arch="gfx950", count=4, available=False),   # devices, unavailable
 ])
 def test_torch_without_a_usable_gpu_is_a_cpu(fake: FakeTorch) -> None:
-    assert runner.detect(torch_module=fake) == runner.Detected("cpu", "torch")
+    assert detect.detect(torch_module=fake) == detect.Detected("cpu", "torch")
 
 
 def test_cuda_without_compute_capability_is_cuda_arch() -> None:
-    found = runner.detect(torch_module=FakeTorch(cuda="12.8", name="NVIDIA H100 80GB",
+    found = detect.detect(torch_module=FakeTorch(cuda="12.8", name="NVIDIA H100 80GB",
                                                  major=None, count=1))
     assert (found.runner_class, found.gpu_arch, found.gpu_name) == ("h100", "cuda",
                                                                     "NVIDIA H100 80GB")
-    sm = runner.detect(torch_module=FakeTorch(cuda="12.8", name="NVIDIA B200", major=10,
+    sm = detect.detect(torch_module=FakeTorch(cuda="12.8", name="NVIDIA B200", major=10,
                                               minor=0, count=8))
     assert (sm.gpu_arch, sm.gpu_count) == ("sm_100", 8)
 
 
 def test_run_returns_stdout_only_on_success(tmp_path: Path) -> None:
-    assert runner._run([sys.executable, "-c", "print('hello')"]) == "hello\n"
-    assert runner._run([sys.executable, "-c", "print('x'); raise SystemExit(3)"]) == ""
-    assert runner._run(["servegate-no-such-tool-xyz"]) == ""
+    assert detect._run([sys.executable, "-c", "print('hello')"]) == "hello\n"
+    assert detect._run([sys.executable, "-c", "print('x'); raise SystemExit(3)"]) == ""
+    assert detect._run(["servegate-no-such-tool-xyz"]) == ""
     not_executable = tmp_path / "tool"
     not_executable.write_text("#!/bin/sh\necho hi\n")
     not_executable.chmod(0o755)
-    assert runner._run([str(not_executable)]) == "hi\n"
+    assert detect._run([str(not_executable)]) == "hi\n"
     not_executable.write_text("not a script")       # exec format error: OSError
-    assert runner._run([str(not_executable)]) == ""
+    assert detect._run([str(not_executable)]) == ""
 
 
 def _tools(monkeypatch: pytest.MonkeyPatch, outputs: dict[str, str]) -> list[list[str]]:
@@ -78,8 +78,8 @@ def _tools(monkeypatch: pytest.MonkeyPatch, outputs: dict[str, str]) -> list[lis
         calls.append(argv)
         return outputs.get(argv[0], "")
 
-    monkeypatch.setattr(runner, "_run", fake_run)
-    monkeypatch.setattr(runner, "_import_torch", lambda: None)
+    monkeypatch.setattr(detect, "_run", fake_run)
+    monkeypatch.setattr(detect, "_import_torch", lambda: None)
     return calls
 
 
@@ -98,19 +98,19 @@ Agent 3
 
 def test_rocminfo_skips_the_cpu_agent(monkeypatch: pytest.MonkeyPatch) -> None:
     _tools(monkeypatch, {"rocminfo": ROCMINFO})
-    assert runner.detect() == runner.Detected("mi355x", "rocminfo", "AMD Instinct MI355X",
+    assert detect.detect() == detect.Detected("mi355x", "rocminfo", "AMD Instinct MI355X",
                                               "gfx950", 2)
 
 
 def test_nvidia_smi_when_rocminfo_has_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _tools(monkeypatch, {"nvidia-smi": "NVIDIA H200\n\nNVIDIA H200\n"})
-    assert runner.detect() == runner.Detected("h200", "nvidia-smi", "NVIDIA H200", "", 2)
+    assert detect.detect() == detect.Detected("h200", "nvidia-smi", "NVIDIA H200", "", 2)
     assert calls == [["rocminfo"], ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]]
 
 
 def test_no_torch_and_no_tools_is_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     _tools(monkeypatch, {})
-    assert runner.detect() == runner.Detected("cpu", "none")
+    assert detect.detect() == detect.Detected("cpu", "none")
 
 
 def test_driver_from_nvidia_smi_then_amdgpu_then_amd_smi(monkeypatch: pytest.MonkeyPatch,
@@ -118,20 +118,20 @@ def test_driver_from_nvidia_smi_then_amdgpu_then_amd_smi(monkeypatch: pytest.Mon
     outputs: dict[str, str] = {"nvidia-smi": "570.86.15\n570.86.15\n",
                                "amd-smi": "AMDSMI Tool: 25.3 | ROCm version: 7.0\nmore\n"}
     calls = _tools(monkeypatch, outputs)
-    assert runner._driver() == "570.86.15"
+    assert detect._driver() == "570.86.15"
     assert calls[0] == ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
     del outputs["nvidia-smi"]
     version = tmp_path / "version"
-    real_path = runner.Path
-    monkeypatch.setattr(runner, "Path", lambda p: version if p == "/sys/module/amdgpu/version"
+    real_path = detect.Path
+    monkeypatch.setattr(detect, "Path", lambda p: version if p == "/sys/module/amdgpu/version"
                         else real_path(p))
     version.write_text("6.12.12\n")
-    assert runner._driver() == "amdgpu 6.12.12"
+    assert detect._driver() == "amdgpu 6.12.12"
     version.unlink()
-    assert runner._driver() == "AMDSMI Tool: 25.3 | ROCm version: 7.0"
+    assert detect._driver() == "AMDSMI Tool: 25.3 | ROCm version: 7.0"
     assert calls[-1] == ["amd-smi", "version"]
     del outputs["amd-smi"]
-    assert runner._driver() == ""
+    assert detect._driver() == ""
 
 
 class _Dist:
@@ -153,35 +153,35 @@ def test_sglang_commit_from_pip_metadata(monkeypatch: pytest.MonkeyPatch,
                                          direct_url: str | None, commit: str) -> None:
     monkeypatch.setattr(importlib.metadata, "distribution",
                         lambda name: _Dist(direct_url) if name == "sglang" else None)
-    assert runner._sglang_commit() == commit
+    assert detect._sglang_commit() == commit
     monkeypatch.setenv("SGLANG_COMMIT", "feedbeef")
-    assert runner._sglang_commit() == "feedbeef"
+    assert detect._sglang_commit() == "feedbeef"
 
 
 def test_sglang_commit_without_sglang(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest_version = importlib.metadata.version("pytest")
-    assert runner._version("pytest") == pytest_version
-    assert runner._version("servegate-no-such-package") == ""
+    assert detect._version("pytest") == pytest_version
+    assert detect._version("servegate-no-such-package") == ""
 
     def missing(name: str) -> Any:
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "distribution", missing)
-    assert runner._sglang_commit() == ""
+    assert detect._sglang_commit() == ""
 
 
-def _fp(monkeypatch: pytest.MonkeyPatch, detected: runner.Detected, torch: Any = None,
+def _fp(monkeypatch: pytest.MonkeyPatch, detected: detect.Detected, torch: Any = None,
         **kw: Any) -> dict[str, Any]:
     driver_calls: list[int] = []
-    monkeypatch.setattr(runner, "_driver", lambda: driver_calls.append(1) or "drv 1")
-    monkeypatch.setattr(runner, "_import_torch", lambda: None)
-    fp = dict(runner.fingerprint(detected, "m", torch_module=torch, **kw))
+    monkeypatch.setattr(detect, "_driver", lambda: driver_calls.append(1) or "drv 1")
+    monkeypatch.setattr(detect, "_import_torch", lambda: None)
+    fp = dict(detect.fingerprint(detected, "m", torch_module=torch, **kw))
     fp["_driver_calls"] = len(driver_calls)
     return fp
 
 
 def test_cpu_fingerprint_names_the_cpu_and_asks_no_driver(monkeypatch: pytest.MonkeyPatch) -> None:
-    fp = _fp(monkeypatch, runner.Detected("cpu", "none"))
+    fp = _fp(monkeypatch, detect.Detected("cpu", "none"))
     assert fp["gpu_name"] == (f"none (CPU: {platform.processor() or 'cpu'}, "
                               f"{os.cpu_count()} cores)")
     assert fp["_driver_calls"] == 0 and "driver" not in fp
@@ -191,7 +191,7 @@ def test_cpu_fingerprint_names_the_cpu_and_asks_no_driver(monkeypatch: pytest.Mo
 
 
 def test_emulated_fingerprint_declares_the_device_double(monkeypatch: pytest.MonkeyPatch) -> None:
-    fp = _fp(monkeypatch, runner.Detected("cpu-gfx95", "override"))
+    fp = _fp(monkeypatch, detect.Detected("cpu-gfx95", "override"))
     assert fp["device_double"] == ("gfx95 emulated at sglang's device check (servegate hook, "
                                    "SERVEGATE_EMULATE_GFX95)")
     assert fp["gpu_name"].startswith("none (CPU: ") and fp["_driver_calls"] == 0
@@ -202,9 +202,9 @@ def test_gpu_fingerprint_records_driver_cuda_and_the_first_image(
     monkeypatch.setenv("SGLANG_IMAGE", "lmsysorg/sglang:v0.5.23")
     monkeypatch.setenv("DOCKER_IMAGE", "other:1")
     monkeypatch.setenv("SGLANG_COMMIT", "c0ffee")
-    monkeypatch.setattr(runner, "_version", lambda p: "0.5.23" if p == "sglang" else "")
+    monkeypatch.setattr(detect, "_version", lambda p: "0.5.23" if p == "sglang" else "")
     torch = FakeTorch(cuda="12.8")
-    fp = _fp(monkeypatch, runner.Detected("h200", "torch", "NVIDIA H200", "sm_90", 4), torch)
+    fp = _fp(monkeypatch, detect.Detected("h200", "torch", "NVIDIA H200", "sm_90", 4), torch)
     assert fp["driver"] == "drv 1" and fp["_driver_calls"] == 1
     assert fp["cuda"] == "12.8" and "rocm" not in fp and fp["torch"] == "2.14.1+fake"
     assert fp["image"] == "lmsysorg/sglang:v0.5.23"
@@ -213,8 +213,8 @@ def test_gpu_fingerprint_records_driver_cuda_and_the_first_image(
 
 
 def test_unregistered_class_fingerprint_asks_the_driver(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "_version", lambda p: "")
-    fp = _fp(monkeypatch, runner.Detected("mi999x", "override"))
+    monkeypatch.setattr(detect, "_version", lambda p: "")
+    fp = _fp(monkeypatch, detect.Detected("mi999x", "override"))
     assert fp["_driver_calls"] == 1 and "gpu_name" not in fp
     assert "sglang" not in fp and "sglang_commit" not in fp and "image" not in fp
 
@@ -239,29 +239,29 @@ class _BareTorch(types.ModuleType):
 def test_device_zero_decides_and_missing_names_are_empty() -> None:
     torch = _BareTorch(types.SimpleNamespace(hip="6.4"),
                        types.SimpleNamespace(gcnArchName="gfx950:sramecc+:xnack-"))
-    found = runner.detect(torch_module=torch)
-    assert found == runner.Detected("mi355x", "torch", "", "gfx950", 2)
+    found = detect.detect(torch_module=torch)
+    assert found == detect.Detected("mi355x", "torch", "", "gfx950", 2)
     assert torch.asked == [0]
 
 
 def test_rocm_device_without_an_architecture_is_named() -> None:
     torch = _BareTorch(types.SimpleNamespace(hip="6.4"),
                        types.SimpleNamespace(name="AMD Instinct MI300X"))
-    with pytest.raises(runner.runners.UnknownRunner, match="GPU architecture ''"):
-        runner.detect(torch_module=torch)
+    with pytest.raises(detect.runner_classes.UnknownRunner, match="GPU architecture ''"):
+        detect.detect(torch_module=torch)
 
 
 def test_cuda_build_without_hip_attribute_or_capability() -> None:
     torch = _BareTorch(types.SimpleNamespace(cuda="12.8"),
                        types.SimpleNamespace(name="NVIDIA H100"))
-    assert runner.detect(torch_module=torch) == runner.Detected("h100", "torch", "NVIDIA H100",
+    assert detect.detect(torch_module=torch) == detect.Detected("h100", "torch", "NVIDIA H100",
                                                                 "cuda", 2)
     no_build = _BareTorch(types.SimpleNamespace(), types.SimpleNamespace(name="x"))
-    assert runner.detect(torch_module=no_build) == runner.Detected("cpu", "torch")
+    assert detect.detect(torch_module=no_build) == detect.Detected("cpu", "torch")
 
 
 def test_override_is_recorded_as_such() -> None:
-    assert runner.detect("mi300x", torch_module=FakeTorch()) == runner.Detected("mi300x",
+    assert detect.detect("mi300x", torch_module=FakeTorch()) == detect.Detected("mi300x",
                                                                                 "override")
 
 
@@ -269,17 +269,17 @@ def test_first_device_of_the_vendor_tools_decides(monkeypatch: pytest.MonkeyPatc
     mixed = ("  Name:   gfx942\n  Marketing Name:  AMD Instinct MI300X\n"
              "  Name:   gfx950\n  Marketing Name:  AMD Instinct MI355X\n")
     _tools(monkeypatch, {"rocminfo": mixed})
-    assert runner.detect() == runner.Detected("mi300x", "rocminfo", "AMD Instinct MI300X",
+    assert detect.detect() == detect.Detected("mi300x", "rocminfo", "AMD Instinct MI300X",
                                               "gfx942", 2)
     _tools(monkeypatch, {"rocminfo": "  Name:   gfx950\n  Marketing Name:  gfx950 device\n"})
-    assert runner.detect() == runner.Detected("mi355x", "rocminfo", "", "gfx950", 1)
+    assert detect.detect() == detect.Detected("mi355x", "rocminfo", "", "gfx950", 1)
     _tools(monkeypatch, {"nvidia-smi": "NVIDIA H100\nNVIDIA H200\n"})
-    assert runner.detect() == runner.Detected("h100", "nvidia-smi", "NVIDIA H100", "", 2)
+    assert detect.detect() == detect.Detected("h100", "nvidia-smi", "NVIDIA H100", "", 2)
 
 
 def test_driver_is_the_first_line(monkeypatch: pytest.MonkeyPatch) -> None:
     _tools(monkeypatch, {"nvidia-smi": "570.86.15\n550.00.01\n"})
-    assert runner._driver() == "570.86.15"
+    assert detect._driver() == "570.86.15"
 
 
 def test_a_hanging_vendor_tool_is_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -288,27 +288,27 @@ def test_a_hanging_vendor_tool_is_given_up(monkeypatch: pytest.MonkeyPatch) -> N
         limit = kwargs.get("timeout")
         if limit is None or limit > 120:
             raise AssertionError("no bound: detection would hang with the tool")
-        raise runner.subprocess.TimeoutExpired(argv, limit)
+        raise detect.subprocess.TimeoutExpired(argv, limit)
 
-    monkeypatch.setattr(runner.shutil, "which", lambda name: "/usr/bin/" + name)
-    monkeypatch.setattr(runner.subprocess, "run", hanging)
-    assert runner._run(["rocminfo"]) == ""
+    monkeypatch.setattr(detect.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(detect.subprocess, "run", hanging)
+    assert detect._run(["rocminfo"]) == ""
 
 
 def test_fingerprint_imports_torch_itself_and_tolerates_a_bare_one(
         monkeypatch: pytest.MonkeyPatch) -> None:
     bare = _BareTorch(types.SimpleNamespace(), types.SimpleNamespace())
-    monkeypatch.setattr(runner, "_import_torch", lambda: bare)
-    monkeypatch.setattr(runner, "_driver", lambda: "")
-    fp = runner.fingerprint(runner.Detected("cpu", "none"), "m")
+    monkeypatch.setattr(detect, "_import_torch", lambda: bare)
+    monkeypatch.setattr(detect, "_driver", lambda: "")
+    fp = detect.fingerprint(detect.Detected("cpu", "none"), "m")
     assert fp["torch"] == "" and "rocm" not in fp and "cuda" not in fp
     no_version = types.ModuleType("torch")
-    fp = runner.fingerprint(runner.Detected("cpu", "none"), "m", torch_module=no_version)
+    fp = detect.fingerprint(detect.Detected("cpu", "none"), "m", torch_module=no_version)
     assert fp["torch"] == ""
 
 
 def test_cpu_fingerprint_keeps_a_detected_device_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    fp = _fp(monkeypatch, runner.Detected("cpu", "override", gpu_name="Intel Xeon (host)"))
+    fp = _fp(monkeypatch, detect.Detected("cpu", "override", gpu_name="Intel Xeon (host)"))
     assert fp["gpu_name"] == "Intel Xeon (host)"
 
 
@@ -342,19 +342,19 @@ def _no_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
 ])
 def test_rocm_models(arch: str, name: str, expected: str) -> None:
     fake = SimpleFakeTorch(hip="6.4.1", arch=arch, name=name, count=8)
-    found = runner.detect(torch_module=fake)
+    found = detect.detect(torch_module=fake)
     assert found.runner_class == expected
     assert found.gpu_arch == arch.split(":")[0]
     assert found.gpu_count == 8 and found.how == "torch"
 
 
 def test_nvidia_and_cpu() -> None:
-    h200 = runner.detect(torch_module=SimpleFakeTorch(cuda="12.8", name="NVIDIA H200", count=4))
+    h200 = detect.detect(torch_module=SimpleFakeTorch(cuda="12.8", name="NVIDIA H200", count=4))
     assert (h200.runner_class, h200.gpu_arch, h200.gpu_count) == ("h200", "sm_90", 4)
-    b200 = runner.detect(torch_module=SimpleFakeTorch(cuda="12.8", name="NVIDIA B200", major=10,
+    b200 = detect.detect(torch_module=SimpleFakeTorch(cuda="12.8", name="NVIDIA B200", major=10,
                                                   count=8))
     assert b200.runner_class == "b200"
-    assert runner.detect(torch_module=SimpleFakeTorch()).runner_class == "cpu"
+    assert detect.detect(torch_module=SimpleFakeTorch()).runner_class == "cpu"
 
 
 def test_detect_imports_torch_when_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -362,35 +362,35 @@ def test_detect_imports_torch_when_not_given(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setitem(__import__("sys").modules, "torch",
                         SimpleFakeTorch(hip="6.3", arch="gfx942:sramecc+:xnack-",
                                   name="AMD Instinct MI325X", count=8))
-    assert runner.detect().runner_class == "mi325x"
+    assert detect.detect().runner_class == "mi325x"
 
 
 def test_override_wins_and_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = SimpleFakeTorch(hip="6.4", arch="gfx950", count=8)
-    assert runner.detect("mi300x", torch_module=fake).runner_class == "mi300x"
+    assert detect.detect("mi300x", torch_module=fake).runner_class == "mi300x"
     monkeypatch.setenv("SERVEGATE_RUNNER", "cpu")
-    assert runner.detect(torch_module=fake).runner_class == "cpu"
-    with pytest.raises(runner.RunnerError, match="--runner 'gfx95': expected one of cpu, mi355x"):
-        runner.detect("gfx95", torch_module=fake)
+    assert detect.detect(torch_module=fake).runner_class == "cpu"
+    with pytest.raises(detect.RunnerError, match="--runner 'gfx95': expected one of cpu, mi355x"):
+        detect.detect("gfx95", torch_module=fake)
 
 
 def test_tools_used_only_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     outputs = {"rocminfo": "  Name:                    gfx942\n  Marketing Name:  AMD Instinct "
                            "MI300X\n  Name:  gfx942\n  Marketing Name:  AMD Instinct MI300X\n"}
-    monkeypatch.setattr(runner, "_run", lambda argv: outputs.get(argv[0], ""))
-    monkeypatch.setattr(runner, "_import_torch", lambda: None)
-    found = runner.detect()
+    monkeypatch.setattr(detect, "_run", lambda argv: outputs.get(argv[0], ""))
+    monkeypatch.setattr(detect, "_import_torch", lambda: None)
+    found = detect.detect()
     assert (found.runner_class, found.how, found.gpu_count) == ("mi300x", "rocminfo", 2)
 
 
 def test_fingerprint_fields_and_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_supersecretvalue123")
     monkeypatch.setenv("SERVEGATE_IMAGE", "rocm/sgl-dev:v0.5.23-rocm700-mi35x")
-    monkeypatch.setattr(runner, "_driver", lambda: "amdgpu 6.12.12")
+    monkeypatch.setattr(detect, "_driver", lambda: "amdgpu 6.12.12")
     fake = SimpleFakeTorch(hip="7.0.0", arch="gfx950:sramecc+:xnack-", name="AMD Instinct MI355X",
                      count=8)
-    detected = runner.detect(torch_module=fake)
-    fp = runner.fingerprint(detected, "amd/GLM-5.2-MXFP4", "abc123", torch_module=fake)
+    detected = detect.detect(torch_module=fake)
+    fp = detect.fingerprint(detected, "amd/GLM-5.2-MXFP4", "abc123", torch_module=fake)
     assert fp["runner_class"] == "mi355x"
     assert (fp["gpu_name"], fp["gpu_count"], fp["gpu_arch"]) == ("AMD Instinct MI355X", 8, "gfx950")
     assert fp["rocm"] == "7.0.0" and "cuda" not in fp
@@ -401,7 +401,7 @@ def test_fingerprint_fields_and_no_secrets(monkeypatch: pytest.MonkeyPatch) -> N
     assert "hf_supersecretvalue123" not in json.dumps(fp)
 
 
-# The fingerprint's CPU fields (servegate.runner): what the verdict's reference line compares.
+# The fingerprint's CPU fields (servegate.serve.detect): what the verdict's reference line compares.
 
 
 def test_cpu_model_from_cpuinfo(tmp_path: Path) -> None:
@@ -409,39 +409,39 @@ def test_cpu_model_from_cpuinfo(tmp_path: Path) -> None:
     info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\n"
                     "model name\t: AMD EPYC 7763 64-Core Processor  \nprocessor\t: 1\n"
                     "model name\t: AMD EPYC 7763 64-Core Processor\n")
-    assert runner._cpu_model(info) == "AMD EPYC 7763 64-Core Processor"
+    assert detect._cpu_model(info) == "AMD EPYC 7763 64-Core Processor"
     info.write_text("processor\t: 0\nHardware\t: BCM2835\n")             # ARM boards
-    assert runner._cpu_model(info) == "BCM2835"
+    assert detect._cpu_model(info) == "BCM2835"
     info.write_text("cpu model\t\t: Loongson-3A5000\n")
-    assert runner._cpu_model(info) == "Loongson-3A5000"
+    assert detect._cpu_model(info) == "Loongson-3A5000"
 
 
 def test_cpu_model_falls_back_to_platform(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(platform, "processor", lambda: "arm")
-    assert runner._cpu_model(tmp_path / "missing") == "arm"
+    assert detect._cpu_model(tmp_path / "missing") == "arm"
     nameless = tmp_path / "cpuinfo"
     nameless.write_text("processor\t: 0\nflags\t: fpu\nmodel\t: 1\n")
-    assert runner._cpu_model(nameless) == "arm"
+    assert detect._cpu_model(nameless) == "arm"
     monkeypatch.setattr(platform, "processor", lambda: "")
-    assert runner._cpu_model(nameless) == ""
+    assert detect._cpu_model(nameless) == ""
 
 
 def test_fingerprint_records_the_cpu_model_and_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "_cpu_model", lambda: "Intel Xeon Gold 6338")
+    monkeypatch.setattr(detect, "_cpu_model", lambda: "Intel Xeon Gold 6338")
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    fp = runner.fingerprint(runner.Detected("cpu", "override"), "m", torch_module=None)
+    fp = detect.fingerprint(detect.Detected("cpu", "override"), "m", torch_module=None)
     assert (fp["cpu_model"], fp["cpu_count"]) == ("Intel Xeon Gold 6338", 64)  # type: ignore
-    monkeypatch.setattr(runner, "_cpu_model", lambda: "")
+    monkeypatch.setattr(detect, "_cpu_model", lambda: "")
     monkeypatch.setattr(os, "cpu_count", lambda: None)
-    fp = runner.fingerprint(runner.Detected("cpu", "override"), "m", torch_module=None)
+    fp = detect.fingerprint(detect.Detected("cpu", "override"), "m", torch_module=None)
     assert "cpu_model" not in fp and "cpu_count" not in fp
 
 
 def test_the_real_machine_is_named() -> None:
-    fp = runner.fingerprint(runner.Detected("cpu", "override"), "m", torch_module=None)
+    fp = detect.fingerprint(detect.Detected("cpu", "override"), "m", torch_module=None)
     assert fp.get("cpu_count") == os.cpu_count()
-    assert fp.get("cpu_model") == (runner._cpu_model() or None)
+    assert fp.get("cpu_model") == (detect._cpu_model() or None)
 
 
 # Runner class ``cpu-gfx95``: a CPU server whose exact-fill device check sees gfx95.
@@ -457,15 +457,15 @@ def test_the_real_machine_is_named() -> None:
 
 def test_detection_never_picks_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SERVEGATE_RUNNER", raising=False)
-    monkeypatch.setattr(runner, "_import_torch", lambda: None)
-    monkeypatch.setattr(runner, "_run", lambda argv: "")
-    assert runner.detect().runner_class == "cpu"
-    assert runner.detect("cpu-gfx95").runner_class == "cpu-gfx95"
+    monkeypatch.setattr(detect, "_import_torch", lambda: None)
+    monkeypatch.setattr(detect, "_run", lambda argv: "")
+    assert detect.detect().runner_class == "cpu"
+    assert detect.detect("cpu-gfx95").runner_class == "cpu-gfx95"
 
 
 def test_fingerprint_names_the_double(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "_driver", lambda: pytest.fail("no GPU driver on a CPU class"))
-    fp = runner.fingerprint(runner.Detected("cpu-gfx95", "override"), "m", torch_module=None)
+    monkeypatch.setattr(detect, "_driver", lambda: pytest.fail("no GPU driver on a CPU class"))
+    fp = detect.fingerprint(detect.Detected("cpu-gfx95", "override"), "m", torch_module=None)
     assert "gfx95 emulated" in fp["device_double"] and fp["gpu_name"].startswith("none (CPU")
-    real = runner.fingerprint(runner.Detected("cpu", "override"), "m", torch_module=None)
+    real = detect.fingerprint(detect.Detected("cpu", "override"), "m", torch_module=None)
     assert "device_double" not in real

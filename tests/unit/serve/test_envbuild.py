@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from repo_files import REPO_ROOT
 
-from servegate import envbuild
+from servegate.serve import envbuild
 
 REPO = REPO_ROOT
 
@@ -165,7 +165,7 @@ def test_in_container_session_runs_on_the_image_interpreter(image_venv: Path,
         "import sys\n"
         f"sys.path.insert(0, {str(REPO / 'src')!r})\n"
         "import nox\n"
-        "from servegate import envbuild\n"
+        "from servegate.serve import envbuild\n"
         "@nox.session(venv_backend='none')\n"
         "def gpu(session):\n"
         "    python = str(envbuild.ensure_image_python(session.log, deps=(), stack=('sglang',)))\n"

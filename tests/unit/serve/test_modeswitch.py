@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from servegate.errors import EXIT_INFRA, ServegateError
+from servegate.core.errors import EXIT_INFRA, ServegateError
 from servegate.serve.modeswitch import Ack, ModeControl, ModeSwitchError
 
 

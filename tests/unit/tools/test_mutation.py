@@ -1,14 +1,13 @@
-"""``servegate.mutation``: mutmut's own verdicts summarised per module (no mutmut run here)."""
+"""``tools/mutation.py``: mutmut's own verdicts summarised per module (no mutmut run here)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import mutation
 import pytest
 from repo_files import REPO_ROOT
-
-from servegate import mutation
 
 # What `mutmut results --all true` prints (mutmut 3.8.1), one line per mutant.
 RESULTS = """\
@@ -112,10 +111,11 @@ def test_the_repository_mutates_the_gates_core() -> None:
     """The modules issue 15 lists (and the registries the gate relies on), nothing else."""
     modules = mutation.configured_modules()
     listed = {"src/servegate/admission/checks.py", "src/servegate/admission/golden.py",
-              "src/servegate/results.py", "src/servegate/atomic.py", "src/servegate/runner.py",
+              "src/servegate/core/results.py", "src/servegate/core/atomic.py",
+              "src/servegate/serve/detect.py",
               "src/servegate/plan.py", "src/servegate/accuracy/extract.py",
-              "src/servegate/accuracy/paired.py", "src/servegate/runners.py",
-              "src/servegate/metrics.py"}
+              "src/servegate/accuracy/paired.py", "src/servegate/core/runner_classes.py",
+              "src/servegate/core/metrics.py"}
     assert listed <= set(modules)
     assert {"src/servegate/measure/logparse.py", "src/servegate/measure/exactfill.py",
             "src/servegate/judge/stats.py", "src/servegate/judge/update.py"} <= set(modules)

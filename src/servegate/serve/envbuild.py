@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from servegate.errors import ServegateError
-from servegate.paths import REPO_ROOT
+from servegate.core.errors import ServegateError
+from servegate.core.paths import REPO_ROOT
 
 CPU_REQUIREMENTS = REPO_ROOT / "ci" / "requirements-cpu.txt"
 COMPLETE_MARKER = ".servegate-complete.json"

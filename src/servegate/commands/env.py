@@ -12,9 +12,9 @@ import argparse
 import json
 import sys
 
-from servegate import envbuild
-from servegate.errors import EXIT_INFRA as EXIT_BUILD_FAILED
-from servegate.errors import EXIT_REGRESSION as EXIT_MISSING  # 1: a failed check
+from servegate.core.errors import EXIT_INFRA as EXIT_BUILD_FAILED
+from servegate.core.errors import EXIT_REGRESSION as EXIT_MISSING  # 1: a failed check
+from servegate.serve import envbuild
 
 
 def build_parser() -> argparse.ArgumentParser:

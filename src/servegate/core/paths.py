@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 SUITES_DIR = REPO_ROOT / "suites"
 MODELS_DIR = REPO_ROOT / "models"
 BASELINES_DIR = REPO_ROOT / "baselines"

@@ -3,7 +3,7 @@
 Subcommand modules are imported lazily so ``servegate compare`` never pays for importing torch.
 Every command module exposes ``main(argv: list[str]) -> int``. Exit codes across servegate:
 0 pass/improvement, 1 regression, 2 infrastructure or input error, 3 inconclusive (``--strict``)
-(all in :mod:`servegate.errors`). A :class:`~servegate.errors.ServegateError` a command lets
+(all in :mod:`servegate.core.errors`). A :class:`~servegate.core.errors.ServegateError` a command lets
 escape is caught here, once: one line on stderr and its ``exit_code``.
 """
 
@@ -12,22 +12,22 @@ from __future__ import annotations
 import importlib
 import sys
 
-from servegate.errors import EXIT_INFRA as EXIT_USAGE
-from servegate.errors import ServegateError
+from servegate.core.errors import EXIT_INFRA as EXIT_USAGE
+from servegate.core.errors import ServegateError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "admission": ("servegate.admission.cli", "replay the real PrefillAdder (replay, suite)"),
-    "bench": ("servegate.bench", "serve + measure a suite (TTFT/TPOT via sglang's client)"),
-    "accuracy": ("servegate.accuracy_command", "GSM8K accuracy for a suite, paired on/off"),
-    "compare": ("servegate.compare", "judge a run folder against baselines + A/B claims"),
+    "bench": ("servegate.commands.bench", "serve + measure a suite (TTFT/TPOT via sglang's client)"),
+    "accuracy": ("servegate.commands.accuracy", "GSM8K accuracy for a suite, paired on/off"),
+    "compare": ("servegate.commands.compare", "judge a run folder against baselines + A/B claims"),
     "update-baselines": ("servegate.judge.update", "store a complete run as a baseline"),
     "history": ("servegate.history.cli", "nightly history: add, report (change points), baseline"),
-    "upgrade": ("servegate.upgrade", "rewrite run/baseline/golden files to the current schema"),
+    "upgrade": ("servegate.commands.upgrade", "rewrite run/baseline/golden files to the current schema"),
     "calibrate": ("servegate.judge.calibrate", "simulate nights through the judge: false alarms, power"),
-    "ab": ("servegate.ab_command", "gate an sglang change: head vs base trees, interleaved"),
+    "ab": ("servegate.commands.ab", "gate an sglang change: head vs base trees, interleaved"),
     "preflight": ("servegate.preflight.cli", "predict a GPU suite's admission before booking a GPU"),
-    "runners": ("servegate.runners_command", "runner classes (GPU models), CI matrices"),
-    "env": ("servegate.envcli", "build/locate the shared CPU sglang environment; print its python"),
+    "runners": ("servegate.commands.runners", "runner classes (GPU models), CI matrices"),
+    "env": ("servegate.commands.env", "build/locate the shared CPU sglang environment; print its python"),
 }
 
 

@@ -1,7 +1,7 @@
 """``servegate runners``: the registered runner classes, or a workflow's GPU job matrix.
 
 ``servegate runners`` prints the table; ``--json`` the registry; ``--matrix nightly|premerge``
-the ``include`` list the workflow's GPU matrix must hold (``tests/test_ci_workflows.py`` checks
+the ``include`` list the workflow's GPU matrix must hold (``tests/unit/ci/test_ci_workflows.py`` checks
 the files against it; paste it when a class or label changes).
 """
 
@@ -12,7 +12,7 @@ import dataclasses
 import json
 import sys
 
-from servegate import runners
+from servegate.core import runner_classes
 
 
 def main(argv: list[str]) -> int:
@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
                              "$GITHUB_OUTPUT); exit 2 for a class with no CI runner")
     args = parser.parse_args(argv)
     if args.resolve:
-        cls = runners.get(args.resolve)
+        cls = runner_classes.get(args.resolve)
         if cls.arch == "cpu" or cls.emulated:     # a CPU job (cpu-gfx95: emulated gfx95)
             print("label=ubuntu-latest\ngpu=cpu\nimage_var=none")
         elif not cls.ci_labels:
@@ -35,13 +35,13 @@ def main(argv: list[str]) -> int:
             print(f"label={cls.ci_labels[0]}\ngpu={cls.arch}\nimage_var={cls.image_var}")
         return 0
     if args.matrix:
-        print(json.dumps(runners.ci_cells(args.matrix), indent=2))
+        print(json.dumps(runner_classes.ci_cells(args.matrix), indent=2))
     elif args.json:
         print(json.dumps({name: {**dataclasses.asdict(cls), "gate_modes": cls.gate_modes,
                                  "experiment_modes": cls.experiment_modes}
-                          for name, cls in runners.REGISTRY.items()}, indent=2))
+                          for name, cls in runner_classes.REGISTRY.items()}, indent=2))
     else:
-        for cls in runners.REGISTRY.values():
+        for cls in runner_classes.REGISTRY.values():
             gate = "gated" if cls.gated else "not gated"
             labels = ", ".join(cls.ci_labels) or "-"
             print(f"{cls.name:<10} {cls.arch:<7} {gate:<10} labels: {labels:<50} {cls.description}")

@@ -1,6 +1,6 @@
 """``servegate accuracy``: GSM8K only, for a suite - a thin front for ``servegate bench``.
 
-Starting servers per mode, the run folder and run.json belong to ``servegate.bench``; this
+Starting servers per mode, the run folder and run.json belong to ``servegate.commands.bench``; this
 command asks it to skip the performance points (``--accuracy-only``) so the two never diverge
 in how a server is launched. bench stores each mode's ``run_gsm8k`` result in run.json, the
 paired analysis in ``paired_accuracy`` and calls ``accuracy.report.append_summary``.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from servegate import bench
+from servegate.commands import bench
 
 
 def build_parser() -> argparse.ArgumentParser:

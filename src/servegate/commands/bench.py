@@ -1,7 +1,7 @@
 """``servegate bench``: serve a suite's model per mode and measure it with sglang's own client.
 
-config -> plan -> serve -> measure -> accuracy -> judge + report (``servegate.compare``).
-The run folder, run.json and summary.md belong to :class:`servegate.session.RunSession`.
+config -> plan -> serve -> measure -> accuracy -> judge + report (``servegate.commands.compare``).
+The run folder, run.json and summary.md belong to :class:`servegate.commands.session.RunSession`.
 One run folder per invocation (``results/<suite>-<runner>-<UTC stamp>/``); run.json is rewritten
 atomically after every point and says ``complete: true`` only when every planned point finished.
 The last line printed is the run folder's path. Exit 2 on infrastructure or input errors.
@@ -31,11 +31,13 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from servegate import runners
 from servegate.accuracy.runner import run_gsm8k
-from servegate.compare import compare_run
+from servegate.commands.compare import compare_run
+from servegate.commands.session import RunSession
 from servegate.config import ConfigError, Suite, load_suite, suite_path
-from servegate.errors import EXIT_INFRA, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, ServegateError
+from servegate.core import runner_classes
+from servegate.core.errors import EXIT_INFRA, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, ServegateError
+from servegate.core.results import MODES, Point, Run
 from servegate.history.cli import ENV_STORE as HISTORY_ENV
 from servegate.history.store import HistoryError, add_run
 from servegate.judge.baselines import baseline_path, run_identity
@@ -56,8 +58,7 @@ from servegate.plan import (
     live_pair_layout,
     total_points,
 )
-from servegate.results import MODES, Point, Run
-from servegate.runner import Detected, RunnerError, detect, fingerprint
+from servegate.serve.detect import Detected, RunnerError, detect, fingerprint
 from servegate.serve.launch import build_launch
 from servegate.serve.modelprep import ensure_gguf_model
 from servegate.serve.modeswitch import ModeControl
@@ -70,7 +71,6 @@ from servegate.serve.process import (
 )
 from servegate.serve.support import UnsupportedSglang, locate_sglang, require_exact_fill
 from servegate.serve.trees import SglangTree, TreeError, resolve_tree
-from servegate.session import RunSession
 
 INJECT_PREFIX = "SERVEGATE_INJECT_"     # the hook's controlled-slowdown variables
 INJECT_ARMS = "SERVEGATE_INJECT_ARMS"   # head vs base: the arms whose servers get them
@@ -101,7 +101,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--suite", help="suite name (suites/<name>.toml) or path; default: "
                                         "cpu without a GPU, premerge with one")
     parser.add_argument("--runner", help="override runner detection (a registered class: "
-                                         f"{', '.join(runners.names())})")
+                                         f"{', '.join(runner_classes.names())})")
     parser.add_argument("--modes", help="comma-separated subset of the suite's modes")
     parser.add_argument("--results-dir", type=Path, default=Path("results"))
     parser.add_argument("--models-dir", type=Path, default=None,
@@ -418,7 +418,7 @@ def _run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
     modes in place; while a block runs on one server the other must stay idle (no prefill or
     decode batch in its log over the block), else the run stops with that named."""
     runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
-    arch = runners.get(ctx.detected.runner_class).arch
+    arch = runner_classes.get(ctx.detected.runner_class).arch
     progress.update(task, description=f"starting the live pair "
                                       f"{' + '.join(s.label for s in pair.slots)}")
     with contextlib.ExitStack() as stack:
@@ -513,7 +513,7 @@ def _worker_env(env: dict[str, str] | None) -> dict[str, str]:
     """The client worker imports servegate too: this checkout's package goes on its path
     (after an arm's sglang tree, which stays first)."""
     base = dict(os.environ if env is None else env)
-    here = str(Path(__file__).resolve().parents[1])
+    here = str(Path(__file__).resolve().parents[2])
     parts = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]
     if here not in parts:
         parts.append(here)

@@ -5,7 +5,7 @@ Exit codes (the contract CI and other tools rely on):
 3 inconclusive (only with ``--strict``), 130 / 143 interrupted by SIGINT / SIGTERM.
 
 Every error servegate raises on purpose is a :class:`ServegateError` carrying its exit code, so
-the command line catches one type, once (``servegate.cli``), and prints its message.
+the command line catches one type, once (``servegate.commands.dispatch``), and prints its message.
 Stage errors keep their builtin second base (``ValueError`` for bad input, ``RuntimeError`` for
 something that went wrong while running) so callers that catch those still do.
 """

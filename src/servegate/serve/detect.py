@@ -1,7 +1,7 @@
 """Runner detection (which registered runner class this machine is) and the provenance
 fingerprint.
 
-The class (a GPU model, :mod:`servegate.runners`) keys baselines; its architecture decides the
+The class (a GPU model, :mod:`servegate.core.runner_classes`) keys baselines; its architecture decides the
 profile section and what ``on`` must do (the real exact-fill gate is gfx95-only). torch is asked
 first, the way sglang itself decides (``get_device_properties(0).gcnArchName`` on ROCm);
 ``rocminfo`` / ``nvidia-smi`` are used only when torch is not importable. ``--runner`` (or env
@@ -24,9 +24,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from servegate import runners
-from servegate.errors import ServegateError
-from servegate.results import Fingerprint
+from servegate.core import runner_classes
+from servegate.core.errors import ServegateError
+from servegate.core.results import Fingerprint
 
 IMAGE_ENV_VARS = ("SERVEGATE_IMAGE", "SGLANG_IMAGE", "DOCKER_IMAGE", "CONTAINER_IMAGE")
 
@@ -60,12 +60,12 @@ def _from_torch(torch: ModuleType) -> Detected | None:
     name = str(getattr(props, "name", ""))
     if getattr(torch.version, "hip", None):
         arch = str(getattr(props, "gcnArchName", ""))
-        return Detected(runners.classify(arch, name).name, "torch", name, arch.split(":", 1)[0],
+        return Detected(runner_classes.classify(arch, name).name, "torch", name, arch.split(":", 1)[0],
                         count)
     if getattr(torch.version, "cuda", None):
         major, minor = getattr(props, "major", None), getattr(props, "minor", None)
         arch = f"sm_{major}{minor}" if major is not None else "cuda"
-        return Detected(runners.classify(arch, name).name, "torch", name, arch, count)
+        return Detected(runner_classes.classify(arch, name).name, "torch", name, arch, count)
     return None
 
 
@@ -85,12 +85,12 @@ def _from_tools() -> Detected | None:
     if archs:
         names = re.findall(r"^\s*Marketing Name:\s*(.+?)\s*$", info, flags=re.M)
         name = next((n for n in names if "MI" in n), "")
-        return Detected(runners.classify(archs[0], name).name, "rocminfo", name, archs[0],
+        return Detected(runner_classes.classify(archs[0], name).name, "rocminfo", name, archs[0],
                         len(archs))
     names = [line.strip() for line in _run(
         ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]).splitlines() if line.strip()]
     if names:
-        return Detected(runners.classify("cuda", names[0]).name, "nvidia-smi", names[0], "",
+        return Detected(runner_classes.classify("cuda", names[0]).name, "nvidia-smi", names[0], "",
                         len(names))
     return None
 
@@ -99,9 +99,9 @@ def detect(override: str | None = None, torch_module: ModuleType | None = None) 
     """The runner class: explicit override, else torch's device 0, else vendor tools, else cpu."""
     choice = override or os.environ.get("SERVEGATE_RUNNER") or None
     if choice:
-        if choice not in runners.REGISTRY:
+        if choice not in runner_classes.REGISTRY:
             raise RunnerError(f"--runner {choice!r}: expected one of "
-                              f"{', '.join(runners.names())}")
+                              f"{', '.join(runner_classes.names())}")
         return Detected(choice, "override")
     torch = torch_module if torch_module is not None else _import_torch()
     found = _from_torch(torch) if torch is not None else _from_tools()
@@ -184,7 +184,7 @@ def fingerprint(detected: Detected, model: str, model_revision: str | None = Non
             fp["rocm"] = str(version.hip)
         if getattr(version, "cuda", None):
             fp["cuda"] = str(version.cuda)
-    cls = runners.REGISTRY.get(detected.runner_class)
+    cls = runner_classes.REGISTRY.get(detected.runner_class)
     on_cpu = cls is not None and (cls.arch == "cpu" or cls.emulated)
     if not on_cpu:
         driver = _driver()

@@ -22,11 +22,11 @@ from typing import Any, Literal
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from typing_extensions import NotRequired, Required, TypedDict
 
-from servegate import runners
-from servegate.errors import ServegateError
-from servegate.versioned import Schema, SchemaVersionError
+from servegate.core import runner_classes
+from servegate.core.errors import ServegateError
+from servegate.core.versioned import Schema, SchemaVersionError
 
-# 2: runner_class is a registered GPU model (servegate.runners), no longer an architecture.
+# 2: runner_class is a registered GPU model (servegate.core.runner_classes), no longer an architecture.
 RUN_SCHEMA_VERSION = 2
 MODES: tuple[str, ...] = ("off", "on", "forced")
 Mode = Literal["off", "on", "forced"]
@@ -59,7 +59,7 @@ class Alignment(TypedDict):
 
 class Requests(TypedDict, total=False):
     """Per-request samples from the client's --output-details (same order as sent): one list per
-    quantity registered in :mod:`servegate.metrics` (these three ship), plus the lengths sent."""
+    quantity registered in :mod:`servegate.core.metrics` (these three ship), plus the lengths sent."""
 
     __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
 
@@ -117,7 +117,7 @@ class Fingerprint(TypedDict, total=False):
     image: str
     host: str
     python: str
-    device_double: str              # emulated runner classes only (servegate.runners)
+    device_double: str              # emulated runner classes only (servegate.core.runner_classes)
     cpu_model: str                  # /proc/cpuinfo "model name" (the reference's machine)
     cpu_count: int
 
@@ -191,8 +191,8 @@ def _run_v1_to_v2(data: dict[str, Any], path: Path) -> dict[str, Any]:
     if runner not in (None, "cpu"):
         fingerprint = data.get("fingerprint") or {}
         try:
-            model = runners.from_schema_1(str(runner), fingerprint).name
-        except runners.UnknownRunner as err:
+            model = runner_classes.from_schema_1(str(runner), fingerprint).name
+        except runner_classes.UnknownRunner as err:
             raise SchemaVersionError(f"{path}: runner_class {runner!r} (schema 1) cannot be "
                                      f"named as a GPU model: {err}") from err
         data["runner_class"] = model

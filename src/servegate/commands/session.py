@@ -15,12 +15,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from servegate import atomic
 from servegate.accuracy.report import paired_for_run, render_section
 from servegate.config import Suite
+from servegate.core import atomic
+from servegate.core.paths import REPO_ROOT
+from servegate.core.results import RUN_SCHEMA_VERSION, AccuracyResult, Point, Run
 from servegate.measure.summary import render
-from servegate.paths import REPO_ROOT
-from servegate.results import RUN_SCHEMA_VERSION, AccuracyResult, Point, Run
 from servegate.serve.process import signals_deferred
 from servegate.serve.trees import git_output
 

@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from servegate.errors import EXIT_INFRA, ServegateError
+from servegate.core.errors import EXIT_INFRA, ServegateError
+from servegate.core.results import load_run
 from servegate.history.store import HistoryError
 from servegate.judge.baselines import run_identity
 from servegate.judge.evaluate import judge
 from servegate.report import print_judgement, write_reports
 from servegate.report.headline import files_lines
-from servegate.results import load_run
 
 HISTORY_PREFIX = "history"
 

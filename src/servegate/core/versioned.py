@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servegate.errors import ServegateError
+from servegate.core.errors import ServegateError
 
 Upgrade = Callable[[dict[str, Any], Path], dict[str, Any]]
 

@@ -1,4 +1,6 @@
-"""``python -m servegate.mutation`` (``nox -s mutation``): the mutation score of the gate's core.
+"""``python tools/mutation.py`` (``nox -s mutation``): the mutation score of the gate's core.
+
+Development tooling, not part of the installed package: it runs from a checkout.
 
 Runs mutmut (configured in ``pyproject.toml`` ``[tool.mutmut]``: which modules, the unit tier as
 the test command) from the repository root, then reads mutmut's own verdicts back through
@@ -38,9 +40,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from servegate import atomic
-from servegate.errors import EXIT_INFRA, EXIT_OK
-from servegate.paths import REPO_ROOT, RESULTS_DIR
+from servegate.core import atomic
+from servegate.core.errors import EXIT_INFRA, EXIT_OK
+
+# the checkout this file is in (tools/ beside src/): mutmut runs from its root
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = REPO_ROOT / "results"
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -193,7 +198,7 @@ def _globs(modules: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m servegate.mutation", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python tools/mutation.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-children", type=int, default=2,
                         help="parallel mutant workers (default 2)")
@@ -251,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.results_dir) / f"mutation-{stamp}"
     atomic.write_json(run_dir / "summary.json", summary_document(
         scores, created_at=stamp, wall_time_s=round(wall, 1), max_survived=args.max_survived,
-        changed_since=args.changed, command=["python", "-m", "servegate.mutation",
+        changed_since=args.changed, command=["python", "tools/mutation.py",
                                              *(argv if argv is not None else sys.argv[1:])]))
     over = [s.path for s in scores if s.survived_fraction > args.max_survived]
     if over:

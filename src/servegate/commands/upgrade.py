@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from servegate.admission.golden import GOLDEN_FILE_SCHEMA, read_golden_file
-from servegate.atomic import write_json, write_text
-from servegate.errors import EXIT_INFRA, EXIT_OK, ServegateError
+from servegate.core.atomic import write_json, write_text
+from servegate.core.errors import EXIT_INFRA, EXIT_OK, ServegateError
+from servegate.core.results import RUN_SCHEMA, validate_run
 from servegate.judge.baselines import BASELINE_SCHEMA, dumps_baseline, read_baseline
-from servegate.results import RUN_SCHEMA, validate_run
 
 
 def kind_of(path: Path, data: object) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from servegate.errors import ServegateError
+from servegate.core.errors import ServegateError
 
 ARCHES: tuple[str, ...] = ("cpu", "gfx95", "gfx942", "nvidia")
 
@@ -97,7 +97,7 @@ def get(name: str) -> RunnerClass:
         return REGISTRY[name]
     except KeyError:
         raise UnknownRunner(f"runner class {name!r}: expected one of {', '.join(REGISTRY)} "
-                            f"(a new GPU model is one entry in servegate/runners.py)") from None
+                            f"(a new GPU model is one entry in servegate/core/runner_classes.py)") from None
 
 
 def of_arch(arch: str) -> tuple[RunnerClass, ...]:
@@ -130,7 +130,7 @@ def classify(device_arch: str, gpu_name: str) -> RunnerClass:
     raise UnknownRunner(
         f"GPU {gpu_name or '<no name>'!r} ({device_arch}): not one of the registered "
         f"{arch} models ({', '.join(c.name for c in candidates)}); pass --runner or add a "
-        f"RunnerClass entry in servegate/runners.py")
+        f"RunnerClass entry in servegate/core/runner_classes.py")
 
 
 # Schema-1 run/baseline files named the architecture; their device arch, when not recorded.

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import sys
 
-from servegate import bench
-from servegate.errors import EXIT_INFRA
+from servegate.commands import bench
+from servegate.core.errors import EXIT_INFRA
 
 
 def main(argv: list[str]) -> int:
