@@ -290,7 +290,7 @@ def test_failure_in_the_last_slot_leaves_the_run_incomplete(
 # every gate report to the double (and forbids the double on real devices), and bench judging the
 # suite's in-run claims without a stored baseline. The real-server path is
 # ``tests/test_bench_e2e.py::test_cpu_gfx95_suite_end_to_end``; the hook in a real sglang process
-# is in ``tests/test_hooks.py``.
+# is in ``tests/real_sglang/scheduler/test_hooks.py``.
 
 
 def test_bench_judges_in_run_claims_without_a_baseline(

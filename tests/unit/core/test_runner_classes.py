@@ -138,7 +138,7 @@ def test_a_new_runner_class_is_one_registry_entry(monkeypatch: pytest.MonkeyPatc
 # every gate report to the double (and forbids the double on real devices), and bench judging the
 # suite's in-run claims without a stored baseline. The real-server path is
 # ``tests/test_bench_e2e.py::test_cpu_gfx95_suite_end_to_end``; the hook in a real sglang process
-# is in ``tests/test_hooks.py``.
+# is in ``tests/real_sglang/scheduler/test_hooks.py``.
 
 
 def test_emulated_class_is_gated_but_never_detected_or_covered_by_its_arch() -> None:

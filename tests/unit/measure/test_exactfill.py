@@ -176,7 +176,7 @@ def test_processes_emulating_different_devices_fail() -> None:
 # every gate report to the double (and forbids the double on real devices), and bench judging the
 # suite's in-run claims without a stored baseline. The real-server path is
 # ``tests/test_bench_e2e.py::test_cpu_gfx95_suite_end_to_end``; the hook in a real sglang process
-# is in ``tests/test_hooks.py``.
+# is in ``tests/real_sglang/scheduler/test_hooks.py``.
 
 
 DOUBLE = "servegate-hook: device double: gfx95 emulated (gcnArchName=gfx950:sramecc+:xnack-)"

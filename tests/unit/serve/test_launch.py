@@ -152,7 +152,7 @@ def test_revision_and_bad_inputs() -> None:
 # every gate report to the double (and forbids the double on real devices), and bench judging the
 # suite's in-run claims without a stored baseline. The real-server path is
 # ``tests/test_bench_e2e.py::test_cpu_gfx95_suite_end_to_end``; the hook in a real sglang process
-# is in ``tests/test_hooks.py``.
+# is in ``tests/real_sglang/scheduler/test_hooks.py``.
 
 
 def test_suite_and_profile_section() -> None:

@@ -1,7 +1,7 @@
 """servegate's half of the mode switch: the control file, acknowledgement files, timeouts and the
 messages that name the seq, the mode and the pids. The acknowledgements here are written by the
 test itself (the hook writing them in a real sglang interpreter is
-``tests/real_sglang/test_mode_switch.py``; in a real server, ``test_mode_switch_e2e.py``)."""
+``tests/real_sglang/scheduler/test_mode_switch.py``; in a real server, ``test_mode_switch_e2e.py``)."""
 
 from __future__ import annotations
 

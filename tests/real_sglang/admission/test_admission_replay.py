@@ -7,10 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from repo_files import REPO_ROOT
 
 pytestmark = pytest.mark.sglang
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 server start (``suites/cpu.toml`` with ``--modes off,forced``, 6 blocks per mode and one discarded
 warm-up block per mode, no GSM8K). Test (a), the A/A no-op of ``off`` vs ``on`` gating and
 passing, is asserted on the README main command's run (one server for all three modes) in
-``tests/test_fresh_clone.py``.
+``tests/real_sglang/serving/test_fresh_clone.py``.
 
 (b) A prefill slowdown injected only in ``forced`` blocks (``SERVEGATE_INJECT_MODES=forced``),
     sized by the calibration: the smallest mean-TTFT slowdown this design's forced-vs-off check
@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 
 import pytest
+from repo_files import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = REPO_ROOT
 
 
 BLOCKS = 6                      # per mode: fewer than the suite's 8, sized below for this design

@@ -20,12 +20,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from repo_files import REPO_ROOT
 
 from servegate.measure.logparse import mode_acks
 from servegate.serve.launch import EXACTFILL_HOOK_DIR
 from servegate.serve.modeswitch import Ack, ModeControl, ModeSwitchError
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = REPO_ROOT / "src"
 
 CHILD = """
 import os, sys, time, types

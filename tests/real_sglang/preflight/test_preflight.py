@@ -10,13 +10,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from repo_files import REPO_ROOT
 
 from servegate.config import load_suite, suite_path
 from servegate.preflight import cli
 
 pytestmark = pytest.mark.sglang
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 # Copies of the GPU suite and profile as they were before preflight (`git show
 # 57e50a9:suites/premerge.toml`, `git show 57e50a9:models/glm-5.2-mxfp4.toml`): 8192-token

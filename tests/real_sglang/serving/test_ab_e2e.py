@@ -16,12 +16,13 @@ import json
 from pathlib import Path
 
 import pytest
+from repo_files import REPO_ROOT
 from sglang_trees import release_tree
 
 from servegate.commands import dispatch
 
 pytestmark = pytest.mark.e2e
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 SUITE = REPO / "tests" / "data" / "suites" / "ab-cpu.toml"
 # A block is one wave of two 300-token prompts at c2 through a 256-token chunk: the first
 # request's first token follows 2 prefill batches, the second's 3 (suites/cpu.toml).

@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 
 import pytest
+from repo_files import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 @pytest.mark.e2e

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from repo_files import REPO_ROOT
 
 from servegate.accuracy.report import paired_analysis
 from servegate.commands import compare
@@ -27,7 +28,6 @@ from servegate.config import load_suite, suite_path
 from servegate.core.results import load_run
 from servegate.history import cli as history_cli
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 TAG_VAR = "SERVEGATE_E2E_TAG"
 
 
