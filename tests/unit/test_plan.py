@@ -60,7 +60,7 @@ def test_mismatched_counts_rejected() -> None:
         raise AssertionError("expected ValueError")
 
 
-# Added for issue 15 (mutation testing): arms, the recorded client seeds, the exact message.
+# Issue 15: arms, the recorded client seeds, the exact message.
 
 def test_client_seeds_are_the_recorded_formula() -> None:
     """run.json records each point's client seed; these values reproduce earlier runs' prompts

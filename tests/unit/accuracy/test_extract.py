@@ -74,7 +74,7 @@ def test_unknown_method_is_an_error() -> None:
         extract("42", "loose")
 
 
-# The metric registry and GSM8K answer extraction: the holes mutation testing showed (issue 15).
+# GSM8K answer extraction at its edges (issue 15).
 # Expected values are written out by hand.
 
 

@@ -1,6 +1,6 @@
 """Paired accuracy statistics (servegate.accuracy.paired) against independent references
 (statsmodels, scipy's binomial test enumerated by brute force, numbers worked out by hand):
-the holes mutation testing showed (issue 15)."""
+(issue 15)."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def test_page_one_forced_must_equal_off() -> None:
     assert any("page size 1 must make forced == off" in f for f in failures)
 
 
-# Admission checks and golden-trace diffs: the holes mutation testing showed (issue 15).
+# Check results on traces written out by hand (issue 15).
 #
 # Every trace here is written out by hand, KV reservations included (worked out on paper, never
 # with the formula the checks use), so a check that computes the wrong thing cannot agree with

@@ -1,4 +1,4 @@
-"""Admission checks and golden-trace diffs: the holes mutation testing showed (issue 15).
+"""servegate.admission.replay: a replayed trace's checks (issue 15).
 
 Every trace here is written out by hand, KV reservations included (worked out on paper, never
 with the formula the checks use), so a check that computes the wrong thing cannot agree with

@@ -1,5 +1,5 @@
-"""The metric registry and GSM8K answer extraction: the holes mutation testing showed (issue 15).
-Expected values are written out by hand."""
+"""servegate.core.metrics: the one metric registry (registration, lookup, directions, statistics,
+per-request samples). Expected values are written out by hand."""
 
 from __future__ import annotations
 
@@ -190,8 +190,8 @@ def test_new_metric_is_judged_stored_and_plotted(decode_metric: str, tmp_path: P
     assert plot.read_bytes()[:8] == PNG_MAGIC
 
 
-# Holes mutation testing left in servegate.judge.stats, pinned against scipy references and
-# numbers worked out by hand: the within-run standard error of every statistic (delta method,
+# From the tests of the judge's statistics, against scipy references and numbers worked out by
+# hand: the within-run standard error of every statistic (delta method,
 # order-statistic ranks at their edges, the bootstrap for ``std``, leading "nights" axes), the
 # kernels' edge cases (degrees of freedom below one, zero totals, NaN bounds, no numpy warnings),
 # the guidance at its thresholds, and non-inferiority at its margin.

@@ -1,4 +1,4 @@
-"""run.json upgrades and error locations: the holes mutation testing showed (issue 15)."""
+"""servegate.core.results: run.json's model, its upgrades and its error locations (issue 15)."""
 
 from __future__ import annotations
 

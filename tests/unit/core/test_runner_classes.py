@@ -1,5 +1,5 @@
-"""The metric registry and GSM8K answer extraction: the holes mutation testing showed (issue 15).
-Expected values are written out by hand."""
+"""servegate.core.runner_classes: the runner-class registry (lookup, architectures, GPU or not,
+the emulated class, CI cells). Expected values are written out by hand."""
 
 from __future__ import annotations
 

@@ -465,8 +465,7 @@ def test_arm_from_a_baseline_point() -> None:
 
 
 # The judge's ratio and difference intervals against independent references (scipy's t tests,
-# limits the formulas must reach, numbers worked out by hand): holes mutation testing showed
-# (issue 15).
+# limits the formulas must reach, numbers worked out by hand; issue 15).
 
 
 CUR_4 = [104.0, 99.0, 108.0, 101.0]
@@ -716,11 +715,8 @@ def test_no_degrees_of_freedom_is_unreachable_not_a_regression():
                        config=config, confidence=0.99, key="k")
 
 
-# Holes mutation testing left in servegate.judge.stats, pinned against scipy references and
-# numbers worked out by hand: the within-run standard error of every statistic (delta method,
-# order-statistic ranks at their edges, the bootstrap for ``std``, leading "nights" axes), the
-# kernels' edge cases (degrees of freedom below one, zero totals, NaN bounds, no numpy warnings),
-# the guidance at its thresholds, and non-inferiority at its margin.
+# The judge's ratio rule (servegate.judge.arms) at its edges, against scipy references and
+# numbers worked out by hand (issue 15).
 
 
 def _boot_log_std_se(x: np.ndarray, seed: int, resamples: int) -> np.ndarray:

@@ -496,7 +496,7 @@ def test_edge_values_stay_valid() -> None:
     validate_baseline(empty, PATH)
 
 
-# update-baselines and the baseline identity: the holes mutation testing showed (issue 15).
+# The baseline identity and its provenance, as update-baselines relies on them (issue 15).
 #
 # Each test states one refusal on its own (a run that is wrong in exactly one way), so a refusal
 # that silently stops applying cannot hide behind another one that still fires.

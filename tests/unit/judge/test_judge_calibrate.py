@@ -1,4 +1,4 @@
-"""``servegate calibrate``: the pieces its other tests leave loose (mutation testing).
+"""servegate.judge.calibrate (``servegate calibrate``): nights simulated through the judge.
 
 Pinned here: the CLI's help, defaults, argument checks, error path and printed table/JSON (the
 simulation replaced by a canned row, the clock by a fixed one); the synthetic run the family is
@@ -345,7 +345,7 @@ def test_baseline_checks_are_unpaired_and_follow_the_metric_direction() -> None:
 
 
 def _fixed_accuracy(diff: list[float], se: float) -> Callable[..., Arrays]:
-    """A test double for the Agresti-Min estimate (tested itself in test_mutation_paired):
+    """A test double for the Agresti-Min estimate (tested itself in tests/unit/accuracy/test_paired.py):
     fixed paired differences, so what is checked is the harness's
     direction and wiring, not the estimate."""
     def agresti_min(a_only: np.ndarray, b_only: np.ndarray, n: int) -> Arrays:

@@ -1,8 +1,8 @@
-"""Holes mutation testing left in servegate.judge.stats, pinned against scipy references and
-numbers worked out by hand: the within-run standard error of every statistic (delta method,
-order-statistic ranks at their edges, the bootstrap for ``std``, leading "nights" axes), the
-kernels' edge cases (degrees of freedom below one, zero totals, NaN bounds, no numpy warnings),
-the guidance at its thresholds, and non-inferiority at its margin."""
+"""servegate.judge.stats against scipy references and numbers worked out by hand: the within-run
+standard error of every statistic (delta method, order-statistic ranks at their edges, the bootstrap
+for ``std``, leading "nights" axes), the kernels' edge cases (degrees of freedom below one, zero
+totals, NaN bounds, no numpy warnings), the guidance at its thresholds, and non-inferiority at its
+margin."""
 
 from __future__ import annotations
 
@@ -636,8 +636,7 @@ def test_a_difference_accepts_non_positive_boundaries() -> None:
 
 
 # The judge's ratio and difference intervals against independent references (scipy's t tests,
-# limits the formulas must reach, numbers worked out by hand): holes mutation testing showed
-# (issue 15).
+# limits the formulas must reach, numbers worked out by hand; issue 15).
 
 
 def test_paired_accuracy_difference_by_hand() -> None:

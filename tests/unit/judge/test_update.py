@@ -1,4 +1,4 @@
-"""update-baselines and the baseline identity: the holes mutation testing showed (issue 15).
+"""servegate.judge.update (``servegate update-baselines``) and the baseline identity (issue 15).
 
 Each test states one refusal on its own (a run that is wrong in exactly one way), so a refusal
 that silently stops applying cannot hide behind another one that still fires.

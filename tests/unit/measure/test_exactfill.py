@@ -92,7 +92,7 @@ def test_each_pids_latest_ack_is_the_blocks(aligned: Alignment) -> None:
         check_block_effective("off", "cpu", acks, aligned)
 
 
-# The exact-fill read-back and the measured slice: the holes mutation testing showed (issue 15).
+# The exact-fill read-back across a run's server processes (issue 15).
 #
 # The hook lines fed to the parser here are printed by servegate's own hook (its code run in a
 # fresh interpreter, on a stand-in for sglang's schedule_policy module), so the hook and the parser

@@ -1,4 +1,4 @@
-"""The exact-fill read-back and the measured slice: the holes mutation testing showed (issue 15).
+"""servegate.measure.logparse: the exact-fill read-back and the measured slice (issue 15).
 
 The hook lines fed to the parser here are printed by servegate's own hook (its code run in a
 fresh interpreter, on a stand-in for sglang's schedule_policy module), so the hook and the parser

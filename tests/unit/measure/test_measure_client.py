@@ -1,10 +1,5 @@
-"""The exact-fill read-back and the measured slice: the holes mutation testing showed (issue 15).
-
-The hook lines fed to the parser here are printed by servegate's own hook (its code run in a
-fresh interpreter, on a stand-in for sglang's schedule_policy module), so the hook and the parser
-cannot drift apart unnoticed. The expected prefill batches are read out of the log by plain
-string splitting, independently of the parser's regular expression.
-"""
+"""servegate.measure.client: sglang's load client per point, its argv, its JSONL records and its
+failures (exit codes, timeouts, errors quoted, missing details named)."""
 
 from __future__ import annotations
 

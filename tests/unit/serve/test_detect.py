@@ -1,5 +1,5 @@
-"""Runner detection's fallbacks and the fingerprint's fields: the holes mutation testing showed
-(issue 15). Vendor tools and torch are faked; their outputs are written out by hand."""
+"""servegate.serve.detect: runner detection, its fallbacks and the fingerprint's fields (issue 15).
+Vendor tools and torch are faked; their outputs are written out by hand."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Measure a change-point detector on synthetic nights: detection and false-alarm rates by seed.
 
-``python -m servegate.history.calibrate [--seeds 200] [--detector ruptures|e-divisive|otava]``
-prints one row per scenario. This is how the penalty in :mod:`servegate.history.changepoints`
-was chosen and how ruptures was compared with the alternatives (numbers in docs/history.md).
+``python tools/calibrate_changepoints.py [--seeds 200] [--detector ruptures|e-divisive|otava]``
+prints one row per scenario (development tooling, not part of the installed package). This is
+how the penalty in :mod:`servegate.history.changepoints` was chosen and how ruptures was
+compared with the alternatives (numbers in docs/history.md).
 ``e-divisive`` needs ``signal-processing-algorithms`` and ``otava`` needs ``apache-otava``; they
 are not servegate dependencies (their pins clash with sglang's numpy/scipy), so run those in a
 scratch venv with ``PYTHONPATH=src``.
@@ -115,7 +116,7 @@ def measure(detector: Detector, scenario: Scenario, seeds: Sequence[int],
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m servegate.history.calibrate",
+    parser = argparse.ArgumentParser(prog="python tools/calibrate_changepoints.py",
                                      description=__doc__)
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--first-seed", type=int, default=0)
