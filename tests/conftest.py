@@ -29,8 +29,8 @@ def test_data() -> Path:
     return TEST_DATA
 
 
-# Fixtures of the fault tests (tests/real_sglang/serving/test_faults_bench.py and the fault paths under tests/unit/;
-# their helpers are in fault_helpers.py).
+# Fixtures of the fault tests (tests/real_sglang/serving/test_faults_bench.py and the fault
+# paths under tests/unit/; their helpers are in fault_helpers.py).
 
 @pytest.fixture
 def tag(monkeypatch: pytest.MonkeyPatch) -> str:

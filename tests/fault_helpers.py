@@ -1,4 +1,5 @@
-"""Shared plumbing for the fault tests (``tests/real_sglang/serving/test_faults_bench.py tests/unit/commands/test_bench.py``, one file per stage).
+"""Shared plumbing for the fault tests (``tests/real_sglang/serving/test_faults_bench.py`` with a
+real server, and the fault paths in ``tests/unit/``).
 
 Fault hardening of the harness (issue 6, part 3): every fault fails loudly and cleanly. Each case
 asserts a clear one-line cause (plus the log tail where there is a log), the exit code (2 for

@@ -4,7 +4,8 @@ The server here is a test double of sglang at the HTTP boundary only: a stdlib
 ``ThreadingHTTPServer`` that speaks ``POST /generate`` like sglang (``text`` + ``meta_info``) and
 can drop connections, fail, stall or answer wrongly on request. It exists to observe retry and
 concurrency behaviour that a healthy real server never exhibits; the real sglang path is covered
-by ``tests/real_sglang/serving/test_fresh_clone.py`` (marker ``e2e``: the README main command, GSM8K included).
+by ``tests/real_sglang/serving/test_fresh_clone.py`` (marker ``e2e``: the README main command,
+GSM8K included).
 """
 
 from __future__ import annotations
