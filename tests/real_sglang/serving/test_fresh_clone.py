@@ -92,13 +92,15 @@ def _check_verdict(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     noop = [c for c in primary if c["name"].startswith("no-op:")]
     prefill = [c for c in noop if c["metric"] == "aligned_fraction"]
     assert len(prefill) == 1 and prefill[0]["gate"] and prefill[0]["verdict"] == "pass"
-    # The equivalence TOSTs: mean TTFT (the claim's metric) gates (its power rule met: 8 block
-    # pairs, docs/judge.md) and passes; mean E2E, when it gates, passes too.
+    # The equivalence TOSTs (mean TTFT, the claim's metric, and mean E2E) gate only when their
+    # power rule is met: calibrated on 73-89 % of runs at this VM's block noise (8 block pairs,
+    # docs/judge.md); measured 2026-12-01: 3 of 4 real runs (a run whose on/off block pairs
+    # varied by log-sd 0.09 did not). A gating TOST must pass; none may be a regression.
     tost = {c["metric"]: c for c in noop if c["metric"] != "aligned_fraction"}
     assert set(tost) == {"mean_ttft_ms", "mean_e2e_latency_ms"}, tost
-    ttft = tost["mean_ttft_ms"]
-    assert ttft["gate"] and ttft["verdict"] == "pass", ttft
     assert all(c["verdict"] == "pass" for c in tost.values() if c["gate"]), tost
+    assert all(c["verdict"] != "regression" for c in tost.values()), tost
+    print(f"\nno-op TOSTs gating: {[m for m, c in tost.items() if c['gate']]}")
     accuracy = [c for c in verdict["checks"] if c["kind"] == "accuracy"]
     assert accuracy and all(c["reason"].startswith("paired on") for c in accuracy), accuracy
     capsys.readouterr()
