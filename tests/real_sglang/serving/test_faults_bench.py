@@ -12,8 +12,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -226,44 +224,3 @@ def test_port_in_use_is_retried_and_secret_stays_out(
     files = [p for p in run_dir.rglob("*") if p.is_file()]
     assert any(p.parent.name == "server" for p in files)
     assert [p for p in files if secret.encode() in p.read_bytes()] == []
-
-
-# --------------------------------------------------------------------------- teardown vs signals
-
-def test_second_signal_during_teardown_forces_kill(tmp_path: Path, tag: str,
-                                                   ctrl_c_raises: None) -> None:
-    """A process that ignores SIGTERM plus a Ctrl-C during kill_tree's grace: the grace is cut
-    short (SIGKILL now), the tree is gone, and the Ctrl-C is re-raised afterwards."""
-    stubborn = subprocess.Popen(
-        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
-         "signal.SIG_IGN); print('up', flush=True); time.sleep(3600)"],
-        stdout=subprocess.PIPE, start_new_session=True)
-    assert stubborn.stdout is not None and stubborn.stdout.readline() == b"up\n"
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
-    started = time.monotonic()
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        process.kill_tree(stubborn, grace_s=60)
-    assert time.monotonic() - started < 10
-    assert stubborn.poll() == -signal.SIGKILL
-    stubborn.stdout.close()
-    _assert_no_process_left(tag, None)
-
-
-# --------------------------------------------------------------------------- port (no server)
-
-def test_taken_port_refused_before_launch(tmp_path: Path) -> None:
-    """The server is never launched onto a taken port (its /health could be someone else's)."""
-    from servegate.serve.launch import LaunchSpec
-
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen(1)
-        port = held.getsockname()[1]
-        spec = LaunchSpec(argv=[sys.executable, "-c", "pass", "--port", str(port)], env={},
-                          set_env={}, health_path="/health", timeout_s=5, chunk_size=256,
-                          page_size=64)
-        server = process.Server(spec, tmp_path / "server.log")
-        with pytest.raises(process.PortInUse, match=f"port {port} on 127.0.0.1 is already in use"):
-            server.start()
-        assert server.proc is None and not (tmp_path / "server.log").exists()

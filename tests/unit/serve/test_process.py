@@ -10,17 +10,20 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from fault_helpers import _assert_no_process_left
 from repo_files import SRC
 
 from servegate.serve.launch import LaunchSpec
-from servegate.serve.process import Server, ServerError, descendants, free_port
+from servegate.serve.process import PortInUse, Server, ServerError, descendants, free_port, kill_tree
 
 SRC = SRC
 
@@ -164,3 +167,42 @@ def test_signal_to_driver_kills_tree(tmp_path: Path, sig: signal.Signals) -> Non
     finally:
         if driver.poll() is None:
             driver.kill()
+
+
+# --------------------------------------------------------------------------- teardown vs signals
+
+def test_second_signal_during_teardown_forces_kill(tmp_path: Path, tag: str,
+                                                   ctrl_c_raises: None) -> None:
+    """A process that ignores SIGTERM plus a Ctrl-C during kill_tree's grace: the grace is cut
+    short (SIGKILL now), the tree is gone, and the Ctrl-C is re-raised afterwards."""
+    stubborn = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+         "signal.SIG_IGN); print('up', flush=True); time.sleep(3600)"],
+        stdout=subprocess.PIPE, start_new_session=True)
+    assert stubborn.stdout is not None and stubborn.stdout.readline() == b"up\n"
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        kill_tree(stubborn, grace_s=60)
+    assert time.monotonic() - started < 10
+    assert stubborn.poll() == -signal.SIGKILL
+    stubborn.stdout.close()
+    _assert_no_process_left(tag, None)
+
+
+# --------------------------------------------------------------------------- port (no server)
+
+def test_taken_port_refused_before_launch(tmp_path: Path) -> None:
+    """The server is never launched onto a taken port (its /health could be someone else's)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        spec = LaunchSpec(argv=[sys.executable, "-c", "pass", "--port", str(port)], env={},
+                          set_env={}, health_path="/health", timeout_s=5, chunk_size=256,
+                          page_size=64)
+        server = Server(spec, tmp_path / "server.log")
+        with pytest.raises(PortInUse, match=f"port {port} on 127.0.0.1 is already in use"):
+            server.start()
+        assert server.proc is None and not (tmp_path / "server.log").exists()
