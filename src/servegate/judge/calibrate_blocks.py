@@ -160,6 +160,16 @@ class Noise:
     interaction_cv: float
 
 
+def bursty_blocks(rng: np.random.Generator, shape: tuple[int, ...],
+                  block_cv: float) -> np.ndarray:
+    """Log block factors: a normal core plus, with probability BURST_P, an interference burst of
+    BURST_SDS core sds, scaled so the plain log-sd is ``block_cv`` (the model measured here)."""
+    core = block_cv / CORE_RATIO
+    block = rng.normal(0.0, core, shape)
+    return block + np.where(rng.random(shape) < BURST_P,
+                            rng.uniform(*BURST_SDS, shape) * core, 0.0)
+
+
 def _night_blocks(rng: np.random.Generator, design: BlockDesign, nights: int, noise: Noise,
                   effects: dict[str, float]) -> dict[tuple[str, int, str], np.ndarray]:
     """Log block values (nights, starts, blocks) per (mode, concurrency, metric)."""
@@ -171,12 +181,8 @@ def _night_blocks(rng: np.random.Generator, design: BlockDesign, nights: int, no
         interaction = rng.normal(0.0, noise.interaction_cv, shape)
         for conc in design.concurrencies:
             for metric in metrics:
-                block_shape = (nights, design.starts, design.blocks)
-                core = noise.block_cv / CORE_RATIO
-                block = rng.normal(0.0, core, block_shape)
-                bursts = rng.random(block_shape) < BURST_P
-                sizes = rng.uniform(*BURST_SDS, block_shape) * core
-                block += np.where(bursts, sizes, 0.0)
+                block = bursty_blocks(rng, (nights, design.starts, design.blocks),
+                                      noise.block_cv)
                 effect = effects.get(f"{mode}:{metric}", 0.0)
                 out[(mode, conc, metric)] = start + interaction + block + effect
     return out
@@ -375,13 +381,9 @@ def paired_effect_power(starts: int, blocks: int, effect: float, noise: Noise, *
     excludes no change, and whose verdict is a regression past ``floor``, when the true
     slowdown is ``effect``. The same bursty block model and the judge's paired estimator."""
     rng = np.random.default_rng([seed, starts, blocks, int(abs(effect) * 1e6), int(effect < 0)])
-    core = noise.block_cv / CORE_RATIO
 
     def blocks_of(shift: float) -> np.ndarray:
-        shape = (nights, starts, blocks)
-        block = rng.normal(0.0, core, shape)
-        block += np.where(rng.random(shape) < BURST_P,
-                          rng.uniform(*BURST_SDS, shape) * core, 0.0)
+        block = bursty_blocks(rng, (nights, starts, blocks), noise.block_cv)
         interaction = rng.normal(0.0, noise.interaction_cv, (nights, starts, 1))
         return block + interaction + shift
 
@@ -413,10 +415,7 @@ def _pair_nights(rng: np.random.Generator, nights: int, starts: int, blocks: int
                  shift: float) -> np.ndarray:
     """One tree's blocks in a live pair: its own server start factor (each tree has its own
     start), its own bursty block noise, and ``shift`` (the true change, log scale)."""
-    core = noise.block_cv / CORE_RATIO
-    shape = (nights, starts, blocks)
-    block = rng.normal(0.0, core, shape)
-    block += np.where(rng.random(shape) < BURST_P, rng.uniform(*BURST_SDS, shape) * core, 0.0)
+    block = bursty_blocks(rng, (nights, starts, blocks), noise.block_cv)
     return rng.normal(0.0, noise.run_cv, (nights, starts, 1)) + block + shift
 
 
