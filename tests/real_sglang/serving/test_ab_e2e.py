@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
+from injected_delays import prefill_delay_ms
 from repo_files import REPO_ROOT
 from sglang_trees import release_tree
 
@@ -24,9 +25,6 @@ from servegate.commands import dispatch
 pytestmark = pytest.mark.e2e
 REPO = REPO_ROOT
 SUITE = REPO / "tests" / "data" / "suites" / "ab-cpu.toml"
-# A block is one wave of two 300-token prompts at c2 through a 256-token chunk: the first
-# request's first token follows 2 prefill batches, the second's 3 (suites/cpu.toml).
-PREFILL_BATCHES_PER_FIRST_TOKEN = 2.5
 MEASURED_RUN_CV, MEASURED_BLOCK_CV = 0.07, 0.065    # suites/cpu-gate.toml; calibrate.CPU_BLOCK_CV
 
 
@@ -95,10 +93,7 @@ def _head_delay_ms() -> tuple[float, float]:
                                  seed=20261201)
     effect = pair["slowdown_80"]
     assert effect is not None, pair
-    baseline = json.loads((REPO / "baselines" / "cpu" / "smollm2-135m" / "cpu.json").read_text())
-    ttft = next(p["metrics"]["mean_ttft_ms"]["value"] for p in baseline["points"]
-                if p["mode"] == "off")
-    return effect, effect * ttft / PREFILL_BATCHES_PER_FIRST_TOKEN
+    return effect, prefill_delay_ms(effect)
 
 
 def test_prefill_slowdown_in_head_only_is_a_regression(

@@ -26,13 +26,13 @@ import time
 from pathlib import Path
 
 import pytest
+from injected_delays import prefill_delay_ms
 from repo_files import REPO_ROOT
 
 REPO = REPO_ROOT
 
 
 BLOCKS = 6                      # per mode: fewer than the suite's 8, sized below for this design
-PREFILL_BATCHES_PER_FIRST_TOKEN = 2.5   # mean over the wave's two requests (module docstring)
 
 
 def _injected_delay_ms() -> tuple[float, float]:
@@ -48,10 +48,7 @@ def _injected_delay_ms() -> tuple[float, float]:
         Noise(0.0, CPU_BLOCK_CV, config.interaction_cv), floor=config.floor("mean_ttft_ms"),
         prior_cv=config.interaction_cv, prior_dof=config.interaction_cv_dof)
     assert effect is not None, "the design cannot catch any slowdown on the grid"
-    baseline = json.loads((REPO / "baselines" / "cpu" / "smollm2-135m" / "cpu.json").read_text())
-    ttft = next(p["metrics"]["mean_ttft_ms"]["value"] for p in baseline["points"]
-                if p["mode"] == "off")
-    return effect, effect * ttft / PREFILL_BATCHES_PER_FIRST_TOKEN
+    return effect, prefill_delay_ms(effect)
 
 
 @pytest.mark.e2e

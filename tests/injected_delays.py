@@ -1,0 +1,23 @@
+"""Sizing an injected prefill slowdown for the real-server tests on the `cpu` load.
+
+A block of that load is one wave of two 300-token prompts at c2 through a 256-token chunk
+(suites/cpu.toml): the first request's first token follows 2 prefill batches, the second's 3, so
+a delay of ``d`` per prefill batch (``SERVEGATE_INJECT_DELAY_MS``) adds 2.5 ``d`` to the block's
+mean TTFT. The baseline's ``off`` mean TTFT turns a relative slowdown into that delay."""
+
+from __future__ import annotations
+
+import json
+
+from repo_files import REPO_ROOT
+
+PREFILL_BATCHES_PER_FIRST_TOKEN = 2.5
+CPU_BASELINE = REPO_ROOT / "baselines" / "cpu" / "smollm2-135m" / "cpu.json"
+
+
+def prefill_delay_ms(slowdown: float) -> float:
+    """The delay per prefill batch that slows the `cpu` load's mean TTFT by ``slowdown``."""
+    baseline = json.loads(CPU_BASELINE.read_text())
+    ttft = next(p["metrics"]["mean_ttft_ms"]["value"] for p in baseline["points"]
+                if p["mode"] == "off")
+    return slowdown * ttft / PREFILL_BATCHES_PER_FIRST_TOKEN
