@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -24,20 +25,31 @@ def release_tree(version: str) -> Path:
     tree = envbuild.cache_root() / "trees" / f"sglang-{version}"
     if (tree / "sglang" / "__init__.py").is_file():
         return tree
-    download = tree.with_name(tree.name + ".download")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-         f"sglang=={version}", "-d", str(download), "-q"],
-        capture_output=True, text=True)
-    wheels = sorted(download.glob("sglang-*.whl"))
-    if proc.returncode != 0 or not wheels:
-        pytest.skip(f"sglang {version} wheel not downloadable from the package index: "
-                    f"{proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
-    partial = tree.with_name(tree.name + ".partial")
-    with zipfile.ZipFile(wheels[0]) as wheel:
-        wheel.extractall(partial)
-    partial.rename(tree)
-    shutil.rmtree(download, ignore_errors=True)
+    # Private download and unpack folders, then one rename: two test workers may fetch the
+    # same release at once (`nox -s tests` runs replays two at a time), and the loser's copy
+    # is dropped instead of replacing a tree the other may be importing.
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    download = Path(tempfile.mkdtemp(prefix=f".{tree.name}.download.", dir=tree.parent))
+    partial = Path(tempfile.mkdtemp(prefix=f".{tree.name}.partial.", dir=tree.parent))
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+             f"sglang=={version}", "-d", str(download), "-q"],
+            capture_output=True, text=True)
+        wheels = sorted(download.glob("sglang-*.whl"))
+        if proc.returncode != 0 or not wheels:
+            pytest.skip(f"sglang {version} wheel not downloadable from the package index: "
+                        f"{proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            wheel.extractall(partial)
+        try:
+            partial.rename(tree)
+        except OSError:
+            if not (tree / "sglang" / "__init__.py").is_file():
+                raise
+    finally:
+        shutil.rmtree(download, ignore_errors=True)
+        shutil.rmtree(partial, ignore_errors=True)
     return tree
 
 

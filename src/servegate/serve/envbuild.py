@@ -156,7 +156,7 @@ LIGHT_DEPS: tuple[tuple[str, str], ...] = (
     ("numpy", "numpy>=1.26"), ("scipy", "scipy>=1.11"), ("rich", "rich>=13"),
     ("matplotlib", "matplotlib>=3.8"), ("aiohttp", "aiohttp>=3.9"), ("psutil", "psutil>=5.9"),
     ("pydantic", "pydantic>=2.6"), ("ruptures", "ruptures>=1.1"), ("pytest", "pytest>=8"),
-    ("pytest_benchmark", "pytest-benchmark>=4"),
+    ("pytest_benchmark", "pytest-benchmark>=4"), ("xdist", "pytest-xdist>=3.6"),
 )
 _PROBE = ("import importlib.util, sys\n"
           "print('\\n'.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")

@@ -78,6 +78,8 @@ def ensure_gguf_model(name: str, package_file: str, python: str | None = None) -
             tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
             raise ModelPrepError(f"converting {gguf} failed (exit {proc.returncode}):\n{tail}")
         (tmp / DONE_MARKER).write_text(f"{gguf}\n")
+        if (target / DONE_MARKER).exists():
+            return target   # another process converted it meanwhile (and may be serving it)
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)

@@ -22,7 +22,7 @@ from sglang_trees import release_tree
 
 from servegate.commands import dispatch
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timing]
 REPO = REPO_ROOT
 SUITE = REPO / "tests" / "data" / "suites" / "ab-cpu.toml"
 MEASURED_RUN_CV, MEASURED_BLOCK_CV = 0.07, 0.065    # suites/cpu-gate.toml; calibrate.CPU_BLOCK_CV

@@ -131,6 +131,7 @@ def _check_gsm8k(run_dir: Path, run: dict, questions: int, clone: Path) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.timing
 def test_readme_main_command_in_a_fresh_clone(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     clone = tmp_path / "servegate"

@@ -52,6 +52,7 @@ def _injected_delay_ms() -> tuple[float, float]:
 
 
 @pytest.mark.e2e
+@pytest.mark.timing
 def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
         tmp_path: Path) -> None:
     pytest.importorskip("sglang")
