@@ -27,6 +27,37 @@ BASE_FP = {**RUN_FP, "host": "vm", "cpu_model": "AMD EPYC", "sglang": "0.5.23",
            "python": "3.11.9"}
 
 
+def repeats_ratio(est: float, low: float, high: float) -> Interval:
+    """A ratio from 3 repeats per side at 99 %: the intervals of :func:`seven_verdicts`."""
+    return Interval(est, low, high, 0.99, "repeats", 3, 3)
+
+
+def seven_verdicts(run_dir: Path) -> Judgement:
+    """One check of every verdict and kind the writers render (6 gated, 1 experiment), with
+    two regressions and an infra error: exit 1, a family of 6."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    iv = repeats_ratio
+    checks = [
+        Check("baseline", "a pass", "mean_ttft_ms", "pass", mode="off", concurrency=4,
+              interval=iv(1.0, 0.98, 1.02), floor=0.05),
+        Check("baseline", "a regression", "mean_ttft_ms", "regression", mode="on",
+              concurrency=4, interval=iv(1.2, 1.15, 1.25), floor=0.05),
+        Check("baseline", "another regression", "output_throughput", "regression", mode="on",
+              concurrency=8, interval=iv(0.8, 0.75, 0.85), floor=0.05),
+        Check("baseline", "an inconclusive", "median_tpot_ms", "inconclusive", mode="off",
+              concurrency=8, interval=iv(1.03, 0.9, 1.2), floor=0.05),
+        Check("integrity", "an infra error", "points", "error", mode="on", concurrency=16,
+              reason="point missing"),
+        Check("experiment", "an experiment", "mean_ttft_ms", "regression", gate=False,
+              mode="forced", concurrency=4, reference="off", interval=iv(1.1, 1.06, 1.14),
+              floor=0.05),
+        Check("baseline", "an improvement", "mean_ttft_ms", "improvement", mode="off",
+              concurrency=16, interval=iv(0.8, 0.78, 0.82), floor=0.05),
+    ]
+    return Judgement(run_dir, None, JudgeConfig(), checks, family_size=6,
+                     per_check_confidence=0.99)
+
+
 def ratio(est: float, low: float, high: float, *, se: float | None = None, df: float = math.inf,
           run_var: float = 0.0, n: int = 12, repeats: int | None = 1,
           method: str = "requests+assumed-run-cv", confidence: float = 0.99) -> Interval:

@@ -4,46 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from report_builders import ROUTINE, cpu_like
+from report_builders import ROUTINE, cpu_like, seven_verdicts
 
-from servegate.config.judge import JudgeConfig
-from servegate.judge.checks import Check
-from servegate.judge.judgement import Judgement
-from servegate.judge.stats import Interval
 from servegate.report import headline as hl
 from servegate.report import summary
 
 
-def _iv(est: float, low: float, high: float) -> Interval:
-    return Interval(est, low, high, 0.99, "repeats", 3, 3)
-
-
-def _handmade(run_dir: Path) -> Judgement:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    checks = [
-        Check("baseline", "a pass", "mean_ttft_ms", "pass", mode="off", concurrency=4,
-              interval=_iv(1.0, 0.98, 1.02), floor=0.05),
-        Check("baseline", "a regression", "mean_ttft_ms", "regression", mode="on",
-              concurrency=4, interval=_iv(1.2, 1.15, 1.25), floor=0.05),
-        Check("baseline", "another regression", "output_throughput", "regression", mode="on",
-              concurrency=8, interval=_iv(0.8, 0.75, 0.85), floor=0.05),
-        Check("baseline", "an inconclusive", "median_tpot_ms", "inconclusive", mode="off",
-              concurrency=8, interval=_iv(1.03, 0.9, 1.2), floor=0.05),
-        Check("integrity", "an infra error", "points", "error", mode="on", concurrency=16,
-              reason="point missing"),
-        Check("experiment", "an experiment", "mean_ttft_ms", "regression", gate=False,
-              mode="forced", concurrency=4, reference="off", interval=_iv(1.1, 1.06, 1.14),
-              floor=0.05),
-        Check("baseline", "an improvement", "mean_ttft_ms", "improvement", mode="off",
-              concurrency=16, interval=_iv(0.8, 0.78, 0.82), floor=0.05),
-    ]
-    return Judgement(run_dir, None, JudgeConfig(), checks, family_size=6,
-                     per_check_confidence=0.99)
-
-
 def test_summary_section_replaced_not_duplicated(tmp_path, monkeypatch):
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    judgement = _handmade(tmp_path / "run")
+    judgement = seven_verdicts(tmp_path / "run")
     path = tmp_path / "run" / "summary.md"
     path.write_text("# Run\n\n## Measure\n\ntable\n\n## Verdict\n\nstale\n\n## Accuracy\n\nacc\n")
     summary.write(judgement)
@@ -63,7 +32,7 @@ def test_summary_section_replaced_not_duplicated(tmp_path, monkeypatch):
     assert "| **ERROR** | an infra error | - | - | - | - | point missing |" in gated
     assert full.index("</details>") < full.index("## Accuracy")
     fresh = tmp_path / "fresh"
-    summary.write(_handmade(fresh))
+    summary.write(seven_verdicts(fresh))
     assert (fresh / "summary.md").read_text().startswith("## Verdict")
 
 
@@ -71,7 +40,7 @@ def test_github_step_summary_written_when_set(tmp_path, monkeypatch):
     target = tmp_path / "step_summary.md"
     target.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
-    summary.write(_handmade(tmp_path / "run"))
+    summary.write(seven_verdicts(tmp_path / "run"))
     text = target.read_text()
     assert text.startswith("earlier step\n") and "## Verdict" in text
 
