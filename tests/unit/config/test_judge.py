@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
+from suite_files import load, write_suite
 
-from servegate.config import load_suite
 from servegate.config.judge import (
     FAMILY_METHODS,
     FAMILY_SELECTORS,
@@ -15,7 +15,6 @@ from servegate.config.judge import (
     load_judge_table,
     parse_judge_table,
 )
-from servegate.core.paths import MODELS_DIR
 
 
 def _suite(tmp_path, body: str) -> None:
@@ -86,33 +85,6 @@ def test_prior_dof_and_tost_power_keys():
 
 # Suites' ``[design]`` (starts x blocks, every mode inside each start) against the older
 # ``[suite].repeats``, and the ``[judge]`` keys of the primary family and the blocks design.
-
-
-HEAD = """[suite]
-name = "s"
-model = "smollm2-135m"
-runners = ["cpu"]
-modes = ["off", "on"]
-seed = 7
-{repeats}
-[load]
-input_len = 300
-output_len = 16
-concurrency = [2, 4]
-num_prompts = [8, 12]
-warmup_requests = 1
-point_timeout_s = 600
-"""
-
-
-def write_suite(tmp_path: Path, *, repeats: str = "", tail: str = "") -> Path:
-    path = tmp_path / "s.toml"
-    path.write_text(HEAD.format(repeats=repeats) + tail)
-    return path
-
-
-def load(path: Path):
-    return load_suite(path, models_dir=MODELS_DIR)
 
 
 DESIGN = "[design]\nstarts = 2\nblocks = 4\n"

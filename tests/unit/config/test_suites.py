@@ -7,35 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from suite_files import load, write_suite
 
-from servegate.config import ConfigError, Design, load_suite
-from servegate.core.paths import MODELS_DIR
-
-HEAD = """[suite]
-name = "s"
-model = "smollm2-135m"
-runners = ["cpu"]
-modes = ["off", "on"]
-seed = 7
-{repeats}
-[load]
-input_len = 300
-output_len = 16
-concurrency = [2, 4]
-num_prompts = [8, 12]
-warmup_requests = 1
-point_timeout_s = 600
-"""
-
-
-def write_suite(tmp_path: Path, *, repeats: str = "", tail: str = "") -> Path:
-    path = tmp_path / "s.toml"
-    path.write_text(HEAD.format(repeats=repeats) + tail)
-    return path
-
-
-def load(path: Path):
-    return load_suite(path, models_dir=MODELS_DIR)
+from servegate.config import ConfigError, Design
 
 
 def test_design_table_is_parsed(tmp_path: Path) -> None:
