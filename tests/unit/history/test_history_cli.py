@@ -14,43 +14,15 @@ from typing import Any
 import numpy as np
 import pytest
 from judge_runs import make_run
+from synthetic_nights import NIGHTS, STEP, STEP_AT, nightly_store
 
 from servegate.history.cli import main
-from servegate.history.store import (
-    read_store,
-)
-
-NIGHTS, STEP_AT, STEP = 40, 20, 1.08
-
+from servegate.history.store import read_store
 
 SERIES_KEYS = {"runner", "model", "suite", "mode", "concurrency", "metric", "n", "change_points"}
 
 
 CP_KEYS = {"index", "run_id", "before", "after", "ratio", "sglang_commits"}
-
-
-def _night(root: Path, night: int, seed: int, *, step_mode: str = "off", step_at: int = STEP_AT,
-           repeats: int = 1, factor: float = STEP) -> Path:
-    """Night ``night`` of a synthetic nightly: 2 % run-to-run noise, ``step_mode`` slower from
-    ``step_at`` on; its own start time and sglang commit."""
-    run_dir = make_run(
-        root / f"nightly-cpu-{seed}-{night:03d}", suite="nightly-synthetic", run_cv=0.02,
-        repeats=repeats, seed=seed * 1000 + night,
-        effect=lambda mode, _c: factor if mode == step_mode and night >= step_at else 1.0,
-        accuracy={"off": {"n": 50, "correct": 40 + night % 3}})
-    run = json.loads((run_dir / "run.json").read_text())
-    run["started_at"] = f"2026-{1 + night // 28:02d}-{1 + night % 28:02d}T02:00:00+00:00"
-    run["fingerprint"]["sglang_commit"] = f"sg{night:04d}"
-    (run_dir / "run.json").write_text(json.dumps(run))
-    return run_dir
-
-
-def _store(tmp_path: Path, seed: int, nights: int = NIGHTS, **kwargs: Any) -> Path:
-    store = tmp_path / "store"
-    for night in range(nights):
-        assert main(["add", str(_night(tmp_path / "runs", night, seed, **kwargs)),
-                     "--store", str(store)], out=io.StringIO()) == 0
-    return store
 
 
 def _report_json(store: Path, *extra: str) -> tuple[int, dict[str, Any]]:
@@ -68,7 +40,7 @@ def _series(doc: dict[str, Any], mode: str, conc: int, metric: str) -> dict[str,
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_acceptance_one_change_near_20_on_the_stepped_series_none_on_the_flat(
         tmp_path: Path, seed: int) -> None:
-    store = _store(tmp_path, seed)
+    store = nightly_store(tmp_path, seed)
     code, doc = _report_json(store)
     assert code == 0
     stepped = _series(doc, "off", 2, "mean_ttft_ms")
@@ -85,7 +57,7 @@ def test_acceptance_one_change_near_20_on_the_stepped_series_none_on_the_flat(
 
 
 def test_json_contract_keys_and_types(tmp_path: Path) -> None:
-    code, doc = _report_json(_store(tmp_path, seed=4, nights=24))
+    code, doc = _report_json(nightly_store(tmp_path, seed=4, nights=24))
     assert code == 0 and doc["problems"] == []
     assert doc["series"]
     for series in doc["series"]:
@@ -100,7 +72,7 @@ def test_json_contract_keys_and_types(tmp_path: Path) -> None:
 
 
 def test_noise_budget_uses_the_measured_spread_of_the_current_level(tmp_path: Path) -> None:
-    store = _store(tmp_path, seed=5, nights=30, repeats=2)
+    store = nightly_store(tmp_path, seed=5, nights=30, repeats=2)
     code, doc = _report_json(store)
     assert code == 0
     series = _series(doc, "on", 4, "mean_ttft_ms")       # gated by the default [judge] metrics
@@ -120,7 +92,7 @@ def test_noise_budget_uses_the_measured_spread_of_the_current_level(tmp_path: Pa
 
 
 def test_plots_one_png_per_metric_and_runner(tmp_path: Path) -> None:
-    store = _store(tmp_path, seed=6, nights=12, step_at=6, factor=1.3)
+    store = nightly_store(tmp_path, seed=6, nights=12, step_at=6, factor=1.3)
     plots = tmp_path / "plots"
     out = io.StringIO()
     assert main(["report", "--store", str(store), "--plots", str(plots)], out=out) == 0
@@ -135,7 +107,7 @@ def test_plots_one_png_per_metric_and_runner(tmp_path: Path) -> None:
 
 def test_malformed_line_exits_2_naming_file_and_line_nothing_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = _store(tmp_path, seed=7, nights=6)
+    store = nightly_store(tmp_path, seed=7, nights=6)
     victim = sorted(store.iterdir())[2]
     lines = victim.read_text().splitlines()
     lines[4] = '{"schema_version": 1, "values": ['

@@ -1,20 +1,15 @@
-"""`history report` (JSON contract, plots, bad input) and the rolling `history:N` baseline.
-
-The store is built the way nightly builds it: synthetic run folders (tests/judge_runs.py) with
-run-to-run noise, added with `history add`; the step is an effect on one mode only.
-"""
+"""The rolling `history:N` baseline (servegate.history.rolling): the last nights after a confirmed
+change pooled into a baseline, judged like a stored one; stores from synthetic_nights.py."""
 
 from __future__ import annotations
 
 import io
-import json
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from judge_runs import make_run
+from synthetic_nights import night_run, nightly_store
 
 from servegate.history.cli import main
 from servegate.history.rolling import (
@@ -26,35 +21,9 @@ from servegate.history.rolling import (
 from servegate.history.store import read_store
 from servegate.judge.baselines import validate_baseline
 
-NIGHTS, STEP_AT, STEP = 40, 20, 1.08
-
-
-def _night(root: Path, night: int, seed: int, *, step_mode: str = "off", step_at: int = STEP_AT,
-           repeats: int = 1, factor: float = STEP) -> Path:
-    """Night ``night`` of a synthetic nightly: 2 % run-to-run noise, ``step_mode`` slower from
-    ``step_at`` on; its own start time and sglang commit."""
-    run_dir = make_run(
-        root / f"nightly-cpu-{seed}-{night:03d}", suite="nightly-synthetic", run_cv=0.02,
-        repeats=repeats, seed=seed * 1000 + night,
-        effect=lambda mode, _c: factor if mode == step_mode and night >= step_at else 1.0,
-        accuracy={"off": {"n": 50, "correct": 40 + night % 3}})
-    run = json.loads((run_dir / "run.json").read_text())
-    run["started_at"] = f"2026-{1 + night // 28:02d}-{1 + night % 28:02d}T02:00:00+00:00"
-    run["fingerprint"]["sglang_commit"] = f"sg{night:04d}"
-    (run_dir / "run.json").write_text(json.dumps(run))
-    return run_dir
-
-
-def _store(tmp_path: Path, seed: int, nights: int = NIGHTS, **kwargs: Any) -> Path:
-    store = tmp_path / "store"
-    for night in range(nights):
-        assert main(["add", str(_night(tmp_path / "runs", night, seed, **kwargs)),
-                     "--store", str(store)], out=io.StringIO()) == 0
-    return store
-
 
 def test_rolling_pools_the_last_nights_after_the_confirmed_change(tmp_path: Path) -> None:
-    store = _store(tmp_path, seed=8, nights=30, step_at=22, repeats=2, factor=1.25)
+    store = nightly_store(tmp_path, seed=8, nights=30, step_at=22, repeats=2, factor=1.25)
     rolling = rolling_from_store(store, "cpu", "smollm2-135m", "nightly-synthetic", nights=12)
     by_key = {(s.mode, s.concurrency, s.metric): s for s in rolling.series}
     stepped, flat = by_key[("off", 2, "mean_ttft_ms")], by_key[("on", 2, "mean_ttft_ms")]
@@ -79,7 +48,7 @@ def test_rolling_pools_the_last_nights_after_the_confirmed_change(tmp_path: Path
 def test_rolling_baseline_is_a_valid_baseline_and_the_judge_uses_it(tmp_path: Path) -> None:
     from servegate.judge.evaluate import judge
 
-    store = _store(tmp_path, seed=9, nights=8, step_at=99, repeats=3)
+    store = nightly_store(tmp_path, seed=9, nights=8, step_at=99, repeats=3)
     rolling = rolling_from_store(store, "cpu", "smollm2-135m", "nightly-synthetic", nights=5)
     document = as_baseline(rolling)
     validate_baseline(document, tmp_path / "history.json")
@@ -96,7 +65,7 @@ def test_rolling_baseline_is_a_valid_baseline_and_the_judge_uses_it(tmp_path: Pa
 
     # `compare --baseline FILE` with it: tonight `off` 30 % slower is a regression, `on` is not
     target = tmp_path / "history5.json"
-    assert main(["baseline", str(_night(tmp_path / "tonight", 8, 9, step_at=8, factor=1.3,
+    assert main(["baseline", str(night_run(tmp_path / "tonight", 8, 9, step_at=8, factor=1.3,
                                         repeats=3)),
                  "--store", str(store), "--nights", "5", "--out", str(target)],
                 out=io.StringIO()) == 0
@@ -109,7 +78,7 @@ def test_rolling_baseline_is_a_valid_baseline_and_the_judge_uses_it(tmp_path: Pa
 
 
 def test_night_ratio_interval_covers_the_true_ratio(tmp_path: Path) -> None:
-    store = _store(tmp_path, seed=10, nights=12, step_at=99)
+    store = nightly_store(tmp_path, seed=10, nights=12, step_at=99)
     rolling = rolling_from_store(store, "cpu", "smollm2-135m", "nightly-synthetic", nights=10)
     series = next(s for s in rolling.series if (s.mode, s.concurrency, s.metric)
                   == ("on", 2, "mean_ttft_ms"))
