@@ -12,23 +12,21 @@ refusal of the pristine release.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from repo_files import REPO_ROOT
+from servegate_cli import run_servegate
 from sglang_trees import ASR_FIX, GATE_LEAK, edited_copy, release_tree
 
 REPO = REPO_ROOT
 
 
 def _ab(*args: str | Path, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SERVEGATE_RUNNER": "cpu"}
-    return subprocess.run([sys.executable, "-m", "servegate", "admission", "ab", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    return run_servegate("admission", "ab", *args, timeout=timeout,
+                         env={"SERVEGATE_RUNNER": "cpu"})
 
 
 def _json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:

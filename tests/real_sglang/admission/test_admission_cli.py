@@ -4,12 +4,10 @@ the JSON contract comes from a real replay (marked ``sglang``)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 from repo_files import REPO_ROOT
+from servegate_cli import run_servegate
 
 REPO = REPO_ROOT
 CONTRACT = ["admission", "replay", "--page-size", "64", "--chunk-size", "16384",
@@ -17,9 +15,7 @@ CONTRACT = ["admission", "replay", "--page-size", "64", "--chunk-size", "16384",
 
 
 def _cli(*args: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    proc = subprocess.run([sys.executable, "-m", "servegate", *args], capture_output=True,
-                          text=True, env=env, timeout=300, check=False)
+    proc = run_servegate(*args)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

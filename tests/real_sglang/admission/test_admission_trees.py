@@ -4,22 +4,19 @@ and the admission commands that take one."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from repo_files import REPO_ROOT
+from servegate_cli import run_servegate
 from sglang_trees import ASR_FIX, edited_copy, release_tree
 
 REPO = REPO_ROOT
 
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    return subprocess.run([sys.executable, "-m", "servegate", "admission", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    return run_servegate("admission", *args)
 
 
 REPLAY = ["replay", "--page-size", "64", "--chunk-size", "16384", "--prompt-lens",

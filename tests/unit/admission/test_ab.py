@@ -1,23 +1,16 @@
-"""``servegate admission ab``: the admission matrix on two real sglang trees (released wheels,
-unpacked), each replayed in its own process, compared scenario by scenario and mode by mode.
-
-Pair used: 0.5.19 (last release without PR #32888) cannot import over the shared environment
-(its ``configs/qwen3_asr.py`` registers a config name transformers 5.19 already has:
-``ValueError: 'qwen3_asr' is already used by a Transformers config``); 0.5.20 fixed exactly that
-line (``exist_ok=True``). The bracketing pair is therefore 0.5.19 with that one fix (nothing in the
-scheduler touched) as base and 0.5.20 as head; ``test_pristine_0_5_19_is_refused`` shows the
-refusal of the pristine release.
-"""
+"""``servegate admission ab`` without sglang: the scenario-by-scenario comparison rules
+(``servegate.admission.ab.compare``: off and on-off-gfx95 gate, ``--expect-change`` honoured) and
+bad input refused naming the option. The two real trees' run is
+tests/real_sglang/admission/test_admission_ab.py."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from repo_files import REPO_ROOT
+from servegate_cli import run_servegate
 
 from servegate.admission.ab import Expectation, compare
 
@@ -25,9 +18,8 @@ REPO = REPO_ROOT
 
 
 def _ab(*args: str | Path, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SERVEGATE_RUNNER": "cpu"}
-    return subprocess.run([sys.executable, "-m", "servegate", "admission", "ab", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    return run_servegate("admission", "ab", *args, timeout=timeout,
+                         env={"SERVEGATE_RUNNER": "cpu"})
 
 
 # ---- no sglang needed: the comparison and the gate on hand-made suite outputs ----------------
