@@ -4,9 +4,9 @@ the emulated class, CI cells). Expected values are written out by hand."""
 from __future__ import annotations
 
 import re
-import types
 
 import pytest
+from fake_torch import FakeTorch
 
 from servegate.config import load_suite, suite_path
 from servegate.core import runner_classes
@@ -46,21 +46,7 @@ def test_a_cpu_class_of_another_name_needs_no_gpu(monkeypatch: pytest.MonkeyPatc
     assert runner_classes.is_gpu("gfx95") is True and runner_classes.is_gpu("cpu") is False
 
 
-# Runner detection from faked device properties (SimpleFakeTorch stands in for a GPU torch build).
-
-
-class SimpleFakeTorch(types.ModuleType):
-    """A fake ``torch`` module: just the attributes runner detection reads."""
-
-    def __init__(self, *, hip: str | None = None, cuda: str | None = None, arch: str = "",
-                 name: str = "", count: int = 0, major: int = 9, minor: int = 0) -> None:
-        super().__init__("torch")
-        self.__version__ = "2.14.1+fake"
-        self.version = types.SimpleNamespace(hip=hip, cuda=cuda)
-        props = types.SimpleNamespace(gcnArchName=arch, name=name, major=major, minor=minor)
-        self.cuda = types.SimpleNamespace(
-            is_available=lambda: count > 0, device_count=lambda: count,
-            get_device_properties=lambda index: props)
+# Runner detection from faked device properties (tests/fake_torch.py stands in for a GPU torch build).
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +61,7 @@ def _no_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
 ])
 def test_unknown_gpu_is_named_not_guessed(arch: str, name: str, needle: str) -> None:
     with pytest.raises(runner_classes.UnknownRunner, match=re.escape(needle)):
-        detect.detect(torch_module=SimpleFakeTorch(hip="6.4", arch=arch, name=name, count=8))
+        detect.detect(torch_module=FakeTorch(hip="6.4", arch=arch, name=name, count=8))
 
 
 def test_registry_is_consistent() -> None:
@@ -115,7 +101,7 @@ def test_a_new_runner_class_is_one_registry_entry(monkeypatch: pytest.MonkeyPatc
                                  image_var="SERVEGATE_IMAGE_GFX95")
     monkeypatch.setitem(runner_classes.REGISTRY, "mi350x", mi350x)
     monkeypatch.setitem(runner_classes.REGISTRY, "mi355x", runner_classes.REGISTRY["mi355x"])
-    fake = SimpleFakeTorch(hip="7.0", arch="gfx950:sramecc+", name="AMD Instinct MI350X", count=8)
+    fake = FakeTorch(hip="7.0", arch="gfx950:sramecc+", name="AMD Instinct MI350X", count=8)
     assert detect.detect(torch_module=fake).runner_class == "mi350x"
     premerge = load_suite(suite_path("premerge"))
     assert premerge.runs_on("mi350x") and "mi350x" in premerge.runner_classes()

@@ -13,22 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_torch import FakeTorch
 
 from servegate.serve import detect
-
-
-class FakeTorch(types.ModuleType):
-    def __init__(self, *, hip: str | None = None, cuda: str | None = None, arch: str = "",
-                 name: str = "", count: int = 0, major: int | None = 9, minor: int = 0,
-                 available: bool | None = None, has_cuda: bool = True) -> None:
-        super().__init__("torch")
-        self.__version__ = "2.14.1+fake"
-        self.version = types.SimpleNamespace(hip=hip, cuda=cuda)
-        props = types.SimpleNamespace(gcnArchName=arch, name=name, major=major, minor=minor)
-        if has_cuda:
-            self.cuda = types.SimpleNamespace(
-                is_available=lambda: count > 0 if available is None else available,
-                device_count=lambda: count, get_device_properties=lambda index: props)
 
 
 @pytest.fixture(autouse=True)
@@ -312,28 +299,6 @@ def test_cpu_fingerprint_keeps_a_detected_device_name(monkeypatch: pytest.Monkey
     assert fp["gpu_name"] == "Intel Xeon (host)"
 
 
-# Runner detection from faked device properties (SimpleFakeTorch stands in for a GPU torch build).
-
-
-class SimpleFakeTorch(types.ModuleType):
-    """A fake ``torch`` module: just the attributes runner detection reads."""
-
-    def __init__(self, *, hip: str | None = None, cuda: str | None = None, arch: str = "",
-                 name: str = "", count: int = 0, major: int = 9, minor: int = 0) -> None:
-        super().__init__("torch")
-        self.__version__ = "2.14.1+fake"
-        self.version = types.SimpleNamespace(hip=hip, cuda=cuda)
-        props = types.SimpleNamespace(gcnArchName=arch, name=name, major=major, minor=minor)
-        self.cuda = types.SimpleNamespace(
-            is_available=lambda: count > 0, device_count=lambda: count,
-            get_device_properties=lambda index: props)
-
-
-@pytest.fixture(autouse=True)
-def _no_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SERVEGATE_RUNNER", raising=False)
-
-
 @pytest.mark.parametrize(("arch", "name", "expected"), [
     ("gfx950:sramecc+:xnack-", "AMD Instinct MI355X", "mi355x"),
     ("gfx950", "", "mi355x"),                       # the only registered gfx95 model
@@ -341,7 +306,7 @@ def _no_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
     ("gfx942:sramecc+:xnack-", "AMD Instinct MI325X", "mi325x"),
 ])
 def test_rocm_models(arch: str, name: str, expected: str) -> None:
-    fake = SimpleFakeTorch(hip="6.4.1", arch=arch, name=name, count=8)
+    fake = FakeTorch(hip="6.4.1", arch=arch, name=name, count=8)
     found = detect.detect(torch_module=fake)
     assert found.runner_class == expected
     assert found.gpu_arch == arch.split(":")[0]
@@ -349,24 +314,24 @@ def test_rocm_models(arch: str, name: str, expected: str) -> None:
 
 
 def test_nvidia_and_cpu() -> None:
-    h200 = detect.detect(torch_module=SimpleFakeTorch(cuda="12.8", name="NVIDIA H200", count=4))
+    h200 = detect.detect(torch_module=FakeTorch(cuda="12.8", name="NVIDIA H200", count=4))
     assert (h200.runner_class, h200.gpu_arch, h200.gpu_count) == ("h200", "sm_90", 4)
-    b200 = detect.detect(torch_module=SimpleFakeTorch(cuda="12.8", name="NVIDIA B200", major=10,
+    b200 = detect.detect(torch_module=FakeTorch(cuda="12.8", name="NVIDIA B200", major=10,
                                                   count=8))
     assert b200.runner_class == "b200"
-    assert detect.detect(torch_module=SimpleFakeTorch()).runner_class == "cpu"
+    assert detect.detect(torch_module=FakeTorch()).runner_class == "cpu"
 
 
 def test_detect_imports_torch_when_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
     """Detection also works through ``import torch`` (a fake module in sys.modules)."""
     monkeypatch.setitem(__import__("sys").modules, "torch",
-                        SimpleFakeTorch(hip="6.3", arch="gfx942:sramecc+:xnack-",
+                        FakeTorch(hip="6.3", arch="gfx942:sramecc+:xnack-",
                                   name="AMD Instinct MI325X", count=8))
     assert detect.detect().runner_class == "mi325x"
 
 
 def test_override_wins_and_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = SimpleFakeTorch(hip="6.4", arch="gfx950", count=8)
+    fake = FakeTorch(hip="6.4", arch="gfx950", count=8)
     assert detect.detect("mi300x", torch_module=fake).runner_class == "mi300x"
     monkeypatch.setenv("SERVEGATE_RUNNER", "cpu")
     assert detect.detect(torch_module=fake).runner_class == "cpu"
@@ -387,7 +352,7 @@ def test_fingerprint_fields_and_no_secrets(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("HF_TOKEN", "hf_supersecretvalue123")
     monkeypatch.setenv("SERVEGATE_IMAGE", "rocm/sgl-dev:v0.5.23-rocm700-mi35x")
     monkeypatch.setattr(detect, "_driver", lambda: "amdgpu 6.12.12")
-    fake = SimpleFakeTorch(hip="7.0.0", arch="gfx950:sramecc+:xnack-", name="AMD Instinct MI355X",
+    fake = FakeTorch(hip="7.0.0", arch="gfx950:sramecc+:xnack-", name="AMD Instinct MI355X",
                      count=8)
     detected = detect.detect(torch_module=fake)
     fp = detect.fingerprint(detected, "amd/GLM-5.2-MXFP4", "abc123", torch_module=fake)
