@@ -66,7 +66,8 @@ def mutation(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", requires=["unit"])
 def tests(session: nox.Session) -> None:
-    """The README test command: unit tests, then real-sglang tests (admission, CPU server e2e)."""
+    """The README test command: unit tests, then the real-sglang tests: those that measure nothing
+    two at a time (replays, hooks, preflight, server faults), then the `timing` ones alone."""
     # GPU tests (opt-in: SERVEGATE_GPU_TESTS=1) must run in the runner image's own sglang.
     python = _runtime_python(session, force_cpu=os.environ.get("SERVEGATE_GPU_TESTS") != "1")
     env = envbuild.servegate_env_vars()
@@ -76,9 +77,13 @@ def tests(session: nox.Session) -> None:
     # Tests that assert nothing about speed (scheduler replays, hooks, preflight, the server
     # lifecycle faults) run two at a time; those that judge measured speed (`timing`) then run
     # alone, one after another: a second CPU-heavy process slows a CPU server up to 4x.
-    session.run(python, "-m", "pytest", "-n", "2", "--dist", "loadfile", "--benchmark-disable",
-                "-m", "(sglang or e2e) and not timing and not gpu", external=True, env=env)
-    session.run(python, "-m", "pytest", "-m", "timing and not gpu", external=True, env=env)
+    # Test by test (--dist load): a file of seven server faults must not hold one worker while
+    # the other idles. --durations: the slowest tests named in every CI log.
+    session.run(python, "-m", "pytest", "-n", "2", "--dist", "load", "--benchmark-disable",
+                "--durations=12", "-m", "(sglang or e2e) and not timing and not gpu",
+                external=True, env=env)
+    session.run(python, "-m", "pytest", "--durations=8", "-m", "timing and not gpu",
+                external=True, env=env)
 
 
 @nox.session(venv_backend="none", tags=["cpu"])
