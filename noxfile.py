@@ -77,9 +77,10 @@ def tests(session: nox.Session) -> None:
     # Tests that assert nothing about speed (scheduler replays, hooks, preflight, the server
     # lifecycle faults) run two at a time; those that judge measured speed (`timing`) then run
     # alone, one after another: a second CPU-heavy process slows a CPU server up to 4x.
-    # Test by test (--dist load): a file of seven server faults must not hold one worker while
-    # the other idles. --durations: the slowest tests named in every CI log.
-    session.run(python, "-m", "pytest", "-n", "2", "--dist", "load", "--benchmark-disable",
+    # Test by test, except the tests that start a CPU server (xdist_group "one-cpu-server"): they
+    # share one worker, as two servers at once slow decode 20-30x (--dist loadgroup).
+    # --durations: the slowest tests named in every CI log.
+    session.run(python, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "--benchmark-disable",
                 "--durations=12", "-m", "(sglang or e2e) and not timing and not gpu",
                 external=True, env=env)
     session.run(python, "-m", "pytest", "--durations=8", "-m", "timing and not gpu",
