@@ -32,7 +32,6 @@ REPO = REPO_ROOT
 
 
 @pytest.mark.e2e
-@pytest.mark.xdist_group("one-cpu-server")   # one CPU server at a time (see test_faults_bench)
 def test_cpu_gfx95_suite_end_to_end(tmp_path: Path) -> None:
     pytest.importorskip("sglang")
     suite = tmp_path / "cpu-gfx95.toml"

@@ -36,10 +36,6 @@ from servegate.commands import bench
 from servegate.core.results import load_run
 from servegate.serve import process
 
-# Every test here starts a real CPU server: under `nox -s tests` (two workers) they share one
-# worker (--dist loadgroup), so two servers never run at once (that slows decode 20-30x).
-pytestmark = pytest.mark.xdist_group("one-cpu-server")
-
 # --------------------------------------------------------------------------- server faults (e2e)
 
 @pytest.mark.e2e

@@ -60,7 +60,6 @@ def _wait_for(path: Path, text: str, timeout_s: float) -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.xdist_group("one-cpu-server")   # one CPU server at a time (see test_faults_bench)
 @pytest.mark.slow   # the same attribution through bench runs by default: test_in_server_blocks_e2e
 def test_one_server_switches_off_forced_off(tmp_path: Path) -> None:
     pytest.importorskip("sglang.srt")
