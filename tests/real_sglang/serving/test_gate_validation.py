@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-# The slowdown test is in the default tier (two server starts of 8 prompts: the baseline run and
+# The slowdown test is in the default tier (two server starts of 12 prompts: the baseline run and
 # the slowed run); the A/A adds a third start and is opt-in (`slow`): a baseline-path A/A runs by
 # default in the fresh-clone test (the README main job against the committed baseline, none may
 # regress), and the A/A false-alarm rate is calibrated over 1000s of simulated nights
