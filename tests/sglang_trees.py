@@ -60,7 +60,8 @@ def _byte_compiled(tree: Path) -> Path:
     process importing it (a replay, and a server's launcher, scheduler and detokenizer) compiled
     sglang's ~4700 modules again (measured: a tree's server start 44 s against 31 s for the
     installed sglang). Safe to run twice at once (each .pyc is written by atomic rename)."""
-    marker = tree / ".servegate-compiled"
+    # One marker per interpreter tag: a cpython-312 run must compile its own .pyc files.
+    marker = tree / f".servegate-compiled-{sys.implementation.cache_tag}"
     if not marker.is_file():
         if not compileall.compile_dir(tree / "sglang", quiet=2, workers=0):
             raise AssertionError(f"{tree}: compileall reported a module that does not compile")
