@@ -37,7 +37,9 @@ _SUITE = {
     "repeats": Field(int),          # required without a [design] table
     "seed": Field(int, required=True),
 }
-_SERVER = {"chunked_prefill_size": Field(int), "page_size": Field(int)}
+_SERVER = {"chunked_prefill_size": Field(int), "page_size": Field(int), "dtype": Field(str)}
+# sglang's --dtype choices (srt/server_args.py, add_cli_args)
+DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 _LOAD = {
     "input_len": Field(int, required=True),
     "output_len": Field(int, required=True),
@@ -101,7 +103,7 @@ class Suite:
     repeats: int
     seed: int
     load: Load
-    server_overrides: dict[str, int] = field(default_factory=dict)
+    server_overrides: dict[str, int | str] = field(default_factory=dict)
     gsm8k: GSM8KSettings | None = None
     gsm8k_table: dict[str, Any] | None = None     # as written (recorded with results)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
@@ -125,11 +127,31 @@ class Suite:
 
     def server_for(self, runner_class: str) -> RunnerProfile:
         """The model profile's settings for ``runner_class`` with this suite's ``[server]``
-        overrides (chunk size, page size) applied."""
+        overrides (chunk size, page size, dtype) applied; a suite's dtype replaces any
+        ``--dtype`` in the profile's args."""
         profile = self.model.for_runner(runner_class)
-        return replace(profile, chunked_prefill_size=self.server_overrides.get(
-                           "chunked_prefill_size", profile.chunked_prefill_size),
-                       page_size=self.server_overrides.get("page_size", profile.page_size))
+        overrides = self.server_overrides
+        args = profile.args
+        if "dtype" in overrides:
+            args = (*_without_flag(args, "--dtype"), "--dtype", str(overrides["dtype"]))
+        page = overrides.get("page_size")
+        return replace(profile, chunked_prefill_size=int(overrides.get(
+                           "chunked_prefill_size", profile.chunked_prefill_size)),
+                       page_size=profile.page_size if page is None else int(page), args=args)
+
+
+def _without_flag(args: tuple[str, ...], flag: str) -> tuple[str, ...]:
+    """``args`` without ``flag`` and its value (``--flag v`` or ``--flag=v``)."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == flag:
+            skip = True
+        elif not arg.startswith(f"{flag}="):
+            kept.append(arg)
+    return tuple(kept)
 
 
 def _positive_ints(path: Path, name: str, values: list[int] | tuple[int, ...]) -> None:
@@ -173,7 +195,10 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
         raise ConfigError(f"{path}: load.range_ratio: expected a number in [0, 1] (the client's "
                           f"--random-range-ratio), got {load['range_ratio']!r}")
     server = check_table(path, "server", data.get("server", {}), _SERVER)
-    _positive_ints(path, "server", list(server.values()))
+    _positive_ints(path, "server", [v for k, v in server.items() if k != "dtype"])
+    if server.get("dtype", "auto") not in DTYPES:
+        raise ConfigError(f"{path}: server.dtype: expected one of {', '.join(DTYPES)} "
+                          f"(sglang's --dtype), got {server['dtype']!r}")
     gsm8k = None
     if "gsm8k" in data:
         gsm8k = dict(check_table(path, "gsm8k", data["gsm8k"], _GSM8K))

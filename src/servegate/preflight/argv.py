@@ -22,7 +22,8 @@ from servegate.serve.launch import build_launch
 _LAUNCHER = 3                   # python -m sglang.launch_server
 _FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_-]*")
 # argv flags servegate sets from profile / suite keys, not from a profile's `args`
-_MANAGED = {"--chunked-prefill-size": "chunked_prefill_size", "--page-size": "page_size"}
+_MANAGED = {"--chunked-prefill-size": "chunked_prefill_size", "--page-size": "page_size",
+            "--dtype": "dtype"}
 
 
 class LaunchRejected(Exception):
@@ -75,7 +76,8 @@ def _where(suite: Suite, launch: Launch, message: str) -> str:
             key = _MANAGED[name]
             if key in suite.server_overrides:
                 return f"{suite.source}: server.{key}"
-            return f"{profile}.{key}"
+            if key != "dtype":              # the profile's dtype is one of its args
+                return f"{profile}.{key}"
         if any(arg.split("=", 1)[0] == name for arg in launch.server.args):
             return f"{profile}.args ({name})"
     return f"{profile}.args"

@@ -133,6 +133,9 @@ def test_invalid_toml_is_reported(tmp_path: Path) -> None:
     ('runners = ["cpu"]', 'runners = ["cpu", "tpu"]',
      r"suite.runners: 'tpu' is not a runner class or architecture"),
     ("page_size = 64", "page_size = 48", r"chunk size 256 is not a multiple of page size 48"),
+    ("page_size = 64", 'page_size = 64\ndtype = "fp32"',
+     r"cpu.toml: server.dtype: expected one of auto, half, float16, bfloat16, float, float32"),
+    ("page_size = 64", "page_size = 64\ndtype = 32", r"cpu.toml: server.dtype: expected str"),
     ("warmup_requests = 0", "warmup_requests = true",
      r"load.warmup_requests: expected integer, got bool"),
     ("input_len = 300", "input_len = 300\nrange_ratio = 1.5",
@@ -169,3 +172,18 @@ def test_legacy_suite_errors_name_file_and_key(tmp_path: Path, old: str, new: st
 def test_unknown_suite_name_is_clear() -> None:
     with pytest.raises(ConfigError, match=r"suites/no-such-suite.toml: not found"):
         load_suite(suite_path("no-such-suite"))
+
+
+def test_suite_dtype_replaces_the_profiles_and_keeps_every_other_arg(tmp_path: Path) -> None:
+    """A suite's [server] dtype is appended as --dtype, replacing one in the profile's args."""
+    models = _copy_models(tmp_path)
+    plain = load_suite(ROOT / "suites" / "cpu.toml", models_dir=models)
+    assert "--dtype" not in plain.server_for("cpu").args
+    _edit(models / "smollm2-135m.toml", '"--sleep-on-idle",', '"--sleep-on-idle", "--dtype=half",')
+    suite = tmp_path / "cpu.toml"
+    shutil.copy(ROOT / "suites" / "cpu.toml", suite)
+    _edit(suite, "page_size = 64", 'page_size = 64\ndtype = "float32"')
+    loaded = load_suite(suite, models_dir=models)
+    args = loaded.server_for("cpu").args
+    assert args == (*plain.server_for("cpu").args, "--dtype", "float32")
+    assert loaded.server_for("cpu").chunked_prefill_size == 256

@@ -165,8 +165,9 @@ def test_suite_and_profile_section() -> None:
     assert server.env == {"SGLANG_USE_CPU_ENGINE": "1", EMULATE_GFX95_ENV: "1",
                           "SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0",
                           "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "0"}
-    assert server.cpu_standin and server.args == load_suite(suite_path("cpu")).server_for(
-        "cpu").args
+    # the cpu profile's args, served in fp32 (the suite's [server] dtype)
+    assert server.cpu_standin and server.args == (*load_suite(suite_path("cpu")).server_for(
+        "cpu").args, "--dtype", "float32")
 
 
 def test_only_the_profile_sets_the_double() -> None:
