@@ -188,6 +188,15 @@ def changed_modules(modules: list[str], ref: str, root: Path = REPO_ROOT) -> lis
     return [m for m in modules if m in changed or m in untracked]
 
 
+def selected_modules(modules: list[str], wanted: list[str]) -> list[str]:
+    """The listed modules named in ``wanted`` (paths as listed, e.g.
+    ``src/servegate/judge/stats.py``), in the listed order; a name not listed is an error."""
+    unknown = sorted(set(wanted) - set(modules))
+    if unknown:
+        raise MutationError(f"--modules: not in [tool.mutmut] only_mutate: {', '.join(unknown)}")
+    return [m for m in modules if m in wanted]
+
+
 def _mutmut(args: list[str], root: Path, capture: bool = False) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mutmut", *args], cwd=root, text=True,
                           capture_output=capture, check=False)
@@ -206,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="highest surviving fraction a module may have (default 0.10)")
     parser.add_argument("--changed", metavar="REF",
                         help="only the listed modules that differ from this git ref")
+    parser.add_argument("--modules", nargs="+", metavar="PATH",
+                        help="only these listed modules (e.g. src/servegate/judge/stats.py)")
     parser.add_argument("--fresh", action="store_true",
                         help="drop the mutants/ cache first (every mutant re-tested)")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
@@ -215,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     root = REPO_ROOT
     try:
         modules = configured_modules(root)
+        if args.modules:
+            modules = selected_modules(modules, args.modules)
         if args.changed:
             modules = changed_modules(modules, args.changed, root)
             if not modules:
@@ -230,13 +243,14 @@ def main(argv: list[str] | None = None) -> int:
         cached = (root / "mutants").is_dir()
         run_args = ["run", "--max-children", str(args.max_children)]
         # Named mutants are re-tested even when mutmut has a verdict; unnamed, only new ones.
-        first = _mutmut(run_args + (_globs(modules) if args.changed else []), root)
+        narrowed = bool(args.changed or args.modules)
+        first = _mutmut(run_args + (_globs(modules) if narrowed else []), root)
         if first.returncode != 0:
             print(f"mutation: mutmut run exited {first.returncode}", file=sys.stderr)
             return EXIT_SURVIVORS
         survivors = [n for n, s in _statuses(root).items()
                      if s in SURVIVED and any(fnmatch.fnmatch(n, g) for g in _globs(modules))]
-        if survivors and cached and not args.changed:
+        if survivors and cached and not narrowed:
             # Verdicts from an earlier run: re-test the survivors against today's tests.
             again = _mutmut(run_args + survivors, root)
             if again.returncode != 0:
@@ -256,8 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.results_dir) / f"mutation-{stamp}"
     atomic.write_json(run_dir / "summary.json", summary_document(
         scores, created_at=stamp, wall_time_s=round(wall, 1), max_survived=args.max_survived,
-        changed_since=args.changed, command=["python", "tools/mutation.py",
-                                             *(argv if argv is not None else sys.argv[1:])]))
+        changed_since=args.changed, modules_selected=bool(args.modules),
+        command=["python", "tools/mutation.py", *(argv if argv is not None else sys.argv[1:])]))
     over = [s.path for s in scores if s.survived_fraction > args.max_survived]
     if over:
         print(f"mutation: more than {args.max_survived:.0%} surviving mutants in: "

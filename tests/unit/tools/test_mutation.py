@@ -152,3 +152,14 @@ def test_changed_modules_are_the_listed_ones_git_sees_changed(tmp_path: Path) ->
         "src/servegate/measure/new.py", "src/servegate/plan.py"]
     with pytest.raises(mutation.MutationError, match="--changed no-such-ref: git diff failed"):
         mutation.changed_modules(modules, "no-such-ref", root)
+
+
+def test_selected_modules_keep_the_listed_order_and_refuse_unlisted_names() -> None:
+    modules = ["src/servegate/measure/logparse.py", "src/servegate/plan.py",
+               "src/servegate/judge/stats.py"]
+    assert mutation.selected_modules(modules, ["src/servegate/judge/stats.py",
+                                               "src/servegate/measure/logparse.py"]) == [
+        "src/servegate/measure/logparse.py", "src/servegate/judge/stats.py"]
+    with pytest.raises(mutation.MutationError,
+                       match=r"--modules: not in \[tool.mutmut\] only_mutate: src/servegate/x.py"):
+        mutation.selected_modules(modules, ["src/servegate/plan.py", "src/servegate/x.py"])
