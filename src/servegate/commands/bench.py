@@ -196,7 +196,7 @@ def _measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel:
         server.check_alive()            # a dead server is the cause, not the client's failure
         raise
     server.check_alive()
-    time.sleep(0.5)                     # let the scheduler flush its last log lines
+    server.wait_log_quiet()             # the scheduler's last lines of the block are in
     machine = monitor.finish()
     end = server.log_offset()
     metrics, requests = parse_client_jsonl(jsonl, expect_prompts=planned.num_prompts)

@@ -1,8 +1,8 @@
 """``servegate runners``: the registered runner classes, or a workflow's GPU job matrix.
 
 ``servegate runners`` prints the table; ``--json`` the registry; ``--matrix nightly|premerge``
-the ``include`` list the workflow's GPU matrix must hold (``tests/test_ci_workflows.py`` checks
-the files against it; paste it when a class or label changes).
+the ``include`` list the workflow's GPU matrix must hold (``tests/unit/ci/test_ci_workflows.py``
+checks the files against it; paste it when a class or label changes).
 """
 
 from __future__ import annotations

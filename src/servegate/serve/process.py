@@ -209,6 +209,25 @@ class Server:
         except OSError:
             return 0
 
+    def wait_log_quiet(self, quiet_s: float = 0.1, max_s: float = 0.5,
+                       poll_s: float = 0.02) -> int:
+        """Wait until the log stops growing for ``quiet_s`` (at most ``max_s``); returns its size.
+
+        Why: a block's measured log slice must hold its last lines (the final request's access
+        line, late stats), and a fixed pause of ``max_s`` per block added up to minutes over a
+        CI run, while the server usually writes nothing more after a block within 0.1 s."""
+        size = self.log_offset()
+        deadline = time.monotonic() + max_s
+        still_since = time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(poll_s)
+            now = self.log_offset()
+            if now != size:
+                size, still_since = now, time.monotonic()
+            elif time.monotonic() - still_since >= quiet_s:
+                break
+        return size
+
     def wait_ready(self, timeout_s: float | None = None, poll_s: float = 1.0) -> float:
         """Block until GET health answers 200; returns seconds waited. Dies/timeouts raise."""
         assert self.proc is not None, "start() first"

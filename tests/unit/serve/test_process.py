@@ -206,3 +206,62 @@ def test_taken_port_refused_before_launch(tmp_path: Path) -> None:
         with pytest.raises(PortInUse, match=f"port {port} on 127.0.0.1 is already in use"):
             server.start()
         assert server.proc is None and not (tmp_path / "server.log").exists()
+
+
+def test_wait_log_quiet_returns_once_the_log_stops_growing(tmp_path: Path) -> None:
+    """A block's log slice ends after the server's last lines: waiting follows a log that is
+    still being written, and returns soon (not after the cap) once it is quiet."""
+    import threading
+    import time
+
+    log = tmp_path / "server.log"
+    log.write_text("start\n")
+    spec = LaunchSpec(argv=[sys.executable, "-c", "pass", "--port", "1"], env={}, set_env={},
+                      health_path="/health", timeout_s=5, chunk_size=256, page_size=64)
+    server = Server(spec, log)
+
+    def write_late_lines() -> None:
+        for i in range(5):
+            time.sleep(0.03)
+            with log.open("a") as out:
+                out.write(f"late line {i}\n")
+
+    writer = threading.Thread(target=write_late_lines)
+    writer.start()
+    started = time.monotonic()
+    size = server.wait_log_quiet(quiet_s=0.1, max_s=6.0)
+    waited = time.monotonic() - started
+    writer.join()
+    assert size == log.stat().st_size and "late line 4" in log.read_text()
+    assert waited < 3.0                                   # quiet, so not the 6 s cap
+    started = time.monotonic()
+    assert server.wait_log_quiet(quiet_s=0.1, max_s=6.0) == size
+    assert time.monotonic() - started < 3.0               # already quiet: about quiet_s
+
+
+def test_wait_log_quiet_gives_up_at_its_cap_on_a_log_that_never_stops(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    log = tmp_path / "server.log"
+    log.write_text("")
+    spec = LaunchSpec(argv=[sys.executable, "-c", "pass", "--port", "1"], env={}, set_env={},
+                      health_path="/health", timeout_s=5, chunk_size=256, page_size=64)
+    server = Server(spec, log)
+    stop = threading.Event()
+
+    def chatter() -> None:
+        while not stop.is_set():
+            with log.open("a") as out:
+                out.write("x\n")
+            time.sleep(0.01)
+
+    writer = threading.Thread(target=chatter)
+    writer.start()
+    try:
+        started = time.monotonic()
+        server.wait_log_quiet(quiet_s=0.1, max_s=0.3)
+        assert 0.25 <= time.monotonic() - started < 3.0
+    finally:
+        stop.set()
+        writer.join()
