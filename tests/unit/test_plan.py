@@ -286,3 +286,30 @@ def test_device_sets_are_disjoint_and_cross_over_between_starts() -> None:
     assert [p.devices for p in pairs] == [((0, 1, 2, 3), (4, 5, 6, 7)),
                                           ((4, 5, 6, 7), (0, 1, 2, 3))]
     assert build_live_pair_plan(["off"], [2], [2], 1, 1, seed=1)[0].devices == ()
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ((), 1),                                                     # one scheduler by default
+    (("--device", "cpu"), 1),
+    (("--tp", "4"), 4),
+    (("--tp-size", "2"), 2),
+    (("--tensor-parallel-size=8",), 8),
+    (("--tp=4", "--pp-size", "2"), 8),
+    (("--pipeline-parallel-size=3", "--tp", "2"), 6),
+    (("--dp", "2", "--tp", "4"), 8),                             # plain DP: replicas
+    (("--dp-size=3",), 3),
+    (("--data-parallel-size", "2"), 2),
+    (("--tp", "4", "--dp", "2", "--enable-dp-attention"), 4),    # attention DP: inside TP
+    (("--tp", "4", "--dp", "2", "--attn-dp-size", "2"), 4),
+    (("--tp", "4", "--dp", "2", "--attention-data-parallel-size=2"), 4),
+    (("--tp",), 1),                                              # a flag with no value after it
+    (("--model", "m", "--tp"), 1),
+    (("--tp", "four"), None),                                    # not modelled: say so
+    (("--pp-size=x",), None),
+])
+def test_expected_schedulers_counts_tp_pp_and_plain_dp(args: tuple[str, ...],
+                                                       expected: int | None) -> None:
+    from servegate.plan import expected_schedulers
+
+    assert expected_schedulers(args) == expected
+    assert expected_schedulers(list(args)) == expected
