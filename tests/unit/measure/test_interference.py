@@ -1,0 +1,175 @@
+"""``measure/interference.py``: what else used the machine during a block, worked out exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import namedtuple
+from typing import Any
+
+import psutil
+import pytest
+
+from servegate.measure import interference
+from servegate.measure.interference import BlockMonitor, _amd_pids, _tree_cpu, other_gpu_processes
+
+Times = namedtuple("Times", "user nice system idle iowait steal")
+
+
+def _monitor(monkeypatch: pytest.MonkeyPatch, start: Times, end: Times, server: tuple[float, float],
+             own: tuple[float, float], wall: tuple[float, float],
+             server_pid: int | None = 4242) -> dict[str, Any]:
+    """A block between two snapshots whose every figure the test chose."""
+    snapshots = iter([(start, server[0], own[0], wall[0]), (end, server[1], own[1], wall[1])])
+    current: dict[str, Any] = {}
+
+    def advance() -> None:
+        current["cpu"], current["server"], current["own"], current["wall"] = next(snapshots)
+
+    advance()
+    monkeypatch.setattr(interference.psutil, "cpu_times", lambda: current["cpu"])
+    monkeypatch.setattr(interference, "_tree_cpu", lambda pid: current["server"])
+    monkeypatch.setattr(interference, "_own_cpu", lambda: current["own"])
+    monkeypatch.setattr(interference.time, "monotonic", lambda: current["wall"])
+    monkeypatch.setattr(interference, "other_gpu_processes", lambda ours: None)
+    monitor = BlockMonitor(server_pid)
+    advance()
+    return monitor.finish()
+
+
+def test_other_processes_share_is_what_neither_the_server_nor_we_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # 100 s of machine time: 20 idle, 4 iowait, 6 steal, 70 busy; the server took 40, we 5
+    start = Times(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    end = Times(50.0, 5.0, 15.0, 20.0, 4.0, 6.0)
+    record = _monitor(monkeypatch, start, end, server=(10.0, 50.0), own=(1.0, 6.0),
+                      wall=(100.0, 150.0))
+    assert record == {"wall_s": 50.0, "cpu_steal_pct": 6.0, "other_cpu_pct": 25.0,
+                      "server_cpu_pct": 40.0}
+
+
+def test_counters_that_went_backwards_count_as_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server child that exited takes its CPU seconds with it: never a negative share."""
+    start = Times(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    end = Times(10.0, 0.0, 0.0, 10.0, 0.0, 0.0)
+    record = _monitor(monkeypatch, start, end, server=(30.0, 5.0), own=(2.0, 1.0),
+                      wall=(0.0, 2.5))
+    assert record == {"wall_s": 2.5, "cpu_steal_pct": 0.0, "other_cpu_pct": 50.0,
+                      "server_cpu_pct": 0.0}
+
+
+def test_ours_above_the_machines_busy_time_leaves_no_negative_other_share(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    start = Times(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    end = Times(4.0, 0.0, 0.0, 6.0, 0.0, 0.0)
+    record = _monitor(monkeypatch, start, end, server=(0.0, 8.0), own=(0.0, 1.0),
+                      wall=(0.0, 1.0))
+    assert record["other_cpu_pct"] == 0.0 and record["server_cpu_pct"] == 80.0
+
+
+def test_no_cpu_time_elapsed_records_only_the_wall_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    same = Times(1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+    record = _monitor(monkeypatch, same, same, server=(0.0, 0.0), own=(0.0, 0.0),
+                      wall=(10.0, 10.1234))
+    assert record == {"wall_s": 0.123}
+
+
+def test_gpu_users_are_recorded_when_a_gpu_tool_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    start = Times(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    end = Times(1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+    seen: list[set[int]] = []
+    monkeypatch.setattr(BlockMonitor, "_server_pids", lambda self: {7, 8})
+
+    def gpu_users(ours: set[int]) -> int:
+        seen.append(ours)
+        return 3
+
+    record = _monitor(monkeypatch, start, end, server=(0.0, 0.0), own=(0.0, 0.0),
+                      wall=(0.0, 1.0))
+    assert "other_gpu_processes" not in record          # the helper patched it to None
+    monkeypatch.setattr(interference, "other_gpu_processes", gpu_users)
+    snapshots = iter([start, end])
+    monkeypatch.setattr(interference.psutil, "cpu_times", lambda: next(snapshots))
+    monitor = BlockMonitor(4242)
+    assert monitor.finish()["other_gpu_processes"] == 3 and seen == [{7, 8}]
+
+
+def test_tree_cpu_counts_living_children_and_an_unknown_pid_is_zero() -> None:
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time\nend = time.process_time() + 0.3\n"
+                              "while time.process_time() < end: pass\ntime.sleep(30)"])
+    try:
+        busy = psutil.Process(child.pid)
+        deadline = time.monotonic() + 20
+        while sum(busy.cpu_times()[:2]) < 0.25 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        mine = sum(psutil.Process().cpu_times()[:2])
+        assert _tree_cpu(child.pid) >= 0.25
+        assert _tree_cpu(os.getpid()) >= mine + 0.25     # itself and the busy child
+    finally:
+        child.kill()
+        child.wait()
+    assert _tree_cpu(2 ** 22 + 12345) == 0.0              # no such process
+
+
+def test_server_pids_are_the_tree_and_empty_without_a_server() -> None:
+    assert BlockMonitor(None)._server_pids() == set()
+    assert os.getpid() in BlockMonitor(os.getpid())._server_pids()
+    assert BlockMonitor(2 ** 22 + 12345)._server_pids() == set()
+
+
+def test_amd_smi_pids_are_found_at_any_depth() -> None:
+    text = json.dumps([{"gpu": 0, "process_list": [{"process_info": {"pid": 11, "name": "a"}},
+                                                    {"process_info": {"pid": 12}}]},
+                       {"gpu": 1, "pid": 13, "mem": {"pid": "not a pid"}}])
+    assert sorted(_amd_pids(text)) == [11, 12, 13]
+    assert _amd_pids("not json") == []
+    assert _amd_pids("{}") == []
+
+
+def test_other_gpu_processes_from_nvidia_smi_excludes_ours(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(interference.shutil, "which",
+                        lambda tool: "/usr/bin/nvidia-smi" if tool == "nvidia-smi" else None)
+    calls: list[list[str]] = []
+
+    def run(argv: list[str]) -> str:
+        calls.append(argv)
+        return "101\n102\n\n103\n"
+
+    monkeypatch.setattr(interference, "_run", run)
+    assert other_gpu_processes({101}) == 2
+    assert calls == [["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"]]
+    monkeypatch.setattr(interference, "_run", lambda argv: None)
+    assert other_gpu_processes(set()) is None             # the tool failed: unknown, not 0
+
+
+def test_other_gpu_processes_from_amd_smi(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(interference.shutil, "which",
+                        lambda tool: "/usr/bin/amd-smi" if tool == "amd-smi" else None)
+    calls: list[list[str]] = []
+
+    def run(argv: list[str]) -> str:
+        calls.append(argv)
+        return json.dumps([{"process_list": [{"process_info": {"pid": 5}},
+                                             {"process_info": {"pid": 6}}]}])
+
+    monkeypatch.setattr(interference, "_run", run)
+    assert other_gpu_processes({6}) == 1
+    assert calls == [["amd-smi", "process", "--json"]]
+    monkeypatch.setattr(interference, "_run", lambda argv: None)
+    assert other_gpu_processes(set()) is None
+
+
+def test_no_gpu_tool_means_the_field_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(interference.shutil, "which", lambda tool: None)
+    assert other_gpu_processes(set()) is None
+
+
+def test_run_returns_output_only_for_a_clean_exit() -> None:
+    assert interference._run([sys.executable, "-c", "print('ok')"]) == "ok\n"
+    assert interference._run([sys.executable, "-c", "import sys; sys.exit(3)"]) is None
+    assert interference._run(["/no/such/tool"]) is None
