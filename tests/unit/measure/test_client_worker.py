@@ -1,10 +1,20 @@
-"""servegate.measure.client_worker.memoized: a block's client run reuses the worker's tokenizer.
+"""servegate.measure.client_worker: a block's client run reuses the worker's tokenizer, and the
+worker's own rules (exit codes, the block's log, sys.argv, the line protocol).
 
 The loader here is a counting function (the real one is ``AutoTokenizer.from_pretrained``,
 which needs a model folder); what is pinned is the keep-per-arguments rule."""
 
 from __future__ import annotations
 
+import io
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from servegate.measure import client_worker
 from servegate.measure.client_worker import memoized
 
 
@@ -41,3 +51,73 @@ def test_unhashable_arguments_load_every_time() -> None:
     first = cached("/models/m", extra={"k": 1})
     assert cached("/models/m", extra={"k": 1}) is not first
     assert len(calls) == 2
+
+
+# _run_one and main drive sglang's client in-process. Here a stand-in module named
+# ``sglang.benchmark.serving`` (a test double for the client, whose real runs are the
+# real-sglang tier's) pins the worker's own rules: exit codes, the log, sys.argv, the protocol.
+
+def _stand_in_client(monkeypatch: pytest.MonkeyPatch, behaviour: object) -> list[list[str]]:
+    """Install a stand-in ``sglang.benchmark.serving`` whose cli_main does ``behaviour``."""
+    seen: list[list[str]] = []
+
+    def cli_main() -> None:
+        seen.append(list(sys.argv))
+        print("client output line")
+        print("client warning", file=sys.stderr)
+        if isinstance(behaviour, BaseException):
+            raise behaviour
+
+    serving = types.ModuleType("sglang.benchmark.serving")
+    serving.cli_main = cli_main  # type: ignore[attr-defined]
+    benchmark = types.ModuleType("sglang.benchmark")
+    benchmark.serving = serving  # type: ignore[attr-defined]
+    sglang = types.ModuleType("sglang")
+    sglang.benchmark = benchmark  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sglang", sglang)
+    monkeypatch.setitem(sys.modules, "sglang.benchmark", benchmark)
+    monkeypatch.setitem(sys.modules, "sglang.benchmark.serving", serving)
+    return seen
+
+
+@pytest.mark.parametrize(("behaviour", "reply"), [
+    (None, {"rc": 0}),
+    (SystemExit(None), {"rc": 0}),
+    (SystemExit(0), {"rc": 0}),
+    (SystemExit(2), {"rc": 2, "error": "client exited with 2"}),
+    (SystemExit("bad args"), {"rc": 1, "error": "client exited with 'bad args'"}),
+    (ValueError("no server"), {"rc": 1, "error": "ValueError: no server"}),
+])
+def test_one_run_maps_the_clients_exit_to_a_reply(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path, behaviour: object,
+                                                  reply: dict[str, object]) -> None:
+    seen = _stand_in_client(monkeypatch, behaviour)
+    log = tmp_path / "block.log"
+    log.write_text("earlier block\n")
+    argv_before = list(sys.argv)
+    assert client_worker._run_one(["--num-prompts", "2"], str(log)) == reply
+    assert seen == [["sglang.benchmark.serving", "--num-prompts", "2"]]
+    assert sys.argv == argv_before                        # restored for the next block
+    text = log.read_text()
+    assert text.startswith("earlier block\nclient output line\n")   # appended, both streams
+    assert "client warning" in text
+    assert ("Traceback" in text) is isinstance(behaviour, ValueError)
+
+
+def test_the_worker_answers_one_line_per_request_and_skips_blank_lines(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen = _stand_in_client(monkeypatch, None)
+    monkeypatch.setattr(client_worker, "_keep_tokenizers", lambda: None)
+    requests = [{"argv": ["--seed", 1], "log": str(tmp_path / "a.log")},
+                {"argv": ["--seed", "2"], "log": str(tmp_path / "b.log")}]
+    stdin = io.StringIO("\n".join([json.dumps(requests[0]), "", "  ",
+                                   json.dumps(requests[1])]) + "\n")
+    stdout = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    assert client_worker.main() == 0
+    lines = [json.loads(line) for line in stdout.getvalue().splitlines()]
+    assert lines == [{"ready": True}, {"rc": 0}, {"rc": 0}]
+    assert seen == [["sglang.benchmark.serving", "--seed", "1"],   # argv items as strings
+                    ["sglang.benchmark.serving", "--seed", "2"]]
+    assert (tmp_path / "a.log").exists() and (tmp_path / "b.log").exists()
