@@ -22,8 +22,9 @@ from servegate.serve.launch import build_launch
 _LAUNCHER = 3                   # python -m sglang.launch_server
 _FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_-]*")
 # argv flags servegate sets from profile / suite keys, not from a profile's `args`
-_MANAGED = {"--chunked-prefill-size": "chunked_prefill_size", "--page-size": "page_size",
-            "--dtype": "dtype"}
+_MANAGED = {"--chunked-prefill-size": "chunked_prefill_size", "--page-size": "page_size"}
+# argv flags a suite's [server] table may set (the profile's dtype, if any, is one of its args)
+_SUITE_KEYS = {**_MANAGED, "--dtype": "dtype"}
 
 
 class LaunchRejected(Exception):
@@ -72,12 +73,10 @@ def _where(suite: Suite, launch: Launch, message: str) -> str:
     profile = f"{suite.model.source}: runners.{launch.section}"
     for flag in _FLAG.findall(message):
         name = flag.split("=", 1)[0]
+        if _SUITE_KEYS.get(name) in suite.server_overrides:
+            return f"{suite.source}: server.{_SUITE_KEYS[name]}"
         if name in _MANAGED:
-            key = _MANAGED[name]
-            if key in suite.server_overrides:
-                return f"{suite.source}: server.{key}"
-            if key != "dtype":              # the profile's dtype is one of its args
-                return f"{profile}.{key}"
+            return f"{profile}.{_MANAGED[name]}"
         if any(arg.split("=", 1)[0] == name for arg in launch.server.args):
             return f"{profile}.args ({name})"
     return f"{profile}.args"
