@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 from collections import namedtuple
+from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import psutil
@@ -18,10 +20,15 @@ from servegate.measure.interference import BlockMonitor, _amd_pids, _tree_cpu, o
 Times = namedtuple("Times", "user nice system idle iowait steal")
 
 
-def _monitor(monkeypatch: pytest.MonkeyPatch, start: Times, end: Times, server: tuple[float, float],
-             own: tuple[float, float], wall: tuple[float, float],
-             server_pid: int | None = 4242) -> dict[str, Any]:
-    """A block between two snapshots whose every figure the test chose."""
+IDLE = Times(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)              # the counters at a block's start
+
+
+def _monitor(monkeypatch: pytest.MonkeyPatch, end: Times, server: tuple[float, float],
+             own: tuple[float, float], wall: tuple[float, float], start: Times = IDLE,
+             gpu_users: Callable[[set[int]], int | None] = lambda ours: None) -> dict[str, Any]:
+    """A block between two snapshots whose every figure the test chose. Only the module's own
+    names are replaced (its ``time`` and ``psutil`` bindings), never the stdlib's or psutil's
+    functions themselves, which pytest and mutmut also call."""
     snapshots = iter([(start, server[0], own[0], wall[0]), (end, server[1], own[1], wall[1])])
     current: dict[str, Any] = {}
 
@@ -29,12 +36,13 @@ def _monitor(monkeypatch: pytest.MonkeyPatch, start: Times, end: Times, server: 
         current["cpu"], current["server"], current["own"], current["wall"] = next(snapshots)
 
     advance()
-    monkeypatch.setattr(interference.psutil, "cpu_times", lambda: current["cpu"])
+    monkeypatch.setattr(interference, "psutil", SimpleNamespace(
+        cpu_times=lambda: current["cpu"], Process=psutil.Process, Error=psutil.Error))
+    monkeypatch.setattr(interference, "time", SimpleNamespace(monotonic=lambda: current["wall"]))
     monkeypatch.setattr(interference, "_tree_cpu", lambda pid: current["server"])
     monkeypatch.setattr(interference, "_own_cpu", lambda: current["own"])
-    monkeypatch.setattr(interference.time, "monotonic", lambda: current["wall"])
-    monkeypatch.setattr(interference, "other_gpu_processes", lambda ours: None)
-    monitor = BlockMonitor(server_pid)
+    monkeypatch.setattr(interference, "other_gpu_processes", gpu_users)
+    monitor = BlockMonitor(4242)
     advance()
     return monitor.finish()
 
@@ -42,42 +50,35 @@ def _monitor(monkeypatch: pytest.MonkeyPatch, start: Times, end: Times, server: 
 def test_other_processes_share_is_what_neither_the_server_nor_we_used(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # 100 s of machine time: 20 idle, 4 iowait, 6 steal, 70 busy; the server took 40, we 5
-    start = Times(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     end = Times(50.0, 5.0, 15.0, 20.0, 4.0, 6.0)
-    record = _monitor(monkeypatch, start, end, server=(10.0, 50.0), own=(1.0, 6.0),
-                      wall=(100.0, 150.0))
+    record = _monitor(monkeypatch, end, server=(10.0, 50.0), own=(1.0, 6.0), wall=(100.0, 150.0))
     assert record == {"wall_s": 50.0, "cpu_steal_pct": 6.0, "other_cpu_pct": 25.0,
                       "server_cpu_pct": 40.0}
 
 
 def test_counters_that_went_backwards_count_as_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     """A server child that exited takes its CPU seconds with it: never a negative share."""
-    start = Times(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     end = Times(10.0, 0.0, 0.0, 10.0, 0.0, 0.0)
-    record = _monitor(monkeypatch, start, end, server=(30.0, 5.0), own=(2.0, 1.0),
-                      wall=(0.0, 2.5))
+    record = _monitor(monkeypatch, end, server=(30.0, 5.0), own=(2.0, 1.0), wall=(0.0, 2.5))
     assert record == {"wall_s": 2.5, "cpu_steal_pct": 0.0, "other_cpu_pct": 50.0,
                       "server_cpu_pct": 0.0}
 
 
 def test_ours_above_the_machines_busy_time_leaves_no_negative_other_share(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    start = Times(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     end = Times(4.0, 0.0, 0.0, 6.0, 0.0, 0.0)
-    record = _monitor(monkeypatch, start, end, server=(0.0, 8.0), own=(0.0, 1.0),
-                      wall=(0.0, 1.0))
+    record = _monitor(monkeypatch, end, server=(0.0, 8.0), own=(0.0, 1.0), wall=(0.0, 1.0))
     assert record["other_cpu_pct"] == 0.0 and record["server_cpu_pct"] == 80.0
 
 
 def test_no_cpu_time_elapsed_records_only_the_wall_time(monkeypatch: pytest.MonkeyPatch) -> None:
     same = Times(1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
-    record = _monitor(monkeypatch, same, same, server=(0.0, 0.0), own=(0.0, 0.0),
-                      wall=(10.0, 10.1234))
+    record = _monitor(monkeypatch, same, server=(0.0, 0.0), own=(0.0, 0.0),
+                      wall=(10.0, 10.1234), start=same)
     assert record == {"wall_s": 0.123}
 
 
 def test_gpu_users_are_recorded_when_a_gpu_tool_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    start = Times(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     end = Times(1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
     seen: list[set[int]] = []
     monkeypatch.setattr(BlockMonitor, "_server_pids", lambda self: {7, 8})
@@ -86,14 +87,11 @@ def test_gpu_users_are_recorded_when_a_gpu_tool_answers(monkeypatch: pytest.Monk
         seen.append(ours)
         return 3
 
-    record = _monitor(monkeypatch, start, end, server=(0.0, 0.0), own=(0.0, 0.0),
-                      wall=(0.0, 1.0))
-    assert "other_gpu_processes" not in record          # the helper patched it to None
-    monkeypatch.setattr(interference, "other_gpu_processes", gpu_users)
-    snapshots = iter([start, end])
-    monkeypatch.setattr(interference.psutil, "cpu_times", lambda: next(snapshots))
-    monitor = BlockMonitor(4242)
-    assert monitor.finish()["other_gpu_processes"] == 3 and seen == [{7, 8}]
+    record = _monitor(monkeypatch, end, server=(0.0, 0.0), own=(0.0, 0.0), wall=(0.0, 1.0))
+    assert "other_gpu_processes" not in record          # no GPU tool answered
+    record = _monitor(monkeypatch, end, server=(0.0, 0.0), own=(0.0, 0.0), wall=(0.0, 1.0),
+                      gpu_users=gpu_users)
+    assert record["other_gpu_processes"] == 3 and seen == [{7, 8}]
 
 
 def test_tree_cpu_counts_living_children_and_an_unknown_pid_is_zero() -> None:
