@@ -17,12 +17,15 @@ PREFILL_BATCHES_PER_FIRST_TOKEN = 2.5
 CPU_BASELINE = REPO_ROOT / "baselines" / "cpu" / "smollm2-135m" / "cpu.json"
 
 
-def prefill_delay_ms(slowdown: float) -> float:
-    """The delay per prefill batch that slows the `cpu` load's mean TTFT by ``slowdown``."""
-    baseline = json.loads(CPU_BASELINE.read_text())
-    ttft = next(p["metrics"]["mean_ttft_ms"]["value"] for p in baseline["points"]
-                if p["mode"] == "off")
-    return slowdown * ttft / PREFILL_BATCHES_PER_FIRST_TOKEN
+def prefill_delay_ms(slowdown: float, reference_ttft_ms: float | None = None) -> float:
+    """The delay per prefill batch that slows the `cpu` load's mean TTFT by ``slowdown``: from
+    ``reference_ttft_ms`` (a mean TTFT measured on this load, e.g. by an earlier run of the same
+    test module) or else the committed bf16 CPU baseline's ``off`` mean TTFT."""
+    if reference_ttft_ms is None:
+        baseline = json.loads(CPU_BASELINE.read_text())
+        reference_ttft_ms = next(p["metrics"]["mean_ttft_ms"]["value"]
+                                 for p in baseline["points"] if p["mode"] == "off")
+    return slowdown * reference_ttft_ms / PREFILL_BATCHES_PER_FIRST_TOKEN
 
 
 def decode_delay_ms(slowdown: float) -> float:

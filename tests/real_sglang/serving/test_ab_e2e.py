@@ -7,12 +7,18 @@ time), the blocks alternating between them, and the idle server verified idle du
 of the other. The A/A (the same tree twice) exits 0 with no regression; the slowdown test injects
 a prefill delay into the head server only (``SERVEGATE_INJECT_ARMS=head``) of the size the
 calibration says this design catches with 80 % power at this VM's measured noise
-(:func:`calibrate_blocks.live_pair_calibration`), and it must be reported as a regression.
+(:func:`calibrate_blocks.live_pair_calibration`), and it must be reported as a regression. The
+delay that makes that size comes from the A/A's own base blocks (their mean TTFT, same load,
+same machine, same hour): the A/A runs once per module and the slowdown test reads it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -34,16 +40,40 @@ def _environment_tree() -> Path:
     return release_tree(version("sglang"))
 
 
-def _ab(tmp_path: Path, base: Path, head: Path, capsys: pytest.CaptureFixture[str],
-        *extra: str) -> tuple[int, dict, dict, str]:
-    code = dispatch.main(["ab", "--base", str(base), "--head", str(head), "--suite", str(SUITE),
-                     "--runner", "cpu", "--results-dir", str(tmp_path / "results"), *extra])
-    out = capsys.readouterr().out
-    [run_dir] = (tmp_path / "results").iterdir()
+@dataclass(frozen=True)
+class LivePairRun:
+    """One ``servegate ab`` run: its exit code, run.json, verdict.json and printed verdict."""
+
+    code: int
+    run: dict
+    verdict: dict
+    out: str
+
+    def base_mean_ttft_ms(self) -> float:
+        """The base server's mean TTFT over its blocks (the load's own reference)."""
+        return statistics.fmean(p["metrics"]["mean_ttft_ms"] for p in self.run["points"]
+                                if p["arm"] == "base")
+
+
+def _ab(results: Path, base: Path, head: Path, *extra: str) -> LivePairRun:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = dispatch.main(["ab", "--base", str(base), "--head", str(head), "--suite",
+                              str(SUITE), "--runner", "cpu", "--results-dir", str(results),
+                              *extra])
+    [run_dir] = results.iterdir()
     assert run_dir.name.startswith("ab-cpu-cpu-ab-")
     run = json.loads((run_dir / "run.json").read_text())
     _assert_live_pair(run, run_dir)
-    return code, run, json.loads((run_dir / "verdict.json").read_text()), out
+    return LivePairRun(code, run, json.loads((run_dir / "verdict.json").read_text()),
+                       out.getvalue())
+
+
+@pytest.fixture(scope="module")
+def a_a(tmp_path_factory: pytest.TempPathFactory) -> LivePairRun:
+    """The A/A live pair (the same tree as base and head), run once for the module."""
+    tree = _environment_tree()
+    return _ab(tmp_path_factory.mktemp("a_a") / "results", tree, tree)
 
 
 def _assert_live_pair(run: dict, run_dir: Path) -> None:
@@ -66,22 +96,19 @@ def _assert_live_pair(run: dict, run_dir: Path) -> None:
     assert sum(1 for _ in design["start_seconds"]) == 2
 
 
-def test_a_a_same_tree_is_no_regression(tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
-    tree = _environment_tree()
-    code, _, verdict, out = _ab(tmp_path, tree, tree, capsys)
-    assert code == 0, out
-    checks = verdict["checks"]
+def test_a_a_same_tree_is_no_regression(a_a: LivePairRun) -> None:
+    assert a_a.code == 0, a_a.out
+    checks = a_a.verdict["checks"]
     ab = [c for c in checks if c["kind"] == "ab" and c["primary"]]
-    assert len(ab) == 2 and verdict["family"]["size"] == 2, [c["name"] for c in checks]
+    assert len(ab) == 2 and a_a.verdict["family"]["size"] == 2, [c["name"] for c in checks]
     assert not [c for c in checks if c["verdict"] in ("regression", "error")]
     assert all("start level" in c["reason"] for c in ab), ab
     gsm8k = [c for c in checks if c["kind"] == "accuracy"]
     assert len(gsm8k) == 1 and "paired" in gsm8k[0]["name"]
-    assert "blocks paired between the two live servers" in out
+    assert "blocks paired between the two live servers" in a_a.out
 
 
-def _head_delay_ms() -> tuple[float, float]:
+def _head_delay_ms(reference_ttft_ms: float) -> tuple[float, float]:
     """(TTFT slowdown the design catches with 80 % power, delay per prefill batch in ms)."""
     from servegate.config import load_suite
     from servegate.judge.calibrate_blocks import Noise, live_pair_calibration
@@ -93,21 +120,21 @@ def _head_delay_ms() -> tuple[float, float]:
                                  seed=20261201)
     effect = pair["slowdown_80"]
     assert effect is not None, pair
-    return effect, prefill_delay_ms(effect)
+    return effect, prefill_delay_ms(effect, reference_ttft_ms)
 
 
 def test_prefill_slowdown_in_head_only_is_a_regression(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    effect, delay_ms = _head_delay_ms()
+        a_a: LivePairRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    effect, delay_ms = _head_delay_ms(a_a.base_mean_ttft_ms())
     monkeypatch.setenv("SERVEGATE_INJECT_DELAY_MS", f"{delay_ms:.0f}")
     monkeypatch.setenv("SERVEGATE_INJECT_ARMS", "head")
     tree = _environment_tree()
-    code, run, verdict, out = _ab(tmp_path, tree, tree, capsys, "--skip-accuracy")
-    assert run["injected"]["SERVEGATE_INJECT_ARMS"] == "head"
-    assert code == 1, out
-    ttft = next(c for c in verdict["checks"] if c["kind"] == "ab" and c["primary"]
+    slowed = _ab(tmp_path / "results", tree, tree, "--skip-accuracy")
+    assert slowed.run["injected"]["SERVEGATE_INJECT_ARMS"] == "head"
+    assert slowed.code == 1, slowed.out
+    ttft = next(c for c in slowed.verdict["checks"] if c["kind"] == "ab" and c["primary"]
                 and c["metric"] == "mean_ttft_ms")
     assert ttft["verdict"] == "regression" and ttft["ratio"] > 1.0, ttft
     print(f"\nlive pair: injected +{100 * effect:.0f}% mean TTFT in head ({delay_ms:.0f} ms per "
-          f"prefill batch): head/base {ttft['ratio']:.3f} {ttft['interval']}")
+          f"prefill batch, from the A/A's base mean TTFT {a_a.base_mean_ttft_ms():.0f} ms): "
+          f"head/base {ttft['ratio']:.3f} {ttft['interval']}")

