@@ -44,7 +44,6 @@ class ServerSlot:
     points: tuple[PlannedPoint, ...]
     arm: str = ""                   # head-vs-base runs: which sglang tree this server runs
     in_server: bool = False         # every mode inside this server (``mode`` is the first)
-    all_modes: tuple[str, ...] = ()  # in-server: the modes, in the start's first-round order
 
     @property
     def label(self) -> str:
@@ -55,9 +54,7 @@ class ServerSlot:
 
     @property
     def modes(self) -> tuple[str, ...]:
-        """The modes this server runs, in first-use order."""
-        if self.all_modes:
-            return self.all_modes
+        """The modes this server runs, in first-use order (in-server: the first round's)."""
         return tuple(dict.fromkeys(p.mode for p in self.points)) or (self.mode,)
 
 
@@ -138,20 +135,20 @@ def build_block_plan(modes: tuple[str, ...] | list[str],
     order = 0
     for start in range(starts):
         rounds = block_mode_orders(modes, blocks, start, seed)
-        for arm, _ in arm_order(arms, ["*"], start, seed):
+        for arm, _ in arm_order(arms, ["*"], start, seed):  # pragma: no mutate (only arms used)
             points = []
             for block, round_modes in enumerate(rounds):
                 repeat = start * blocks + block
                 for mode in round_modes:
-                    for conc, prompts in zip(concurrency, num_prompts, strict=True):
+                    # lengths checked above: strict never fires (so not mutated)
+                    for conc, prompts in zip(concurrency, num_prompts, strict=True):  # pragma: no mutate
                         points.append(PlannedPoint(
                             mode=mode, concurrency=conc, num_prompts=prompts, repeat=repeat,
                             order=order, seed=seed + 1000 * repeat + conc, arm=arm,
                             start=start, block=block))
                         order += 1
             slots.append(ServerSlot(mode=points[0].mode, repeat=start, index=len(slots),
-                                    points=tuple(points), arm=arm, in_server=True,
-                                    all_modes=tuple(rounds[0])))
+                                    points=tuple(points), arm=arm, in_server=True))
     return slots
 
 
@@ -221,7 +218,7 @@ def build_live_pair_plan(modes: tuple[str, ...] | list[str],
         points = pair_block_order({s.arm: list(s.points) for s in mine}, start, seed)
         points = [dataclasses.replace(p, order=order + i) for i, p in enumerate(points)]
         order += len(points)
-        split = device_split(gpus, per_server, start) if gpus else None
+        split = device_split(gpus, per_server, start)
         pairs.append(LivePair(start, tuple(mine), tuple(points), split or ()))
     return pairs
 

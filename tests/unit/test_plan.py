@@ -7,13 +7,19 @@ from collections import Counter
 
 import pytest
 
+from servegate import plan as plan_module
+from servegate.config import load_suite, suite_path
 from servegate.plan import (
+    PairLayout,
+    PlannedPoint,
     block_mode_orders,
     build_block_plan,
     build_live_pair_plan,
     build_plan,
     device_split,
+    live_pair_layout,
     mode_order,
+    pair_block_order,
     total_points,
 )
 
@@ -213,8 +219,18 @@ def test_arms_take_turns_going_first() -> None:
 
 
 def test_mismatched_prompt_counts_rejected() -> None:
-    with pytest.raises(ValueError, match="one prompt count per concurrency"):
+    with pytest.raises(ValueError, match=r"^one prompt count per concurrency is required$"):
         build_block_plan(MODES, (2, 4), (8,), starts=1, blocks=1, seed=0)
+
+
+def test_the_cpu_suites_block_order_is_the_one_its_runs_recorded() -> None:
+    """The seeded order is part of a run's record (run.json ``design.order``): the `cpu` suite's
+    seed 20261130 gave forced, off, on | on, off, forced in every run of 2026-12-01, so a rerun
+    of an old run's seed repeats its order, the first round as drawn and the second reversed."""
+    assert block_mode_orders(MODES, 4, 0, 20261130) == [
+        ["forced", "off", "on"], ["on", "off", "forced"]] * 2
+    [slot] = build_block_plan(MODES, (2,), (2,), starts=1, blocks=2, seed=20261130)
+    assert slot.modes == ("forced", "off", "on") and slot.mode == "forced"
 
 
 # Head vs base: the interleaved plan, and the judge pairing head with base inside one run.
@@ -276,6 +292,41 @@ def test_orders_are_global_and_unique() -> None:
     assert orders == list(range(len(orders)))
 
 
+def _points(arm: str, keys: list[tuple[int, str]]) -> list[PlannedPoint]:
+    return [PlannedPoint(mode=mode, concurrency=2, num_prompts=2, repeat=block, order=99,
+                         seed=block, arm=arm, start=0, block=block) for block, mode in keys]
+
+
+def test_pair_order_follows_the_first_arms_blocks_and_numbers_them() -> None:
+    """The arm drawn to go first sets the sequence of (block, mode) groups, the other arm's
+    copy of each group right beside it, the arms swapping every group; orders are 0..n-1."""
+    keys = [(0, "off"), (0, "on"), (1, "on"), (1, "off")]
+    for seed in range(6):
+        per_arm = {"base": _points("base", keys), "head": _points("head", keys[::-1])}
+        out = pair_block_order(per_arm, 0, seed)
+        first = out[0].arm
+        other = "head" if first == "base" else "base"
+        assert [(p.block, p.mode) for p in out[0::2]] == [
+            (p.block, p.mode) for p in per_arm[first]]
+        assert [p.arm for p in out] == [first, other, other, first] * 2
+        assert [(p.block, p.mode) for p in out[1::2]] == [(p.block, p.mode) for p in out[0::2]]
+        assert [p.order for p in out] == list(range(8))
+    firsts = {pair_block_order({"base": _points("base", keys), "head": _points("head", keys)},
+                               start, 7)[0].arm for start in range(12)}
+    assert firsts == {"base", "head"}                    # the first arm is a draw per start
+
+
+def test_one_device_per_server_is_a_split_too() -> None:
+    assert device_split(2, 1, 0) == ((0,), (1,))
+    assert device_split(2, 1, 1) == ((1,), (0,))
+    assert device_split(1, 1, 0) is None
+
+
+def test_a_live_pair_plan_without_a_server_size_gets_no_devices() -> None:
+    pairs = build_live_pair_plan(["off"], [2], [2], 1, 1, seed=1, gpus=8)
+    assert pairs[0].devices == ()
+
+
 def test_device_sets_are_disjoint_and_cross_over_between_starts() -> None:
     assert device_split(8, 4, 0) == ((0, 1, 2, 3), (4, 5, 6, 7))
     assert device_split(8, 4, 1) == ((4, 5, 6, 7), (0, 1, 2, 3))
@@ -306,6 +357,7 @@ def test_device_sets_are_disjoint_and_cross_over_between_starts() -> None:
     (("--model", "m", "--tp"), 1),
     (("--tp", "four"), None),                                    # not modelled: say so
     (("--pp-size=x",), None),
+    (("--tp=4=2",), None),                                       # one value after the first =
 ])
 def test_expected_schedulers_counts_tp_pp_and_plain_dp(args: tuple[str, ...],
                                                        expected: int | None) -> None:
@@ -313,3 +365,34 @@ def test_expected_schedulers_counts_tp_pp_and_plain_dp(args: tuple[str, ...],
 
     assert expected_schedulers(args) == expected
     assert expected_schedulers(list(args)) == expected
+
+
+# ------------------------------------------------------------- can this runner hold a pair?
+
+def test_a_cpu_holds_a_live_pair_and_says_how() -> None:
+    suite = load_suite(suite_path("premerge"))
+    for runner in ("cpu", "cpu-gfx95"):
+        assert live_pair_layout(suite, runner) == PairLayout(
+            True, 0, 0, "live pair: both servers on this CPU, one busy at a time")
+
+
+def test_eight_gpus_hold_two_tp4_servers_and_the_note_says_so() -> None:
+    suite = load_suite(suite_path("premerge"))
+    assert live_pair_layout(suite, "mi355x") == PairLayout(
+        True, 8, 4, "live pair: 4 of 8 GPUs per server, halves crossed over between starts")
+    assert live_pair_layout(suite, "mi355x", gpus=16).gpus == 16     # the detected count wins
+
+
+def test_too_few_gpus_name_the_class_and_what_two_servers_need() -> None:
+    suite = load_suite(suite_path("premerge"))
+    assert live_pair_layout(suite, "mi325x") == PairLayout(
+        False, 4, 4, "no live pair: mi325x has 4 GPUs, two servers need 8; base and head get "
+                     "a start each, one after the other")
+
+
+def test_unmodelled_server_arguments_count_as_one_device_per_server(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    suite = load_suite(suite_path("premerge"))
+    monkeypatch.setattr(plan_module, "expected_schedulers", lambda args: None)
+    assert live_pair_layout(suite, "mi325x", gpus=2) == PairLayout(
+        True, 2, 1, "live pair: 1 of 2 GPUs per server, halves crossed over between starts")

@@ -106,7 +106,7 @@ def _run(argv: list[str]) -> str | None:
 
 def other_gpu_processes(ours: set[int]) -> int | None:
     """Processes on the GPUs that are not the server's (None when no GPU tool is installed)."""
-    pids: set[int] = set()
+    pids: set[int]
     if shutil.which("nvidia-smi"):
         out = _run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"])
         if out is None:

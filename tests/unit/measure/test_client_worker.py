@@ -53,6 +53,23 @@ def test_unhashable_arguments_load_every_time() -> None:
     assert len(calls) == 2
 
 
+def test_positional_and_keyword_arguments_both_reach_the_loader() -> None:
+    cached = memoized(lambda *args, **kwargs: (args, kwargs))
+    assert cached("/models/m", use_fast=True) == (("/models/m",), {"use_fast": True})
+    assert cached("/models/m", extra={"k": 1}) == (("/models/m",), {"extra": {"k": 1}})
+
+
+class _FlushRecorder(io.StringIO):
+    """A pipe's reader sees only what was flushed: keep the text at every flush."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushed: list[str] = []
+
+    def flush(self) -> None:
+        self.flushed.append(self.getvalue())
+
+
 # _run_one and main drive sglang's client in-process. Here a stand-in module named
 # ``sglang.benchmark.serving`` (a test double for the client, whose real runs are the
 # real-sglang tier's) pins the worker's own rules: exit codes, the log, sys.argv, the protocol.
@@ -65,6 +82,7 @@ def _stand_in_client(monkeypatch: pytest.MonkeyPatch, behaviour: object) -> list
         seen.append(list(sys.argv))
         print("client output line")
         print("client warning", file=sys.stderr)
+        sys.stderr.write("client stderr write\n")
         if isinstance(behaviour, BaseException):
             raise behaviour
 
@@ -100,7 +118,7 @@ def test_one_run_maps_the_clients_exit_to_a_reply(monkeypatch: pytest.MonkeyPatc
     assert sys.argv == argv_before                        # restored for the next block
     text = log.read_text()
     assert text.startswith("earlier block\nclient output line\n")   # appended, both streams
-    assert "client warning" in text
+    assert "client warning" in text and "client stderr write" in text
     assert ("Traceback" in text) is isinstance(behaviour, ValueError)
 
 
@@ -112,12 +130,15 @@ def test_the_worker_answers_one_line_per_request_and_skips_blank_lines(
                 {"argv": ["--seed", "2"], "log": str(tmp_path / "b.log")}]
     stdin = io.StringIO("\n".join([json.dumps(requests[0]), "", "  ",
                                    json.dumps(requests[1])]) + "\n")
-    stdout = io.StringIO()
+    stdout = _FlushRecorder()
     monkeypatch.setattr(sys, "stdin", stdin)
     monkeypatch.setattr(sys, "stdout", stdout)
     assert client_worker.main() == 0
     lines = [json.loads(line) for line in stdout.getvalue().splitlines()]
     assert lines == [{"ready": True}, {"rc": 0}, {"rc": 0}]
+    # every line reaches bench as it is written (bench blocks on it), not at exit
+    assert [len(text.splitlines()) for text in stdout.flushed][-3:] == [1, 2, 3]
+    assert stdout.flushed[-1] == stdout.getvalue()
     assert seen == [["sglang.benchmark.serving", "--seed", "1"],   # argv items as strings
                     ["sglang.benchmark.serving", "--seed", "2"]]
     assert (tmp_path / "a.log").exists() and (tmp_path / "b.log").exists()

@@ -23,14 +23,22 @@ Times = namedtuple("Times", "user nice system idle iowait steal")
 IDLE = Times(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)              # the counters at a block's start
 
 
-def _monitor(monkeypatch: pytest.MonkeyPatch, end: Times, server: tuple[float, float],
-             own: tuple[float, float], wall: tuple[float, float], start: Times = IDLE,
-             gpu_users: Callable[[set[int]], int | None] = lambda ours: None) -> dict[str, Any]:
+def _monitor(monkeypatch: pytest.MonkeyPatch, end: Any, server: tuple[float, float],
+             own: tuple[float, float], wall: tuple[float, float], start: Any = IDLE,
+             gpu_users: Callable[[set[int]], int | None] = lambda ours: None,
+             server_pid: int | None = 4242, tree_calls: list[int] | None = None
+             ) -> dict[str, Any]:
     """A block between two snapshots whose every figure the test chose. Only the module's own
     names are replaced (its ``time`` and ``psutil`` bindings), never the stdlib's or psutil's
-    functions themselves, which pytest and mutmut also call."""
+    functions themselves, which pytest and mutmut also call. ``tree_calls`` collects the pids
+    the server's CPU was asked for."""
     snapshots = iter([(start, server[0], own[0], wall[0]), (end, server[1], own[1], wall[1])])
     current: dict[str, Any] = {}
+    calls = [] if tree_calls is None else tree_calls
+
+    def tree_cpu(pid: int) -> float:
+        calls.append(pid)
+        return current["server"]
 
     def advance() -> None:
         current["cpu"], current["server"], current["own"], current["wall"] = next(snapshots)
@@ -39,10 +47,10 @@ def _monitor(monkeypatch: pytest.MonkeyPatch, end: Times, server: tuple[float, f
     monkeypatch.setattr(interference, "psutil", SimpleNamespace(
         cpu_times=lambda: current["cpu"], Process=psutil.Process, Error=psutil.Error))
     monkeypatch.setattr(interference, "time", SimpleNamespace(monotonic=lambda: current["wall"]))
-    monkeypatch.setattr(interference, "_tree_cpu", lambda pid: current["server"])
+    monkeypatch.setattr(interference, "_tree_cpu", tree_cpu)
     monkeypatch.setattr(interference, "_own_cpu", lambda: current["own"])
     monkeypatch.setattr(interference, "other_gpu_processes", gpu_users)
-    monitor = BlockMonitor(4242)
+    monitor = BlockMonitor(server_pid)
     advance()
     return monitor.finish()
 
@@ -54,6 +62,45 @@ def test_other_processes_share_is_what_neither_the_server_nor_we_used(
     record = _monitor(monkeypatch, end, server=(10.0, 50.0), own=(1.0, 6.0), wall=(100.0, 150.0))
     assert record == {"wall_s": 50.0, "cpu_steal_pct": 6.0, "other_cpu_pct": 25.0,
                       "server_cpu_pct": 40.0}
+
+
+def test_shares_are_differences_of_the_counters_rounded_to_hundredths(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counters already running at the block's start: 300 s of machine time, 100 idle + 10
+    iowait, 1 steal, 189 busy; the server 100, we 5.5."""
+    start = Times(10.0, 1.0, 5.0, 30.0, 2.0, 3.0)
+    end = Times(160.0, 1.0, 44.0, 130.0, 12.0, 4.0)
+    calls: list[int] = []
+    record = _monitor(monkeypatch, end, server=(10.0, 110.0), own=(1.0, 6.5),
+                      wall=(100.0, 150.12345), start=start, tree_calls=calls)
+    assert record == {"wall_s": 50.123, "cpu_steal_pct": 0.33, "other_cpu_pct": 27.83,
+                      "server_cpu_pct": 33.33}
+    assert calls == [4242, 4242]                       # the server's tree, at start and end
+
+
+def test_counters_without_iowait_or_steal_count_them_as_zero(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """psutil leaves out the fields a platform does not have (macOS: no iowait, no steal)."""
+    bare = namedtuple("Bare", "user nice system idle")
+    record = _monitor(monkeypatch, bare(41.0, 0.0, 11.0, 52.0), server=(0.0, 20.0),
+                      own=(0.0, 5.0), wall=(0.0, 1.0), start=bare(1.0, 0.0, 1.0, 2.0))
+    assert record == {"wall_s": 1.0, "cpu_steal_pct": 0.0, "other_cpu_pct": 25.0,
+                      "server_cpu_pct": 20.0}
+
+
+def test_one_second_of_machine_time_is_a_block_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    end = Times(0.5, 0.0, 0.0, 0.5, 0.0, 0.0)
+    record = _monitor(monkeypatch, end, server=(0.0, 0.25), own=(0.0, 0.0), wall=(0.0, 0.5))
+    assert record == {"wall_s": 0.5, "cpu_steal_pct": 0.0, "other_cpu_pct": 25.0,
+                      "server_cpu_pct": 25.0}
+
+
+def test_without_a_server_no_process_tree_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    end = Times(10.0, 0.0, 0.0, 10.0, 0.0, 0.0)
+    record = _monitor(monkeypatch, end, server=(0.0, 0.0), own=(0.0, 1.0), wall=(0.0, 1.0),
+                      server_pid=None, tree_calls=calls)
+    assert calls == [] and record["server_cpu_pct"] == 0.0 and record["other_cpu_pct"] == 45.0
 
 
 def test_counters_that_went_backwards_count_as_zero(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,6 +159,57 @@ def test_tree_cpu_counts_living_children_and_an_unknown_pid_is_zero() -> None:
         child.kill()
         child.wait()
     assert _tree_cpu(2 ** 22 + 12345) == 0.0              # no such process
+
+
+FAKE_TIMES = {1: (1.0, 0.5), 3: (2.0, 0.25)}       # user, system per pid of the fake tree
+
+
+class _FakeProcess:
+    """A process tree at psutil's boundary: pid 1 with a child 2 (gone: its times raise)
+    listed before a grandchild 3; ``children`` honours ``recursive`` as psutil does."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def children(self, recursive: bool = False) -> list[_FakeProcess]:
+        return [_FakeProcess(2), _FakeProcess(3)] if recursive is True else [_FakeProcess(2)]
+
+    def cpu_times(self) -> SimpleNamespace:
+        if self.pid not in FAKE_TIMES:
+            raise psutil.NoSuchProcess(self.pid)
+        user, system = FAKE_TIMES[self.pid]
+        return SimpleNamespace(user=user, system=system)
+
+
+def test_tree_cpu_sums_every_descendant_past_one_that_is_gone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(interference, "psutil", SimpleNamespace(
+        Process=_FakeProcess, Error=psutil.Error))
+    assert _tree_cpu(1) == 3.75
+    monitor = BlockMonitor.__new__(BlockMonitor)      # no snapshot: only the tree is asked
+    monitor.server_pid = 1
+    assert monitor._server_pids() == {1, 2, 3}
+
+
+def test_own_cpu_is_this_process_and_its_finished_children(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(interference, "os", SimpleNamespace(times=lambda: SimpleNamespace(
+        user=1.0, system=2.0, children_user=4.0, children_system=8.0)))
+    assert interference._own_cpu() == 15.0
+
+
+def test_a_hung_gpu_tool_costs_a_block_at_most_ten_seconds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def run(argv: list[str], **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+
+    monkeypatch.setattr(interference, "subprocess", SimpleNamespace(
+        run=run, TimeoutExpired=subprocess.TimeoutExpired))
+    assert interference._run(["nvidia-smi"]) is None
+    assert seen == {"capture_output": True, "text": True, "timeout": 10}
 
 
 def test_server_pids_are_the_tree_and_empty_without_a_server() -> None:
