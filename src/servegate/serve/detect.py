@@ -29,6 +29,8 @@ from servegate.core.errors import ServegateError
 from servegate.core.results import Fingerprint
 
 IMAGE_ENV_VARS = ("SERVEGATE_IMAGE", "SGLANG_IMAGE", "DOCKER_IMAGE", "CONTAINER_IMAGE")
+# nvidia-smi names no architecture: any NVIDIA device classifies as "cuda" (arch_of lowercases)
+NVIDIA_SMI_ARCH = "cuda"  # pragma: no mutate (any case of cuda classifies alike)
 
 
 class RunnerError(ServegateError, ValueError):
@@ -60,7 +62,7 @@ def _from_torch(torch: ModuleType) -> Detected | None:
     name = str(getattr(props, "name", ""))
     if getattr(torch.version, "hip", None):
         arch = str(getattr(props, "gcnArchName", ""))
-        return Detected(runner_classes.classify(arch, name).name, "torch", name, arch.split(":", 1)[0],
+        return Detected(runner_classes.classify(arch, name).name, "torch", name, arch.partition(":")[0],
                         count)
     if getattr(torch.version, "cuda", None):
         major, minor = getattr(props, "major", None), getattr(props, "minor", None)
@@ -73,7 +75,7 @@ def _run(argv: list[str]) -> str:
     if shutil.which(argv[0]) is None:
         return ""
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return proc.stdout if proc.returncode == 0 else ""
@@ -90,7 +92,7 @@ def _from_tools() -> Detected | None:
     names = [line.strip() for line in _run(
         ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]).splitlines() if line.strip()]
     if names:
-        return Detected(runner_classes.classify("cuda", names[0]).name, "nvidia-smi", names[0], "",
+        return Detected(runner_classes.classify(NVIDIA_SMI_ARCH, names[0]).name, "nvidia-smi", names[0], "",
                         len(names))
     return None
 
@@ -146,9 +148,9 @@ def _version(package: str) -> str:
 def _cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """The CPU's marketing name (Linux ``model name``), else what ``platform`` says, else ""."""
     try:
-        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+        text = cpuinfo.read_bytes().decode("utf-8", errors="replace")
     except OSError:
-        text = ""
+        text = ""  # pragma: no mutate (any text without a model line: the platform's name)
     found = re.search(r"^(?:model name|Hardware|cpu model)\s*:\s*(.+?)\s*$", text, flags=re.M)
     return found.group(1) if found else platform.processor()
 

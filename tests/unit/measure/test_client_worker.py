@@ -59,6 +59,28 @@ def test_positional_and_keyword_arguments_both_reach_the_loader() -> None:
     assert cached("/models/m", extra={"k": 1}) == (("/models/m",), {"extra": {"k": 1}})
 
 
+def test_the_worker_keeps_each_tokenizer_it_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``AutoTokenizer.from_pretrained`` (a stand-in ``transformers``: the real one needs a model
+    folder) is kept per argument set once the worker starts; nothing breaks without it."""
+    loads: list[str] = []
+
+    class AutoTokenizer:
+        @staticmethod
+        def from_pretrained(path: str, **kwargs: object) -> object:
+            loads.append(path)
+            return object()
+
+    monkeypatch.setitem(sys.modules, "transformers",
+                        types.SimpleNamespace(AutoTokenizer=AutoTokenizer))
+    client_worker._keep_tokenizers()
+    first = AutoTokenizer.from_pretrained("/models/m", trust_remote_code=False)
+    assert AutoTokenizer.from_pretrained("/models/m", trust_remote_code=False) is first
+    assert AutoTokenizer.from_pretrained("/models/n") is not first
+    assert loads == ["/models/m", "/models/n"]
+    monkeypatch.setitem(sys.modules, "transformers", None)      # import fails: left as it is
+    client_worker._keep_tokenizers()
+
+
 class _FlushRecorder(io.StringIO):
     """A pipe's reader sees only what was flushed: keep the text at every flush."""
 

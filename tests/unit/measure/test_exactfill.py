@@ -66,7 +66,7 @@ def test_a_contradicting_gate_is_a_mismatch(mode: str, runner: str, gate: bool, 
 
 def test_effective_needs_every_saturated_batch_at_the_chunk(not_aligned: Alignment) -> None:
     assert check_block_effective("off", "cpu", _acks("off", False), not_aligned) is False
-    with pytest.raises(ExactFillMismatch, match="saturated prefill batches are exactly 256"):
+    with pytest.raises(ExactFillMismatch, match=r"^mode forced: exact fill is on, but only "):
         check_block_effective("forced", "cpu", _acks("forced", True), not_aligned)
 
 
@@ -134,8 +134,9 @@ def test_gate_on_where_it_must_be_off_fails() -> None:
 def test_effective_without_saturated_batches_is_not_misaligned() -> None:
     on = "servegate-hook: exact chunk fill gate=True in pid 11\n"
     assert check_effective("on", "mi355x", on, _aligned(0, 0.0)) is True
-    with pytest.raises(ExactFillMismatch, match=r"only 50% of 3 saturated prefill batches are "
-                                                r"exactly 256 tokens \(smallest 200\)"):
+    with pytest.raises(ExactFillMismatch, match=r"^mode on: exact fill is on, but only 50% of 3 "
+                                                r"saturated prefill batches are exactly 256 "
+                                                r"tokens \(smallest 200\)$"):
         check_effective("on", "mi355x", on, _aligned(3, 0.5))
 
 

@@ -52,8 +52,11 @@ def test_summary_tables_per_concurrency_rows_in_mode_then_repeat_order() -> None
         "| off | 1 | 10.0 | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | 50% | 3 | 200 | no |",
         "| forced | 0 | 9.0 | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | 100% | 3 | 200 | yes |",
     ]
-    assert lines[19] == ""
-    assert lines[20].startswith("`aligned`: share of saturated prefill batches")
+    assert lines[19:] == [
+        "", "`aligned`: share of saturated prefill batches (prefill work left over, i.e. cut by "
+        "the budget) that are exactly the chunk size; warm-up and health-check batches "
+        "excluded. `exact fill`: read back from the server (hook line and gate value)."]
+    assert render(RUN).endswith("(hook line and gate value).\n")   # the file ends its last line
 
 
 def test_incomplete_run_without_fingerprint_says_so() -> None:

@@ -381,6 +381,29 @@ def test_cpu_model_from_cpuinfo(tmp_path: Path) -> None:
     assert detect._cpu_model(info) == "Loongson-3A5000"
 
 
+def test_cpu_model_survives_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    """/proc/cpuinfo is bytes from firmware: a stray byte is replaced, never a crash."""
+    info = tmp_path / "cpuinfo"
+    info.write_bytes(b"processor\t: 0\nmodel name\t: Vendor \xff CPU 9\n")
+    assert detect._cpu_model(info) == "Vendor \ufffd CPU 9"
+
+
+def test_a_hung_device_tool_costs_detection_at_most_thirty_seconds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    seen: dict[str, Any] = {}
+
+    def run(argv: list[str], **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+
+    monkeypatch.setattr(detect, "subprocess", types.SimpleNamespace(
+        run=run, TimeoutExpired=subprocess.TimeoutExpired))
+    assert detect._run([sys.executable, "-c", "pass"]) == ""
+    assert seen == {"capture_output": True, "text": True, "timeout": 30}
+
+
 def test_cpu_model_falls_back_to_platform(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(platform, "processor", lambda: "arm")
