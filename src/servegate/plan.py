@@ -121,6 +121,10 @@ def block_mode_orders(modes: tuple[str, ...] | list[str], blocks: int, start: in
     return [base if r % 2 == 0 else base[::-1] for r in range(blocks)]
 
 
+# arm_order's mode list for an in-server start: one server per arm, whatever its modes
+ONE_SERVER = ["*"]  # pragma: no mutate (a placeholder: only the arms' order is used)
+
+
 def build_block_plan(modes: tuple[str, ...] | list[str],
                      concurrency: tuple[int, ...] | list[int],
                      num_prompts: tuple[int, ...] | list[int], starts: int, blocks: int,
@@ -135,7 +139,7 @@ def build_block_plan(modes: tuple[str, ...] | list[str],
     order = 0
     for start in range(starts):
         rounds = block_mode_orders(modes, blocks, start, seed)
-        for arm, _ in arm_order(arms, ["*"], start, seed):  # pragma: no mutate (only arms used)
+        for arm, _ in arm_order(arms, ONE_SERVER, start, seed):
             points = []
             for block, round_modes in enumerate(rounds):
                 repeat = start * blocks + block

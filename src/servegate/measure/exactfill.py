@@ -119,8 +119,8 @@ def _block_state(mode: str, acks: list[Ack]) -> bool:
                                 f"switch (no 'servegate-hook: mode ack' line)")
     latest: dict[int, Ack] = {}
     for ack in acks:
-        # (">" would pick alike: one acknowledgement per pid and seq)
-        if ack.pid not in latest or ack.seq >= latest[ack.pid].seq:  # pragma: no mutate (> alike)
+        if ack.pid not in latest or \
+                ack.seq >= latest[ack.pid].seq:  # pragma: no mutate (> alike: 1 ack a pid and seq)
             latest[ack.pid] = ack
     wrong = sorted(pid for pid, a in latest.items() if a.mode != mode)
     if wrong:

@@ -33,9 +33,9 @@ def render(run: Run) -> str:
                   "exact fill |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         # one arm default for every point (single-tree runs have none): any default sorts alike
-        for p in sorted((p for p in points if p["concurrency"] == conc),  # pragma: no mutate
-                        key=lambda p: (p.get("arm", ""), MODES.index(p["mode"]),  # pragma: no mutate
-                                       p["repeat"])):
+        for p in sorted((p for p in points if p["concurrency"] == conc),
+                        key=lambda p: (p.get("arm", ""),  # pragma: no mutate
+                                       MODES.index(p["mode"]), p["repeat"])):
             m, a = p["metrics"], p["alignment"]
             aligned = f"{a['aligned_fraction']:.0%}" if a["saturated_batches"] else "n/a"
             lines.append(
