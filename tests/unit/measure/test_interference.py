@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 import pytest
+from hung_tool import timing_out_subprocess
 
 from servegate.measure import interference
 from servegate.measure.interference import BlockMonitor, _amd_pids, _tree_cpu, other_gpu_processes
@@ -201,13 +202,7 @@ def test_own_cpu_is_this_process_and_its_finished_children(
 def test_a_hung_gpu_tool_costs_a_block_at_most_ten_seconds(
         monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
-
-    def run(argv: list[str], **kwargs: Any) -> Any:
-        seen.update(kwargs)
-        raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
-
-    monkeypatch.setattr(interference, "subprocess", SimpleNamespace(
-        run=run, TimeoutExpired=subprocess.TimeoutExpired))
+    monkeypatch.setattr(interference, "subprocess", timing_out_subprocess(seen))
     assert interference._run(["nvidia-smi"]) is None
     assert seen == {"capture_output": True, "text": True, "timeout": 10}
 

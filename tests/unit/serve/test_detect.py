@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from fake_torch import FakeTorch
+from hung_tool import timing_out_subprocess
 
 from servegate.serve import detect
 
@@ -390,16 +391,8 @@ def test_cpu_model_survives_bytes_that_are_not_utf8(tmp_path: Path) -> None:
 
 def test_a_hung_device_tool_costs_detection_at_most_thirty_seconds(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import subprocess
-
     seen: dict[str, Any] = {}
-
-    def run(argv: list[str], **kwargs: Any) -> Any:
-        seen.update(kwargs)
-        raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
-
-    monkeypatch.setattr(detect, "subprocess", types.SimpleNamespace(
-        run=run, TimeoutExpired=subprocess.TimeoutExpired))
+    monkeypatch.setattr(detect, "subprocess", timing_out_subprocess(seen))
     assert detect._run([sys.executable, "-c", "pass"]) == ""
     assert seen == {"capture_output": True, "text": True, "timeout": 30}
 
