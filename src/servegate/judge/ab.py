@@ -9,6 +9,7 @@ are judged on the head arm alone. A point one arm lacks is an error, never a sil
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -69,20 +70,18 @@ def _accuracy_pending(run_dir: Path, mode: str, config: JudgeConfig) -> Pending:
     name = f"{mode} GSM8K head vs base (paired, non-inferior within {100 * margin:.1f} pp)"
 
     def evaluate(confidence: float) -> Check:
-        check = Check("accuracy", name, "accuracy", "inconclusive", mode=mode,
-                      reference="base", floor=margin)
+        check = partial(Check, "accuracy", name, "accuracy", mode=mode, reference="base",
+                        floor=margin)
         try:
             paired = paired_analysis(run_dir, f"head-{mode}", f"base-{mode}")
         except RecordsError as err:
-            check.verdict, check.reason = "error", str(err)
-            return check
+            return check("error", reason=str(err))
         cells = [paired[k] for k in ("both_correct", "a_only", "b_only", "both_wrong")]
         n = sum(cells)
-        check.interval = paired_difference(*cells, confidence=confidence)
-        check.current_value = (cells[0] + cells[1]) / n
-        check.reference_value = (cells[0] + cells[2]) / n
-        check.verdict = noninferiority(check.interval, margin)
-        return check
+        interval = paired_difference(*cells, confidence=confidence)
+        return check(noninferiority(interval, margin), interval=interval,
+                     current_value=(cells[0] + cells[1]) / n,
+                     reference_value=(cells[0] + cells[2]) / n)
 
     return Pending(name, True, evaluate)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -368,7 +367,7 @@ class Judge:
 
 
 def block_pendings(run: Run, evidence: Evidence, config: JudgeConfig, *,
-                   baseline: Evidence | None = None, run_dir: Path | None = None,
+                   baseline: Evidence | None = None,
                    extra: list[Pending] | None = None) -> list[Pending]:
     """Every block check of a run: head vs base (when it is one), baseline, claims."""
     judge = Judge(run, evidence, config)

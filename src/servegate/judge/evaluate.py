@@ -131,7 +131,7 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
                f"({design.get('pair_note') or 'no live pair'})")
         notes.append(f"head vs base: head {run['ab']['head'].get('path')} against base "
                      f"{run['ab']['base'].get('path')}, {how}")
-        pendings = block_pendings(run, evidence_from_run(dict(run)), config, run_dir=run_dir,
+        pendings = block_pendings(run, evidence_from_run(dict(run)), config,
                                   extra=ab_accuracy_pendings(run, run_dir, config,
                                                              primary=not config.family))
         return _decide(run_dir, run, config, pendings, notes, strict, None, None)

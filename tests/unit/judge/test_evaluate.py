@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from judge_runs import make_run, write_gsm8k_records
+from unit.judge.block_runs import judge_table, write_block_run
 
 from servegate.config.judge import JudgeConfig, JudgeConfigError
 from servegate.judge.baselines import baseline_from_run
@@ -353,3 +354,125 @@ def test_other_gpu_processes_make_a_block_busy() -> None:
     note = interference_note([_point("off", 0, 0.0, gpu=2), _point("on", 0, 0.0)])
     assert note is not None and "during 1 of 2 blocks" in note
     assert "other GPU processes in 1" in note
+
+
+def test_a_block_is_busy_from_five_percent_of_other_cpu_and_steal_together() -> None:
+    assert interference_note([_point("off", 0, 3.0, steal=1.9)]) is None
+    steal_only = {"mode": "on", "concurrency": 2, "machine": {"cpu_steal_pct": 4.5}}
+    assert interference_note([steal_only]) is None          # a missing share counts as 0 %
+    assert interference_note([_point("off", 0, 5.0)]) is not None
+    assert interference_note([_point("off", 0, 3.0, steal=4.0)]) == (
+        "interference: other processes or CPU steal took >= 5 % of the CPU during 1 of 1 "
+        "blocks (worst 7 % in off@c2 s0 b0): their timings are suspect (points[*].machine)")
+
+
+def test_only_blocks_with_other_gpu_processes_are_counted_as_such() -> None:
+    note = interference_note([_point("off", 0, 30.0), _point("on", 0, 0.0, gpu=1)])
+    assert note is not None and note.endswith(
+        "(worst 30 % in off@c2 s0 b0), other GPU processes in 1: their timings are suspect "
+        "(points[*].machine)")
+
+
+# ------------------------------------------------ in-server runs (every mode in each start)
+
+DESIGN_NOTE = ("design: 2 server start(s) x 4 block(s) per mode and concurrency, every mode "
+               "inside each start; judged on block values (20 % trimmed means, Yuen), modes "
+               "paired within starts")
+
+
+def test_an_in_server_run_notes_its_design_and_its_busy_blocks(tmp_path: Path) -> None:
+    run_dir = write_block_run(tmp_path / "run", starts=2, blocks=4)
+    raw = _raw(run_dir)
+    raw["points"][5]["machine"] = {"other_cpu_pct": 20.0, "cpu_steal_pct": 1.0}
+    _rewrite(run_dir, points=raw["points"])
+    judgement = judge(run_dir, baselines_root=tmp_path / "none")
+    assert DESIGN_NOTE in judgement.notes
+    assert interference_note(raw["points"]) in judgement.notes
+    assert f"during 1 of {len(raw['points'])} blocks" in judgement.notes[2]
+    assert judgement.baseline_file is None and judgement.baseline is None
+    assert judgement.exit_code == 0 and judgement.budget == []   # nothing left undecided
+
+
+def test_a_bonferroni_run_with_no_checks_keeps_the_plain_level(tmp_path: Path) -> None:
+    judgement = judge(make_run(tmp_path / "run", modes=("off",)), baselines_root=tmp_path)
+    assert judgement.family_size == 0 and judgement.per_check_confidence == 0.95
+    assert judgement.notes[-1] == ("0 checks judged together: each interval at 95.000% "
+                                   "(Bonferroni for a family-wise 95%)")
+
+
+def test_the_holm_note_counts_the_reported_checks_but_not_integrity_errors(
+        tmp_path: Path) -> None:
+    source = write_block_run(tmp_path / "baseline-run", starts=2, blocks=4, concurrencies=(2, 4),
+                             seed=99, started_at="2026-11-30T12:00:00+00:00")
+    doc = baseline_from_run(_raw(source), source)        # type: ignore[arg-type]
+    run_dir = write_block_run(tmp_path / "run", starts=2, blocks=4, concurrencies=(2,))
+    judgement = judge(run_dir, baseline_doc=doc)
+    kinds = [(c.kind, c.primary) for c in judgement.checks]
+    # family: the prefill no-op and the two TOSTs (one concurrency: no aggregates); reported:
+    # off/on x 2 metrics at c2 vs the baseline; not counted: the two points the run lacks
+    # (off@c4, on@c4)
+    assert kinds.count(("integrity", False)) == 2
+    assert judgement.notes[-1] == (
+        "gated family of 3 checks (Holm step-down, family-wise 95%, suite [judge] family = "
+        "['claims']); 4 more reported at 95%, not gating")
+
+
+def _in_server_ab(tmp_path: Path, table: dict[str, Any] | None = None, **design: Any) -> Path:
+    """Head and base in one in-server run, GSM8K answered by both (30 head-only, 10 base-only)."""
+    run_dir = write_block_run(tmp_path / "ab", arms=("base", "head"), modes=("off",), starts=1,
+                              blocks=4, table=table,
+                              accuracy={"head-off": {"n": 200, "correct": 170},
+                                        "base-off": {"n": 200, "correct": 150}})
+    write_gsm8k_records(run_dir, "head-off", [True] * 170 + [False] * 30)
+    write_gsm8k_records(run_dir, "base-off", [True] * 140 + [False] * 30 + [True] * 10
+                        + [False] * 20)
+    raw = _raw(run_dir)
+    return _rewrite(run_dir, design={**raw["design"], **design})
+
+
+HEAD_VS_BASE = "head vs base: head /src/sglang-head against base /src/sglang-base, "
+
+
+@pytest.mark.parametrize(("design", "how"), [
+    ({"live_pair": True, "pair_note": "head on GPUs 0-3, base on 4-7"},
+     "blocks paired between the two live servers (head on GPUs 0-3, base on 4-7)"),
+    ({"live_pair": True}, "blocks paired between the two live servers ()"),
+    ({"live_pair": False, "pair_note": "one TP4 server fits"},
+     "each tree in its own server start(s), one after the other (one TP4 server fits)"),
+    ({}, "each tree in its own server start(s), one after the other (no live pair)"),
+])
+def test_an_in_server_head_vs_base_run_says_how_the_trees_were_paired(
+        tmp_path: Path, design: dict[str, Any], how: str) -> None:
+    judgement = judge(_in_server_ab(tmp_path, **design), baselines_root=tmp_path / "none")
+    assert HEAD_VS_BASE + how in judgement.notes
+
+
+@pytest.mark.parametrize(("family", "primary"), [(["ab-aggregate"], False), (None, True)])
+def test_an_in_server_head_vs_base_run_pairs_gsm8k_per_question(
+        tmp_path: Path, family: list[str] | None, primary: bool) -> None:
+    run_dir = _in_server_ab(tmp_path, table=judge_table(family=family))
+    judgement = judge(run_dir, baselines_root=tmp_path / "none", strict=True)
+    assert judgement.run_dir == run_dir and judgement.strict is True
+    (gsm8k,) = [c for c in judgement.checks if "GSM8K" in c.name]
+    assert gsm8k.name == "off GSM8K head vs base (paired, non-inferior within 2.0 pp)"
+    assert (gsm8k.current_value, gsm8k.reference_value) == (0.85, 0.75)   # read from run_dir
+    assert gsm8k.primary is primary                 # gates only when the suite names no family
+
+
+@pytest.mark.parametrize(("family", "primary"), [(["claims"], False), (None, True)])
+def test_an_in_server_run_judges_gsm8k_against_its_baseline_per_question(
+        tmp_path: Path, family: list[str] | None, primary: bool) -> None:
+    table = judge_table(family=family)
+    accuracy = {"off": {"n": 200, "correct": 150}}
+    source = write_block_run(tmp_path / "baseline-run", table=table, accuracy=accuracy, seed=99,
+                             started_at="2026-11-30T12:00:00+00:00")
+    write_gsm8k_records(source, "off", [True] * 150 + [False] * 50)
+    doc = baseline_from_run(_raw(source), source)        # type: ignore[arg-type]
+    run_dir = write_block_run(tmp_path / "run", table=table, accuracy=accuracy)
+    write_gsm8k_records(run_dir, "off", [True] * 150 + [False] * 50)
+    judgement = judge(run_dir, baseline_doc=doc, strict=True)
+    assert judgement.run_dir == run_dir and judgement.strict is True
+    assert judgement.baseline_file == Path(str(source)) and judgement.baseline is not None
+    (gsm8k,) = [c for c in judgement.checks if "GSM8K" in c.name]
+    assert gsm8k.name == "off GSM8K accuracy vs baseline" and gsm8k.primary is primary
+    assert gsm8k.reason.startswith("paired on 200 common questions (0 discordant)")

@@ -108,7 +108,7 @@ def _accuracy_check(tmp_path: Path, head: list[bool], base: list[bool],
     pendings = [p for p in ab.ab_pendings(run, run_dir, JudgeConfig()) if "GSM8K" in p.name]
     assert [p.name for p in pendings] == [
         "off GSM8K head vs base (paired, non-inferior within 2.0 pp)"]
-    assert pendings[0].counts
+    assert pendings[0].counts and pendings[0].primary is True     # gates unless a family says
     return pendings[0].evaluate(confidence)
 
 
@@ -133,6 +133,20 @@ def test_accuracy_clear_drop_is_a_regression(tmp_path: Path) -> None:
     assert check.interval.estimate == pytest.approx(-0.3) and check.interval.high < -0.02
 
 
+def test_accuracy_values_are_each_trees_share_of_the_paired_questions(tmp_path: Path) -> None:
+    base = [True] * 140 + [False] * 30 + [True] * 10 + [False] * 20
+    head = [True] * 140 + [True] * 30 + [False] * 10 + [False] * 20   # 30 head-only, 10 base-only
+    check = _accuracy_check(tmp_path, head, base)
+    assert (check.current_value, check.reference_value) == (0.85, 0.75)
+    assert check.interval.estimate == pytest.approx(0.1)
+
+
+def test_accuracy_margin_is_named_in_points(tmp_path: Path) -> None:
+    run, run_dir = _ab_run(tmp_path, accuracy=True)
+    (pending,) = ab.ab_accuracy_pendings(run, run_dir, JudgeConfig(accuracy_floor=0.1))
+    assert pending.name == "off GSM8K head vs base (paired, non-inferior within 10.0 pp)"
+
+
 def test_accuracy_small_sample_is_inconclusive(tmp_path: Path) -> None:
     base = [True] * 10
     head = [True] * 9 + [False]
@@ -148,6 +162,8 @@ def test_accuracy_records_that_cannot_be_paired_are_an_error(tmp_path: Path) -> 
     check = next(p for p in ab.ab_pendings(run, run_dir, JudgeConfig())
                  if "GSM8K" in p.name).evaluate(0.95)
     assert check.verdict == "error" and "gold" in check.reason and check.interval is None
+    assert (check.kind, check.mode, check.reference, check.floor) == ("accuracy", "off", "base",
+                                                                      0.02)
 
 
 def test_no_accuracy_check_without_both_labels(tmp_path: Path) -> None:
