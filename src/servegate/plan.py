@@ -227,22 +227,27 @@ def build_live_pair_plan(modes: tuple[str, ...] | list[str],
     return pairs
 
 
+def flag_value(args: tuple[str, ...] | list[str], flags: tuple[str, ...]) -> str | None:
+    """The value of the last of ``flags`` in ``args`` (``--flag V`` or ``--flag=V``): the one
+    argparse, and so sglang's server, keeps when a flag is repeated."""
+    value = None
+    for i, arg in enumerate(args):
+        for flag in flags:
+            if arg == flag and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(flag + "="):
+                value = arg.split("=", 1)[1]
+    return value
+
+
 def expected_schedulers(args: tuple[str, ...] | list[str]) -> int | None:
     """Scheduler processes sglang starts for these launch arguments (tp x pp, times dp for
     plain DP replicas); None when the arguments say something this does not model."""
-    def value(*flags: str) -> int:
-        for i, arg in enumerate(args):
-            for flag in flags:
-                if arg == flag and i + 1 < len(args):
-                    return int(args[i + 1])
-                if arg.startswith(flag + "="):
-                    return int(arg.split("=", 1)[1])
-        return 1
-
     try:
-        tp = value("--tp-size", "--tp", "--tensor-parallel-size")
-        pp = value("--pp-size", "--pipeline-parallel-size")
-        dp = value("--dp-size", "--dp", "--data-parallel-size")
+        tp, pp, dp = (int(flag_value(args, flags) or 1) for flags in (
+            ("--tp-size", "--tp", "--tensor-parallel-size"),
+            ("--pp-size", "--pipeline-parallel-size"),
+            ("--dp-size", "--dp", "--data-parallel-size")))
     except ValueError:
         return None
     attention_dp = "--enable-dp-attention" in args or any(

@@ -358,6 +358,8 @@ def test_device_sets_are_disjoint_and_cross_over_between_starts() -> None:
     (("--tp", "four"), None),                                    # not modelled: say so
     (("--pp-size=x",), None),
     (("--tp=4=2",), None),                                       # one value after the first =
+    (("--tp", "4", "--tp-size", "2"), 2),                        # repeated: the last, as argparse
+    (("--dp-size=2", "--dp", "3", "--tp", "2"), 6),
 ])
 def test_expected_schedulers_counts_tp_pp_and_plain_dp(args: tuple[str, ...],
                                                        expected: int | None) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servegate.config.profiles import RunnerProfile
+from servegate.plan import flag_value
 
 HOOKS_DIR = Path(__file__).resolve().parents[1] / "hooks"
 EXACTFILL_HOOK_DIR = HOOKS_DIR / "exactfill"          # sitecustomize.py (all runner classes)
@@ -52,25 +53,14 @@ class LaunchSpec:
         return " ".join([*shown, *self.argv])
 
 
-def _flag_value(args: list[str], flags: tuple[str, ...]) -> str | None:
-    value = None
-    for i, arg in enumerate(args):
-        for flag in flags:
-            if arg == flag and i + 1 < len(args):
-                value = args[i + 1]
-            elif arg.startswith(flag + "="):
-                value = arg.split("=", 1)[1]
-    return value
-
-
 def dp_attention_size(args: list[str]) -> int:
     """Attention-DP ranks the argv asks for, as sglang resolves them: ``--attn-dp-size N``, or
     the deprecated ``--dp-size N --enable-dp-attention`` (srt/arg_groups/parallel_hook.py lines
     39-61: attn_dp_size = dp_size when attn_dp_size is 1). Plain ``--dp-size`` replicas: 1
     (each replica keeps the whole chunk)."""
     try:
-        attn = int(_flag_value(args, _ATTN_DP_FLAGS) or 1)
-        dp = int(_flag_value(args, _DP_FLAGS) or 1)
+        attn = int(flag_value(args, _ATTN_DP_FLAGS) or 1)
+        dp = int(flag_value(args, _DP_FLAGS) or 1)
     except ValueError as err:
         raise ValueError(f"DP size in the launch arguments is not an integer: {err}") from None
     if "--enable-dp-attention" in args and attn == 1:
