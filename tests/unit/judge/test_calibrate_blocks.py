@@ -514,3 +514,40 @@ def test_calibrate_json_reports_head_vs_base_for_every_in_server_row(
     assert ab["design"] == "live-pair" and ab["noop_false_failure"] is None
     assert ab["family_size"] == 2 and ab["server_starts"] == 2
     assert ab["slowdown_80"] == ab["head_vs_base"]["slowdown_80"]
+
+
+# ------------------------------------------- the seeded simulation, as recorded (regression)
+# Every calibrated number docs/ quotes comes from these functions at a stated seed. A change to
+# the simulation (a draw, a variance, a tally, a batch boundary) moves these small seeded runs,
+# and the recorded YAML beside this file shows the diff. A deliberate change: re-run the docs'
+# calibration commands, then `pytest tests/unit/judge/test_calibrate_blocks.py -k recorded
+# --force-regen` (pytest-regressions) and review the diff.
+
+
+def _rounded(values: Any) -> list[float]:
+    return [round(float(v), 6) for v in np.asarray(values).ravel()]
+
+
+def test_seeded_simulations_reproduce_their_recorded_numbers(
+        nightly: Any, data_regression: Any) -> None:
+    premerge = load_suite(suite_path("premerge"))
+    rows = {
+        # claims gate: the PR's improvement simulated on each night, claim power at both sizes
+        "gated_in_server": cb.calibrate_design(cb.block_design(nightly, "mi355x"),
+                                               Noise(0.02, 0.01, 0.003), nights=30, seed=7,
+                                               batch=20),
+        # no-op gate at a true noise above the prior: some A/A alarms and no-op failures
+        "noop_in_server": cb.calibrate_design(cb.block_design(nightly, "mi300x"),
+                                              Noise(0.2, 0.02, 0.1), nights=30, seed=7,
+                                              batch=20),
+        "live_pair": live_pair_calibration(premerge.judge, 1, 4, 2, Noise(0.06, 0.02, 0.0),
+                                           nights=200, seed=7),
+        "paired_power": {f"{effect:g}": cb.paired_effect_power(
+            2, 4, effect, Noise(0.02, 0.02, 0.01), floor=0.02, prior_cv=0.02, prior_dof=10,
+            nights=300) for effect in (0.0, 0.05, -0.05, 1.0)},
+        "accuracy": [_rounded(side) for side in cb._accuracy(np.random.default_rng(3), 4, 60)],
+    }
+    noop = rows["noop_in_server"]                                  # the tallies are exercised
+    assert noop["noop_false_failure"] > 0 and noop["noop_gating_nights"] > 0
+    assert rows["live_pair"]["aa_false_alarm"] > 0
+    data_regression.check(rows)
