@@ -73,7 +73,14 @@ def test_help_names_the_command_its_purpose_and_every_option(
             ("--suite SUITE", "suite name (repeatable); default cpu, premerge, nightly"),
             ("--run-cv RUN_CV", "true run-to-run CVs to simulate, comma-separated"),
             ("--batch BATCH", "nights simulated at once"),
-            ("--json", "print one JSON document")):
+            ("--json", "print one JSON document"),
+            ("--runner RUNNER", "runner class or architecture to judge as (in-server designs; "
+                                "default: one gated-off and one gated-on class the suite covers)"),
+            ("--block-cv BLOCK_CV", "true block-to-block CVs inside a start (in-server designs; "
+                                    f"default {cal.CPU_BLOCK_CV} on cpu classes, "
+                                    f"{','.join(map(str, cal.DEFAULT_BLOCK_CVS))} on GPUs)"),
+            ("--interaction-cv INTERACTION_CV",
+             "true start x mode interaction CV (default: the suite's prior)")):
         assert f"{option} {help_text}" in text, option
 
 
@@ -825,3 +832,92 @@ def test_too_few_samples_give_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path:
 def test_missing_baseline_gives_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(calibrate, "BASELINES_DIR", tmp_path)
     assert calibrate._stored_request_cvs("m", "s") is None
+
+
+# ------------------------------------------- in-server ([design]) suites on the command line
+
+class _BlockRecorder:
+    """Stands in for calibrate_blocks' two simulations (tested in test_calibrate_blocks.py):
+    records what the command asks each to simulate and returns canned rows, so the table and
+    the rows built from them can be checked exactly."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.designs: list[tuple[str, Any, int, int, int]] = []
+        self.pairs: list[tuple[int, int, int, Any, int, int]] = []
+        monkeypatch.setattr(cal.blocks, "calibrate_design", self.design)
+        monkeypatch.setattr(cal.blocks, "live_pair_calibration", self.pair)
+
+    def design(self, design: Any, noise: Any, *, nights: int, seed: int,
+               batch: int) -> dict[str, Any]:
+        self.designs.append((design.runner, noise, nights, seed, batch))
+        return {"suite": design.suite, "runner": design.runner, "runner_class": design.runner,
+                "starts": design.starts,
+                "blocks": design.blocks, "run_cv": noise.run_cv, "block_cv": noise.block_cv,
+                "checks": 6, "aa_false_alarm": 0.0125, "aa_false_alarm_ci": [0.001, 0.25],
+                "noop_false_failure": None, "power": {"0.05": 0.5, "0.10": 0.875},
+                "slowdown_80": 0.1, "claim_power": {"0.054": 0.81, "0.095": 0.996}}
+
+    def pair(self, config: JudgeConfig, starts: int, blocks: int, modes: int, noise: Any, *,
+             nights: int, seed: int) -> dict[str, Any]:
+        self.pairs.append((starts, blocks, modes, noise, nights, seed))
+        return {"design": "live-pair", "starts": starts, "blocks": blocks,
+                "server_starts": 2 * starts, "family_size": 2 * modes,
+                "aa_false_alarm": 0.004, "aa_false_alarm_ci": [0.0005, 0.0144],
+                "power_curve": {"0.05": 0.25, "0.10": 0.5, "0.30": 0.9}, "slowdown_80": 0.3}
+
+
+def test_an_in_server_row_and_its_live_pair_in_the_table(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    sims = _BlockRecorder(monkeypatch)
+    assert cal.main(["--suite", "nightly", "--runner", "mi355x", "--run-cv", "0.02",
+                     "--block-cv", "0.01", "--interaction-cv", "0.004", "--nights", "7",
+                     "--seed", "3", "--batch", "5"]) == 0
+    design = cal.load_suite(cal.suite_path("nightly")).effective_design
+    noise = cal.blocks.Noise(0.02, 0.01, 0.004)
+    assert sims.designs == [("mi355x", noise, 7, 3, 5)]
+    assert sims.pairs == [(design.starts, design.blocks, 2, noise, 7, 3)]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:3] == [
+        f"nightly    mi355x      {design.starts}x{design.blocks}   2.0%   1.0%      6   0.0125 "
+        "[0.0010, 0.2500]          -    0.500     0.875     10%      0.81/1.00",
+        f"           head vs base, live pair ({2 * design.starts} server starts, 4 gated): "
+        "A/A 0.0040 [0.0005, 0.0144], 80 % power at a 30% TTFT slowdown"]
+    assert lines[3].startswith("7 nights per row, seed 3, ") and len(lines) == 4
+
+
+def test_in_server_defaults_pick_a_class_per_gate_and_the_measured_block_noise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sims = _BlockRecorder(monkeypatch)
+    assert cal.main(["--suite", "nightly", "--suite", "cpu", "--run-cv", "0.03",
+                     "--nights", "4"]) == 0
+    nightly, cpu = (cal.load_suite(cal.suite_path(n)) for n in ("nightly", "cpu"))
+    gated = {c: cal.REGISTRY[c].gated for c in nightly.runner_classes() if c in cal.REGISTRY}
+    first_off = next(c for c, g in gated.items() if not g)
+    first_on = next(c for c, g in gated.items() if g)
+    assert [(r, n) for r, n, *_ in sims.designs] == [
+        (first_off, cal.blocks.Noise(0.03, 0.01, nightly.judge.interaction_cv)),
+        (first_on, cal.blocks.Noise(0.03, 0.01, nightly.judge.interaction_cv)),
+        ("cpu", cal.blocks.Noise(0.03, cal.CPU_BLOCK_CV, cpu.judge.interaction_cv))]
+    assert {(nights, seed, batch) for *_, nights, seed, batch in sims.designs} == {
+        (4, 20261130, 200)}
+
+
+def test_a_suite_gated_only_head_vs_base_is_the_live_pairs_row(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    sims = _BlockRecorder(monkeypatch)
+    suite = str(Path(__file__).resolve().parents[2] / "data" / "suites" / "ab-cpu.toml")
+    assert cal.main(["--json", "--suite", suite, "--run-cv", "0.07", "--nights", "9"]) == 0
+    assert sims.designs == []                          # no family of its own to simulate
+    (row,) = json.loads(capsys.readouterr().out)["designs"]
+    pair = row.pop("head_vs_base")
+    assert pair["design"] == "live-pair"
+    noise = sims.pairs[0][3]
+    assert row == {
+        "suite": suite, "runner": "cpu", "runner_class": "cpu", "design": "live-pair",
+        "starts": pair["starts"], "blocks": pair["blocks"],
+        "server_starts": pair["server_starts"], "run_cv": 0.07, "block_cv": cal.CPU_BLOCK_CV,
+        "interaction_cv": noise.interaction_cv, "nights": 9, "checks": pair["family_size"],
+        "family_size": pair["family_size"], "aa_false_alarm": 0.004,
+        "aa_false_alarm_ci": [0.0005, 0.0144], "noop_false_failure": None,
+        "power": {"0.05": 0.25, "0.10": 0.5}, "power_curve": pair["power_curve"],
+        "slowdown_80": 0.3, "claim_power": None, "claim_false_confirmation": None}
