@@ -163,7 +163,19 @@ def test_gated_claim_at_a_concurrency_the_run_lacks_is_an_error(tmp_path: Path) 
     claims = [c for c in judgement.checks if c.name.startswith("claim: on vs off mean_ttft_ms")]
     assert len(claims) == 1 and claims[0].concurrency == 64
     assert claims[0].verdict == "error" and claims[0].gate and claims[0].primary
+    assert (claims[0].kind, claims[0].name, claims[0].metric, claims[0].mode,
+            claims[0].reference, claims[0].reason) == (
+        "claim", "claim: on vs off mean_ttft_ms at c64", "mean_ttft_ms", "on", "off",
+        "run has no on and off blocks at concurrency 64 (measured: [2, 4])")
+    assert claims[0].name in judgement.family["checks"]
     assert judgement.exit_code == 2
+    # outside the suite's family it is reported, never gating
+    table = judge_table(family=["baseline-aggregate"],
+                        claims={"noop_margin": 0.05, "gated_claim_concurrency": 64})
+    judgement = run_judge(write_block_run(tmp_path / "other", runner_class="mi355x",
+                                          effect=slower("on", 0.9), table=table))
+    (claim,) = [c for c in judgement.checks if c.name == "claim: on vs off mean_ttft_ms at c64"]
+    assert claim.verdict == "error" and not claim.primary
 
 
 # ------------------------------------------------------------------------- reference runs

@@ -39,6 +39,8 @@ T_95_5 = 2.0150483733330233        # t.ppf(0.95, 5)
 
 T_90_5 = 1.4758840488244815        # t.ppf(0.90, 5)
 
+T_975_1 = 12.706204736174694       # t.ppf(0.975, 1): one degree of freedom is still a t
+
 
 START_S, BLOCK_S = 120.0, 6.0
 
@@ -114,6 +116,31 @@ def test_more_starts_than_max_starts_is_none() -> None:
     assert budget.cheapest(noise(0.0, 1e-6, fixed=2e-4), 0.01, 100.0, 5.0) is None
 
 
+@pytest.mark.parametrize(("block_var", "expected"), [
+    (0.6 * 39.5e-4, (1, 40, 700.0)),     # 1 x 40 reaches 0.01 (1 x 39 does not): the grid's edge
+    (0.6 * 40.5e-4, (2, 21, 1020.0)),    # would need 1 x 41: beyond the grid, so two starts
+])
+def test_one_start_may_take_up_to_max_blocks(block_var: float,
+                                             expected: tuple[int, int, float]) -> None:
+    plan = budget.cheapest(noise(0.0, block_var), 0.01, 300.0, 10.0)
+    assert plan is not None and (plan.starts, plan.blocks, plan.seconds) == expected
+    assert budget.MAX_BLOCKS == 40
+
+
+def test_a_design_exactly_at_the_target_reaches_it() -> None:
+    levels = noise(1e-5, 1e-3)
+    target = math.sqrt(budget.variance(levels, 1, 10))
+    plan = budget.cheapest(levels, target, 300.0, 10.0)
+    assert plan is not None and (plan.starts, plan.blocks) == (1, 10)
+
+
+def test_on_a_cost_tie_the_fewest_starts_win() -> None:
+    """Free restarts: 1 x 20, 2 x 10, 4 x 5 and 10 x 2 all cost 200 s; the first found, the
+    fewest starts, is kept (fewer server starts, less to go wrong)."""
+    plan = budget.cheapest(noise(0.0, 0.6 * 19.5e-4), 0.01, 0.0, 10.0)
+    assert plan is not None and (plan.starts, plan.blocks, plan.seconds) == (1, 20, 200.0)
+
+
 def test_cheapest_is_the_cheapest_feasible_design_on_the_grid() -> None:
     """Against every (S, B) of the grid: nothing cheaper reaches the target."""
     levels = noise(3e-4, 2e-3, 1e-5)
@@ -136,6 +163,7 @@ def test_cheapest_is_the_cheapest_feasible_design_on_the_grid() -> None:
     (0.05, math.inf, True, Z_95),
     (0.05, 5.0, False, T_975_5),
     (0.05, 0.0, False, Z_975),           # no degrees of freedom known: the normal
+    (0.05, 1.0, False, T_975_1),
     (0.05, math.nan, False, Z_975),
     (0.10, 5.0, False, T_95_5),
     (0.10, 5.0, True, T_90_5),
