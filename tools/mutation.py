@@ -23,7 +23,11 @@ every mutant was checked, 1 otherwise (or when mutmut failed), 2 for bad input.
 ``--changed REF`` mutates only the listed modules that differ from the git ref ``REF``
 (nothing to do when none does); ``--fresh`` drops
 the ``mutants/`` cache first (the authoritative number: mutmut otherwise reuses verdicts of
-functions whose source did not change, and re-tests only the survivors).
+functions whose source did not change, and re-tests only the survivors). With ``--modules`` or
+``--changed`` mutmut re-tests every mutant it is named, killed ones too; ``--resume`` names only
+those not killed yet (new, survived, no tests): a killed verdict stands while tests are only
+added. After a source change run once without it (new mutants get their names then; any left
+unnamed show as "not checked" in the summary, never as killed).
 """
 
 from __future__ import annotations
@@ -197,6 +201,12 @@ def selected_modules(modules: list[str], wanted: list[str]) -> list[str]:
     return [m for m in modules if m in wanted]
 
 
+def unkilled(statuses: dict[str, str], globs: list[str]) -> list[str]:
+    """The mutants matching ``globs`` without a kill verdict (in mutmut's order)."""
+    return [n for n, s in statuses.items()
+            if s not in KILLED and any(fnmatch.fnmatch(n, g) for g in globs)]
+
+
 def _mutmut(args: list[str], root: Path, capture: bool = False) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mutmut", *args], cwd=root, text=True,
                           capture_output=capture, check=False)
@@ -219,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="only these listed modules (e.g. src/servegate/judge/stats.py)")
     parser.add_argument("--fresh", action="store_true",
                         help="drop the mutants/ cache first (every mutant re-tested)")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --modules: test only the mutants mutmut has not killed yet "
+                             "(new, survived, no tests); the killed ones' verdicts stand")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--summary-only", action="store_true",
                         help="do not run mutmut; summarise the verdicts already in mutants/")
@@ -244,8 +257,14 @@ def main(argv: list[str] | None = None) -> int:
         run_args = ["run", "--max-children", str(args.max_children)]
         # Named mutants are re-tested even when mutmut has a verdict; unnamed, only new ones.
         narrowed = bool(args.changed or args.modules)
-        first = _mutmut(run_args + (_globs(modules) if narrowed else []), root)
-        if first.returncode != 0:
+        names = _globs(modules) if narrowed else []
+        if args.resume and cached and narrowed:
+            names = unkilled(_statuses(root), names)
+            print(f"mutation: --resume: {len(names)} mutants not killed yet", flush=True)
+            if not names:
+                args.summary_only = True
+        first = _mutmut(run_args + names, root) if names or not narrowed else None
+        if first is not None and first.returncode != 0:
             print(f"mutation: mutmut run exited {first.returncode}", file=sys.stderr)
             return EXIT_SURVIVORS
         survivors = [n for n, s in _statuses(root).items()

@@ -163,3 +163,14 @@ def test_selected_modules_keep_the_listed_order_and_refuse_unlisted_names() -> N
     with pytest.raises(mutation.MutationError,
                        match=r"--modules: not in \[tool.mutmut\] only_mutate: src/servegate/x.py"):
         mutation.selected_modules(modules, ["src/servegate/plan.py", "src/servegate/x.py"])
+
+
+def test_resume_names_only_the_selected_mutants_not_killed_yet() -> None:
+    statuses = {"servegate.plan.x_a__mutmut_1": "killed", "servegate.plan.x_a__mutmut_2": "survived",
+                "servegate.plan.x_a__mutmut_3": "not checked", "servegate.plan.x_b__mutmut_1": "timeout",
+                "servegate.plan.x_b__mutmut_2": "no tests", "servegate.plan.x_b__mutmut_3": "segfault",
+                "servegate.judge.stats.x_c__mutmut_1": "survived"}
+    assert mutation.unkilled(statuses, mutation._globs(["src/servegate/plan.py"])) == [
+        "servegate.plan.x_a__mutmut_2", "servegate.plan.x_a__mutmut_3",
+        "servegate.plan.x_b__mutmut_2"]
+    assert mutation.unkilled(statuses, []) == []
