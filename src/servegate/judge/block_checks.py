@@ -242,8 +242,8 @@ class Judge:
         def evaluate(confidence: float) -> Check:
             check = Check("claim", name, "aligned_fraction", "pass", mode="on",
                           reference="off")
-            effective = sorted({(p["concurrency"], p.get("start", p["repeat"]),
-                                 p.get("block", 0)) for p in on if p.get("exact_fill_effective")})
+            effective = sorted({(p["concurrency"], p["start"], p["block"])   # in-server points
+                                for p in on if p.get("exact_fill_effective")})
             if effective:
                 check.verdict, check.p_value = "regression", 0.0
                 check.reason = f"exact fill read back effective in on blocks {effective}"

@@ -368,3 +368,52 @@ def test_the_two_servers_start_difference_comes_from_the_prior_and_says_so(
     prior_sd = math.sqrt(2) * 0.02
     assert f"start level from the prior (log-sd {prior_sd:.3f}; 1 start)" in check.reason
     assert "blocks paired between the two live servers" in " ".join(judgement.notes)
+
+
+# ------------------------------------------------- every check's fields, as the report reads them
+
+def _fields(check: Check) -> tuple[Any, ...]:
+    return (check.kind, check.metric, check.mode, check.concurrency, check.reference,
+            check.gate, check.primary)
+
+
+def test_noop_checks_name_what_they_compare(tmp_path: Path) -> None:
+    checks = by_name(run_judge(write_block_run(tmp_path / "run")))
+    assert _fields(checks[PREFILL]) == ("claim", "aligned_fraction", "on", None, "off", True,
+                                        True)
+    assert checks[PREFILL].verdict == "pass"
+    for metric in ("mean_ttft_ms", "median_tpot_ms"):
+        assert _fields(checks[noop(metric)]) == ("claim", metric, "on", None, "off", True, True)
+        for conc in (2, 4):
+            check = checks[f"no-op: on {metric} at c{conc} equivalent to off within ±5.0%"]
+            assert _fields(check) == ("claim", metric, "on", conc, "off", False, False)
+            assert check.floor == 0.05 and check.verdict == "pass"
+
+
+def test_forced_blocks_are_reported_as_experiments_against_off(tmp_path: Path) -> None:
+    run_dir = write_block_run(tmp_path / "run", modes=("off", "on", "forced"),
+                              effect=slower("forced", 2.0))
+    checks = by_name(run_judge(run_dir))
+    for conc in (2, 4):
+        for metric in ("mean_ttft_ms", "median_tpot_ms"):
+            check = checks[f"experiment: forced@c{conc} {metric} vs off"]
+            assert _fields(check) == ("experiment", metric, "forced", conc, "off", False, False)
+            assert check.floor == 0.05 and check.verdict == "regression"
+            assert check.interval.estimate == pytest.approx(2.0, rel=0.03)
+            assert "interaction level" in check.reason
+
+
+def test_on_gfx95_the_claim_concurrency_gates_and_the_others_are_reported_effects(
+        tmp_path: Path) -> None:
+    table = judge_table(claims={"noop_margin": 0.05, "gated_min_ttft_improvement": 0.05})
+    judgement = run_judge(write_block_run(tmp_path / "run", runner_class="mi355x",
+                                          effect=slower("on", 0.85), table=table))
+    checks = by_name(judgement)
+    claim = checks["claim: on vs off mean_ttft_ms at c4 improves >= 5.0%"]
+    assert _fields(claim) == ("claim", "mean_ttft_ms", "on", 4, "off", True, True)
+    assert (claim.floor, claim.boundaries, claim.verdict) == (0.05, (0.95,), "pass")
+    assert claim.reason.startswith("whole one-sided interval at or below 0.950; ")
+    effect = checks["effect: on vs off mean_ttft_ms at c2 (claim size 5.0%, reported)"]
+    assert _fields(effect) == ("experiment", "mean_ttft_ms", "on", 2, "off", False, False)
+    assert effect.verdict == "pass" and claim.name in judgement.family["checks"]
+    assert effect.name not in judgement.family["checks"]
