@@ -425,14 +425,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20261130)
     parser.add_argument("--batch", type=int, default=200, help="nights simulated at once")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("--runner", default=None,
+    parser.add_argument("--runner",
                         help="runner class or architecture to judge as (in-server designs; "
                              "default: one gated-off and one gated-on class the suite covers)")
-    parser.add_argument("--block-cv", type=_floats, default=None,
+    parser.add_argument("--block-cv", type=_floats,
                         help="true block-to-block CVs inside a start (in-server designs; "
                              f"default {CPU_BLOCK_CV} on cpu classes, "
                              f"{','.join(map(str, DEFAULT_BLOCK_CVS))} on GPUs)")
-    parser.add_argument("--interaction-cv", type=float, default=None,
+    parser.add_argument("--interaction-cv", type=float,
                         help="true start x mode interaction CV (default: the suite's prior)")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.nights < 1 or args.batch < 1 or not args.run_cv or min(args.run_cv) < 0:
@@ -472,7 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         claim = row.get("claim_power")
         claim_text = "-" if not claim else f"{claim['0.054']:.2f}/{claim['0.095']:.2f}"
         noop = "-" if row["noop_false_failure"] is None else f"{row['noop_false_failure']:.4f}"
-        print(f"{row['suite']:<10} {row.get('runner', row['runner_class']):<9} {shape:>5} "
+        print(f"{row['suite']:<10} {row['runner_class']:<9} {shape:>5} "
               f"{100 * row['run_cv']:>5.1f}% {block_cv:>6} "
               f"{row['checks']:>6} {row['aa_false_alarm']:>8.4f} [{low:.4f}, {high:.4f}] "
               f"{noop:>10} {row['power'].get('0.05', 0):>8.3f} "

@@ -844,6 +844,7 @@ class _BlockRecorder:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.designs: list[tuple[str, Any, int, int, int]] = []
         self.pairs: list[tuple[int, int, int, Any, int, int]] = []
+        self.pair_slowdown_80: float | None = 0.7
         monkeypatch.setattr(cal.blocks, "calibrate_design", self.design)
         monkeypatch.setattr(cal.blocks, "live_pair_calibration", self.pair)
 
@@ -863,26 +864,31 @@ class _BlockRecorder:
         return {"design": "live-pair", "starts": starts, "blocks": blocks,
                 "server_starts": 2 * starts, "family_size": 2 * modes,
                 "aa_false_alarm": 0.004, "aa_false_alarm_ci": [0.0005, 0.0144],
-                "power_curve": {"0.05": 0.25, "0.10": 0.5, "0.30": 0.9}, "slowdown_80": 0.3}
+                "power_curve": {"0.05": 0.25, "0.10": 0.5, "0.70": 0.9},
+                "slowdown_80": self.pair_slowdown_80}
 
 
 def test_an_in_server_row_and_its_live_pair_in_the_table(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     sims = _BlockRecorder(monkeypatch)
     assert cal.main(["--suite", "nightly", "--runner", "mi355x", "--run-cv", "0.02",
-                     "--block-cv", "0.01", "--interaction-cv", "0.004", "--nights", "7",
+                     "--block-cv", "0.065", "--interaction-cv", "0.004", "--nights", "7",
                      "--seed", "3", "--batch", "5"]) == 0
     design = cal.load_suite(cal.suite_path("nightly")).effective_design
-    noise = cal.blocks.Noise(0.02, 0.01, 0.004)
+    noise = cal.blocks.Noise(0.02, 0.065, 0.004)
     assert sims.designs == [("mi355x", noise, 7, 3, 5)]
     assert sims.pairs == [(design.starts, design.blocks, 2, noise, 7, 3)]
     lines = capsys.readouterr().out.splitlines()
     assert lines[1:3] == [
-        f"nightly    mi355x      {design.starts}x{design.blocks}   2.0%   1.0%      6   0.0125 "
+        f"nightly    mi355x      {design.starts}x{design.blocks}   2.0%   6.5%      6   0.0125 "
         "[0.0010, 0.2500]          -    0.500     0.875     10%      0.81/1.00",
         f"           head vs base, live pair ({2 * design.starts} server starts, 4 gated): "
-        "A/A 0.0040 [0.0005, 0.0144], 80 % power at a 30% TTFT slowdown"]
+        "A/A 0.0040 [0.0005, 0.0144], 80 % power at a 70% TTFT slowdown"]
     assert lines[3].startswith("7 nights per row, seed 3, ") and len(lines) == 4
+    sims.pair_slowdown_80 = None                        # never 80 % on the grid: a dash
+    assert cal.main(["--suite", "nightly", "--runner", "mi355x", "--run-cv", "0.02",
+                     "--nights", "7"]) == 0
+    assert capsys.readouterr().out.splitlines()[2].endswith("80 % power at a - TTFT slowdown")
 
 
 def test_in_server_defaults_pick_a_class_per_gate_and_the_measured_block_noise(
@@ -920,4 +926,13 @@ def test_a_suite_gated_only_head_vs_base_is_the_live_pairs_row(
         "family_size": pair["family_size"], "aa_false_alarm": 0.004,
         "aa_false_alarm_ci": [0.0005, 0.0144], "noop_false_failure": None,
         "power": {"0.05": 0.25, "0.10": 0.5}, "power_curve": pair["power_curve"],
-        "slowdown_80": 0.3, "claim_power": None, "claim_false_confirmation": None}
+        "slowdown_80": 0.7, "claim_power": None, "claim_false_confirmation": None}
+
+
+def test_a_suite_naming_no_runner_is_judged_as_an_mi300x(tmp_path: Path) -> None:
+    source = Path(__file__).resolve().parents[2] / "data" / "suites" / "ab-cpu.toml"
+    path = tmp_path / "ab-cpu.toml"                    # a suite's name is its file's
+    path.write_text(source.read_text().replace('runners = ["cpu"]', "runners = []"))
+    assert cal._runner_classes(str(path), None) == ["mi300x"]
+    assert cal._runner_classes(str(source), None) == ["cpu"]
+    assert cal._runner_classes(str(source), "gfx95") == ["mi355x"]     # an architecture
