@@ -451,6 +451,18 @@ M = "points/0/metrics/mean_ttft_ms"
                              "numbers, got [None]"),
     (f"{M}/spread", "x", "points[0].metrics.mean_ttft_ms.spread must be a number or null, "
                          "got 'x'"),
+    (f"{M}/starts", [0, 1], "points[0].metrics.mean_ttft_ms.starts must be a list of 1 start "
+                            "indexes, got [0, 1]"),
+    (f"{M}/starts", [-1], "points[0].metrics.mean_ttft_ms.starts must be a list of 1 start "
+                          "indexes, got [-1]"),
+    (f"{M}/starts", [True], "points[0].metrics.mean_ttft_ms.starts must be a list of 1 start "
+                            "indexes, got [True]"),
+    (f"{M}/starts", 0, "points[0].metrics.mean_ttft_ms.starts must be a list of 1 start "
+                       "indexes, got 0"),
+    ("points/0/starts", [0], "points[0].starts must be a list of 0 start indexes (one per "
+                             "repeat), got [0]"),
+    ("points/0/starts", 3, "points[0].starts must be a list of 0 start indexes (one per "
+                           "repeat), got 3"),
     ("points/0/requests", [], "points[0].requests must be an object, got []"),
     ("points/0/requests/ttft_ms", [1.0, "2"], "points[0].requests.ttft_ms must be a list of "
                                               "numbers, got [1.0, '2']"),
@@ -489,7 +501,8 @@ def test_edge_values_stay_valid() -> None:
     for where, value in (("points/0/requests", DELETE), ("accuracy", DELETE),
                          (f"{M}/spread", 0.5), (f"{M}/spread", DELETE),
                          ("accuracy/off/outcomes", DELETE), ("points", []),
-                         ("points/0/mode", "forced")):
+                         ("points/0/mode", "forced"), (f"{M}/starts", [0]),
+                         (f"{M}/starts", [3]), ("points/0/starts", [])):
         validate_baseline(_set(_valid(), where, value), PATH)
     empty = _set(_set(_valid(), "accuracy/off/n", 0), "accuracy/off/correct", 0)
     del empty["accuracy"]["off"]["outcomes"]
@@ -579,3 +592,13 @@ def test_valid_outcomes_load_and_decode(tmp_path: Path) -> None:
     assert decode_outcomes(entry["outcomes"]) == {7: True, 3: False, 11: True, 5: False}
     with pytest.raises(ValueError):
         decode_outcomes({"ids": [1, 2], "correct": "1"})
+
+
+@pytest.mark.parametrize("starts", [[-1], [True], ["0"]])
+def test_a_points_start_indexes_are_integers_from_zero(starts: list[Any]) -> None:
+    doc = _set(_valid(), "points/0/repeats", [{"ttft_ms": [9.0]}])
+    validate_baseline(_set(doc, "points/0/starts", [2]), PATH)
+    with pytest.raises(BaselineError) as info:
+        validate_baseline(_set(doc, "points/0/starts", starts), PATH)
+    assert str(info.value) == (f"{PATH}: points[0].starts must be a list of 1 start indexes "
+                               f"(one per repeat), got {starts!r}")
