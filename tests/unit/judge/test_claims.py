@@ -18,7 +18,7 @@ from statsmodels.stats.proportion import confint_proportions_2indep
 
 from servegate.config.judge import JudgeConfig
 from servegate.core.results import load_run
-from servegate.judge import claims
+from servegate.judge import claims, stats
 from servegate.judge.baselines import group_points
 from servegate.judge.claims import _paired_accuracy_interval, claim_pendings
 from servegate.judge.stats import Interval, improvement, per_check_confidence
@@ -157,6 +157,7 @@ def test_on_aligned_beyond_off_is_a_regression_at_the_family_level() -> None:
         "aligned on 3/3 vs off 0/3 saturated batches (one-sided Fisher p=0.05, alpha 0.1): "
         "on aligns more than off - exact fill leaked?; ")
     assert (at_90.current_value, at_90.reference_value) == (1.0, 0.0)
+    assert at_90.p_value == pytest.approx(0.05)             # Holm's input
     at_96 = _noop(off, on, 0.96)                  # alpha 0.04 < p: not demonstrated
     assert at_96.verdict == "pass"
     assert at_96.reason.startswith(
@@ -170,6 +171,13 @@ def test_the_fisher_test_is_one_sided_on_aligning_more() -> None:
     reference = sps.fisher_exact([[0, 3], [3, 0]], alternative="greater").pvalue
     assert reference == pytest.approx(1.0)
     assert check.verdict == "pass" and "Fisher p=1," in check.reason
+
+
+def test_the_fisher_table_counts_each_sides_unaligned_batches() -> None:
+    off, on = [_point("off", 0, 1 / 3, 3)], [_point("on", 0, 1.0, 3)]      # 1/3 vs 3/3
+    check = _noop(off, on, 0.5)
+    reference = sps.fisher_exact([[3, 0], [1, 2]], alternative="greater").pvalue
+    assert check.p_value == pytest.approx(reference) and reference < 0.5
 
 
 def test_aligned_counts_sum_over_repeats_with_rounding_and_missing_fields() -> None:
@@ -191,7 +199,7 @@ def test_exact_fill_read_back_effective_on_this_runner_is_a_regression() -> None
 def test_no_saturated_batches_on_either_side_is_inconclusive(n_off: int, n_on: int) -> None:
     check = _noop([_point("off", 0, 0.0, n_off, [10])], [_point("on", 0, 0.0, n_on, [10])],
                   0.95)
-    assert check.verdict == "inconclusive"
+    assert check.verdict == "inconclusive" and check.p_value == 1.0    # never decides
     assert check.reason == (f"no saturated prefill batches to compare (on {n_on}, off {n_off}); "
                             "batch sequences identical in 1/1 repeat(s)")
 
@@ -331,6 +339,12 @@ def test_an_underpowered_tost_reports_and_does_not_gate(tmp_path: Path) -> None:
     assert check.reason.endswith("% < 80% at +-2.0%")
     power = int(check.reason.split("TOST power ")[1].split("%")[0])
     assert 0 <= power < 80
+    # the power printed is the TOST's at its own interval (level 1 - 2 alpha) and margin
+    wide = _tost(groups, margin=0.05, noop_min_power=0.99).evaluate(0.95)
+    iv = wide.interval
+    expected = float(stats.tost_power(iv.standard_error(), iv.df, iv.confidence, 0.05))
+    assert 0.05 < expected < 0.99 and wide.gate is False
+    assert wide.reason.endswith(f"TOST power {round(100 * expected)}% < 99% at +-5.0%")
 
 
 def test_a_zero_power_requirement_always_gates(tmp_path: Path) -> None:
