@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from judge_runs import make_run
+from unit.judge.block_runs import write_block_run
 
 from servegate.core.results import load_run
 from servegate.judge import baselines as bl
@@ -602,3 +603,26 @@ def test_a_points_start_indexes_are_integers_from_zero(starts: list[Any]) -> Non
         validate_baseline(_set(doc, "points/0/starts", starts), PATH)
     assert str(info.value) == (f"{PATH}: points[0].starts must be a list of 1 start indexes "
                                f"(one per repeat), got {starts!r}")
+
+
+
+def test_an_in_server_baseline_keeps_its_design_and_each_values_start(tmp_path: Path) -> None:
+    run_dir = write_block_run(tmp_path / "run", starts=2, blocks=3, concurrencies=(4,))
+    run = json.loads((run_dir / "run.json").read_text())
+    run["design"]["start_seconds"] = [30.0, 31.0]          # the run's cost: not the reference's
+    doc = bl.baseline_from_run(run, run_dir)
+    assert doc["design"] == {"in_server": True, "starts": 2, "blocks": 3, "unit": "block"}
+    entry = doc["points"][0]["metrics"]["mean_ttft_ms"]
+    assert entry["n_repeats"] == 6 and entry["starts"] == [0, 0, 0, 1, 1, 1]
+    legacy = bl.baseline_from_run(load_run(make_run(tmp_path / "legacy")), tmp_path / "legacy")
+    assert "design" not in legacy
+    assert "starts" not in legacy["points"][0]["metrics"]["mean_ttft_ms"]
+
+
+def test_the_request_sample_is_seeded_zero_by_default(tmp_path: Path) -> None:
+    run = load_run(make_run(tmp_path / "run", n_requests=60))
+    sampled = bl.baseline_from_run(run, tmp_path / "run", request_cap=10)
+    assert sampled["points"] == bl.baseline_from_run(run, tmp_path / "run", request_cap=10,
+                                                     seed=0)["points"]
+    assert sampled["points"] != bl.baseline_from_run(run, tmp_path / "run", request_cap=10,
+                                                     seed=1)["points"]
