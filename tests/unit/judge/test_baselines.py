@@ -626,3 +626,30 @@ def test_the_request_sample_is_seeded_zero_by_default(tmp_path: Path) -> None:
                                                      seed=0)["points"]
     assert sampled["points"] != bl.baseline_from_run(run, tmp_path / "run", request_cap=10,
                                                      seed=1)["points"]
+
+
+def test_every_identity_mismatch_is_listed(tmp_path: Path) -> None:
+    path, doc = _stored(tmp_path)
+    other = load_run(make_run(tmp_path / "gpu", runner_class="mi355x", model_profile="glm-5.2"))
+    with pytest.raises(bl.BaselineMismatchError) as err:
+        bl.ensure_matches(doc, path, other, "results/gpu-run")
+    assert str(err.value) == (
+        "baseline does not belong to this run: "
+        f"runner_class 'cpu' (baseline {path}) vs 'mi355x' (run results/gpu-run); "
+        f"model_profile 'smollm2-135m' (baseline {path}) vs 'glm-5.2' (run results/gpu-run)")
+
+
+def test_a_file_of_a_newer_schema_names_file_and_version(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"schema_version": 99}))
+    with pytest.raises(bl.BaselineError) as err:
+        bl.load_baseline(path)
+    assert str(path) in str(err.value) and "99" in str(err.value)
+    with pytest.raises(bl.BaselineError) as err:
+        bl.write_baseline(tmp_path / "new.json", {"schema_version": 99})
+    assert str(err.value).startswith(f"{tmp_path / 'new.json'}: schema_version")
+
+
+def test_text_is_written_as_text_not_escapes() -> None:
+    assert '"source_run": "résultats/nuit-7"' in bl.dumps_baseline(
+        {"provenance": {"source_run": "résultats/nuit-7"}})
