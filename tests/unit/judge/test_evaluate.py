@@ -384,7 +384,9 @@ def test_an_in_server_run_notes_its_design_and_its_busy_blocks(tmp_path: Path) -
     run_dir = write_block_run(tmp_path / "run", starts=2, blocks=4)
     raw = _raw(run_dir)
     raw["points"][5]["machine"] = {"other_cpu_pct": 20.0, "cpu_steal_pct": 1.0}
-    _rewrite(run_dir, points=raw["points"])
+    # the costs a noise budget would be priced at: only undecided primary checks get one
+    design = {**raw["design"], "start_seconds": [40.0, 42.0], "block_seconds": 3.0}
+    _rewrite(run_dir, points=raw["points"], design=design)
     judgement = judge(run_dir, baselines_root=tmp_path / "none")
     assert DESIGN_NOTE in judgement.notes
     assert interference_note(raw["points"]) in judgement.notes
