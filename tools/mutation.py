@@ -26,8 +26,8 @@ the ``mutants/`` cache first (the authoritative number: mutmut otherwise reuses 
 functions whose source did not change, and re-tests only the survivors). With ``--modules`` or
 ``--changed`` mutmut re-tests every mutant it is named, killed ones too; ``--resume`` names only
 those not killed yet (new, survived, no tests): a killed verdict stands while tests are only
-added. After a source change run once without it (new mutants get their names then; any left
-unnamed show as "not checked" in the summary, never as killed).
+added. Mutants of code changed since the cache get their names in that run and are tested in a
+second pass; anything left shows as "not checked" in the summary, never as killed.
 """
 
 from __future__ import annotations
@@ -267,6 +267,16 @@ def main(argv: list[str] | None = None) -> int:
         if first is not None and first.returncode != 0:
             print(f"mutation: mutmut run exited {first.returncode}", file=sys.stderr)
             return EXIT_SURVIVORS
+        if args.resume and first is not None:
+            # mutants of functions changed since the cache got their names in that run
+            fresh = [n for n in unkilled(_statuses(root), _globs(modules))
+                     if n not in set(names)]
+            if fresh:
+                print(f"mutation: --resume: {len(fresh)} mutants of changed code", flush=True)
+                first = _mutmut(run_args + fresh, root)
+                if first.returncode != 0:
+                    print(f"mutation: mutmut run exited {first.returncode}", file=sys.stderr)
+                    return EXIT_SURVIVORS
         survivors = [n for n, s in _statuses(root).items()
                      if s in SURVIVED and any(fnmatch.fnmatch(n, g) for g in _globs(modules))]
         if survivors and cached and not narrowed:
