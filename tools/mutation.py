@@ -269,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_SURVIVORS
         if args.resume and first is not None:
             # mutants of functions changed since the cache got their names in that run
-            fresh = [n for n in unkilled(_statuses(root), _globs(modules))
-                     if n not in set(names)]
+            named = set(names)
+            fresh = [n for n in unkilled(_statuses(root), _globs(modules)) if n not in named]
             if fresh:
                 print(f"mutation: --resume: {len(fresh)} mutants of changed code", flush=True)
                 first = _mutmut(run_args + fresh, root)
