@@ -397,16 +397,11 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
 def _pair_row(suite: str, runner: str, noise: blocks.Noise, pair: dict[str, Any],
               nights: int) -> dict[str, Any]:
     """The row of a suite gated only head vs base: its A/A and power are the live pair's."""
-    return {"suite": suite, "runner": runner, "runner_class": runner, "design": "live-pair",
-            "starts": pair["starts"], "blocks": pair["blocks"],
-            "server_starts": pair["server_starts"], "run_cv": noise.run_cv,
-            "block_cv": noise.block_cv, "interaction_cv": noise.interaction_cv,
-            "nights": nights, "checks": pair["family_size"], "family_size": pair["family_size"],
-            "aa_false_alarm": pair["aa_false_alarm"],
-            "aa_false_alarm_ci": pair["aa_false_alarm_ci"], "noop_false_failure": None,
-            "power": {k: pair["power_curve"][k] for k in ("0.05", "0.10")},
-            "power_curve": pair["power_curve"], "slowdown_80": pair["slowdown_80"],
-            "claim_power": None, "claim_false_confirmation": None}
+    return blocks.design_row(
+        suite, runner, "live-pair", starts=pair["starts"], blocks=pair["blocks"],
+        server_starts=pair["server_starts"], noise=noise, nights=nights,
+        family_size=pair["family_size"], aa=(pair["aa_false_alarm"], pair["aa_false_alarm_ci"]),
+        power_curve=pair["power_curve"], slowdown_80=pair["slowdown_80"])
 
 
 def _floats(text: str) -> tuple[float, ...]:

@@ -344,32 +344,47 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
 
     curve = {f"{s:.2f}": round(caught[s] / nights, 4) for s in SLOWDOWNS}
     reach = [s for s in SLOWDOWNS if caught[s] / nights >= 0.8]
-    row: dict[str, Any] = {
-        "suite": design.suite, "runner": design.runner, "runner_class": design.runner,
-        "design": "in-server", "starts": design.starts, "blocks": design.blocks,
-        "server_starts": design.starts, "repeats": design.starts * design.blocks,
-        "run_cv": noise.run_cv, "block_cv": noise.block_cv,
-        "interaction_cv": noise.interaction_cv, "nights": nights,
-        "checks": len(checks), "family_size": len(checks),
+    parts: dict[str, Any] = {
+        "repeats": design.starts * design.blocks,
         "family": [c.name for c in checks], "family_method": design.config.family_method,
-        "aa_false_alarm": round(tally["aa"] / nights, 5), "aa_false_alarm_ci": ci(tally["aa"]),
         "noop_false_failure": round(tally["noop_fail"] / nights, 5),
         "noop_false_failure_ci": ci(tally["noop_fail"]),
         "noop_gating_nights": round(tally["noop_gating"] / nights, 4),
-        "power": {k: curve[k] for k in ("0.05", "0.10")},
-        "power_curve": curve, "slowdown_80": reach[0] if reach else None,
         "burst": {"probability": BURST_P, "size_in_block_cv": list(BURST_SDS)},
         "assumed_run_cv": design.config.run_to_run_cv,
         "assumed_run_cv_dof": design.config.run_to_run_cv_dof,
         "assumed_interaction_cv": design.config.interaction_cv, "seed": seed,
     }
     if claim is not None:
-        row["claim_power"] = {f"{s:g}": round(claim_pass[s] / nights, 4) for s in CLAIM_SIZES}
-        row["claim_false_confirmation"] = round(tally["false_confirmation"] / nights, 5)
-        row["claim_false_confirmation_ci"] = ci(tally["false_confirmation"])
-    else:
-        row["claim_power"] = None
-        row["claim_false_confirmation"] = None
+        parts["claim_power"] = {f"{s:g}": round(claim_pass[s] / nights, 4) for s in CLAIM_SIZES}
+        parts["claim_false_confirmation"] = round(tally["false_confirmation"] / nights, 5)
+        parts["claim_false_confirmation_ci"] = ci(tally["false_confirmation"])
+    return design_row(design.suite, design.runner, "in-server", starts=design.starts,
+                      blocks=design.blocks, server_starts=design.starts, noise=noise,
+                      nights=nights, family_size=len(checks),
+                      aa=(round(tally["aa"] / nights, 5), ci(tally["aa"])), power_curve=curve,
+                      slowdown_80=reach[0] if reach else None, **parts)
+
+
+def design_row(suite: str, runner: str, kind: str, *, starts: int, blocks: int,
+               server_starts: int, noise: Noise, nights: int, family_size: int,
+               aa: tuple[float, list[float]], power_curve: dict[str, float],
+               slowdown_80: float | None, **parts: Any) -> dict[str, Any]:
+    """One calibration row: the keys every design's row has (so ``calibrate``'s table and JSON
+    read any row alike), then the parts only some designs measure, which override the
+    defaults (no no-op or claim checks: ``None``)."""
+    row: dict[str, Any] = {
+        "suite": suite, "runner": runner, "runner_class": runner, "design": kind,
+        "starts": starts, "blocks": blocks, "server_starts": server_starts,
+        "run_cv": noise.run_cv, "block_cv": noise.block_cv,
+        "interaction_cv": noise.interaction_cv, "nights": nights,
+        "checks": family_size, "family_size": family_size,
+        "aa_false_alarm": aa[0], "aa_false_alarm_ci": aa[1], "noop_false_failure": None,
+        "power": {k: power_curve[k] for k in ("0.05", "0.10")},
+        "power_curve": power_curve, "slowdown_80": slowdown_80,
+        "claim_power": None, "claim_false_confirmation": None,
+    }
+    row.update(parts)
     return row
 
 
