@@ -7,6 +7,7 @@ judge only ever reads run.json, and these files follow the same schema bench wri
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -107,3 +108,15 @@ def write_gsm8k_records(run_dir: Path, label: str, correct: list[bool], gold: st
     (folder / f"{label}.jsonl").write_text("".join(
         json.dumps({"id": i, "gold": gold, "correct": c, "output": f"{label} {i}"}) + "\n"
         for i, c in enumerate(correct)))
+
+
+def stored_baseline(tmp_path: Path, **run_kwargs: Any) -> Path:
+    """A synthetic run (``make_run``'s keywords) stored as a baseline where ``compare`` and
+    ``update_baselines`` look for one: its path."""
+    from servegate.core.results import load_run
+    from servegate.judge.baselines import baseline_from_run, write_baseline
+
+    source = make_run(tmp_path / f"src-{uuid.uuid4().hex[:6]}", n_requests=20, **run_kwargs)
+    path = tmp_path / "baselines" / "cpu" / "smollm2-135m" / "synthetic.json"
+    write_baseline(path, baseline_from_run(load_run(source), source))
+    return path

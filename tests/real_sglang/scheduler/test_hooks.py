@@ -3,45 +3,32 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
 import pytest
+from hook_runs import python_with_hook
 
-from servegate.serve.launch import CPU_STANDIN_DIR, EXACTFILL_HOOK_DIR
+from servegate.serve.launch import CPU_STANDIN_DIR
 
 PROBE = ("import sglang.srt.managers.schedule_policy as sp; "
          "print('gate', sp._use_exact_chunk_fill())")
 
 
-def _python(code: str, env: dict[str, str], extra_path: list[str] | None = None
-            ) -> subprocess.CompletedProcess[str]:
-    path = [str(EXACTFILL_HOOK_DIR), *(extra_path or [])]
-    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(path)}
-    for name in ("SERVEGATE_FORCE_EXACT_FILL", "SERVEGATE_REPORT_EXACT_FILL",
-                 "SERVEGATE_EMULATE_GFX95", "SERVEGATE_MODE", "SERVEGATE_MODE_CONTROL",
-                 "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS",
-                 "SERVEGATE_INJECT_MODES"):
-        if name not in env:
-            full.pop(name, None)
-    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
-                          text=True, timeout=300, check=True)
-
-
 @pytest.mark.sglang
 def test_forced_hook_patches_real_gate() -> None:
-    out = _python(PROBE, {"SERVEGATE_FORCE_EXACT_FILL": "1", "SGLANG_EXACT_CHUNK_FILL": "0"})
+    out = python_with_hook(PROBE, {"SERVEGATE_FORCE_EXACT_FILL": "1",
+                                   "SGLANG_EXACT_CHUNK_FILL": "0"})
     assert "gate True" in out.stdout
     assert "servegate-hook: exact chunk fill forced in pid" in out.stderr
 
 
 @pytest.mark.sglang
 def test_report_hook_shows_real_gate_off_on_cpu() -> None:
-    out = _python(PROBE, {"SERVEGATE_REPORT_EXACT_FILL": "1", "SGLANG_EXACT_CHUNK_FILL": "1"})
+    out = python_with_hook(PROBE, {"SERVEGATE_REPORT_EXACT_FILL": "1",
+                                   "SGLANG_EXACT_CHUNK_FILL": "1"})
     assert "gate False" in out.stdout                  # gfx95-only gate: off on a CPU
     assert "servegate-hook: exact chunk fill gate=False in pid" in out.stderr
-    plain = _python(PROBE, {"SGLANG_EXACT_CHUNK_FILL": "1"})
+    plain = python_with_hook(PROBE, {"SGLANG_EXACT_CHUNK_FILL": "1"})
     assert "servegate-hook" not in plain.stderr
 
 
@@ -61,15 +48,15 @@ def test_gfx95_device_double_opens_the_real_gate(exact_fill: str, gate: bool) ->
     """SERVEGATE_EMULATE_GFX95: the device check schedule_policy's real _use_exact_chunk_fill
     calls answers for an emulated gfx95 device; the env var still decides, nothing else in
     sglang sees the emulated device, and the double names itself."""
-    out = _python(EMULATION_PROBE, {"SERVEGATE_EMULATE_GFX95": "1",
-                                    "SGLANG_EXACT_CHUNK_FILL": exact_fill})
+    out = python_with_hook(EMULATION_PROBE, {"SERVEGATE_EMULATE_GFX95": "1",
+                                             "SGLANG_EXACT_CHUNK_FILL": exact_fill})
     assert f"gate {gate}" in out.stdout
     assert "gate fn from schedule_policy.py" in out.stdout      # sglang's own gate, untouched
     assert "policy sees gfx95 True" in out.stdout
     assert "elsewhere gfx95 False" in out.stdout                # the CPU stays a CPU elsewhere
     assert "servegate-hook: device double: gfx95 emulated (gcnArchName=gfx950:sramecc+:xnack-)" \
         " in pid" in out.stderr
-    plain = _python(EMULATION_PROBE, {"SGLANG_EXACT_CHUNK_FILL": exact_fill})
+    plain = python_with_hook(EMULATION_PROBE, {"SGLANG_EXACT_CHUNK_FILL": exact_fill})
     assert "gate False" in plain.stdout and "device double" not in plain.stderr
 
 
@@ -126,9 +113,9 @@ RUN_PREFILL_BATCH = (
 @pytest.mark.parametrize(("launch_mode", "sleeps"), [("forced", True), ("off", False)])
 def test_inject_modes_scope_the_delay_by_launch_mode(launch_mode: str, sleeps: bool) -> None:
     """Without mode control the hook's mode is the launch mode build_launch exports."""
-    out = _python(RUN_PREFILL_BATCH, {"SERVEGATE_INJECT_DELAY_MS": "300",
-                                      "SERVEGATE_INJECT_MODES": "forced, on",
-                                      "SERVEGATE_MODE": launch_mode})
+    out = python_with_hook(RUN_PREFILL_BATCH, {"SERVEGATE_INJECT_DELAY_MS": "300",
+                                               "SERVEGATE_INJECT_MODES": "forced, on",
+                                               "SERVEGATE_MODE": launch_mode})
     assert "servegate-hook: injecting delay prefill=300ms decode=0ms modes=forced,on in pid" \
         in out.stderr
     assert (float(out.stdout.split("slept")[1]) >= 0.3) is sleeps
@@ -136,6 +123,6 @@ def test_inject_modes_scope_the_delay_by_launch_mode(launch_mode: str, sleeps: b
 
 @pytest.mark.sglang
 def test_inject_delay_wraps_real_scheduler() -> None:
-    out = _python(RUN_PREFILL_BATCH, {"SERVEGATE_INJECT_DELAY_MS": "300"})
+    out = python_with_hook(RUN_PREFILL_BATCH, {"SERVEGATE_INJECT_DELAY_MS": "300"})
     assert "servegate-hook: injecting delay prefill=300ms decode=0ms in pid" in out.stderr
     assert float(out.stdout.split("slept")[1]) >= 0.3

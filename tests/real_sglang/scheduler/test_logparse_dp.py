@@ -24,32 +24,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from sglang_outputs import measured_prefill_lines
 
 from servegate.measure import logparse
 from servegate.serve.launch import dp_attention_size
-
-STAMP = re.compile(r"^\[(?P<stamp>[^\]]+)\] (?P<message>Prefill batch.*)$")
-
-
-def _measured_lines(test_data: Path, name: str) -> list[tuple[str, str]]:
-    """(stamp, message) of the real log's prefill lines after its start-up warm-up (2 lines)."""
-    text = (test_data / "sglang-cpu-logs" / f"{name}.log").read_text()
-    found = [(m["stamp"], m["message"]) for line in text.splitlines()
-             if (m := STAMP.match(line))]
-    assert len(found) > 10, f"{name}: expected real prefill lines"
-    return found[2:]
-
-
-def _tag(stamp: str, message: str, dp: int, tp: int) -> str:
-    """sglang's form for a DP rank's line (--tp > 1): ``[stamp DP<dp> TP<tp>] message``."""
-    return f"[{stamp} DP{dp} TP{tp}] {message}"
 
 
 @pytest.mark.sglang
 def test_sglang_configure_logger_writes_the_form_parsed(test_data: Path) -> None:
     """A real line formatted by sglang's own configure_logger with the prefix its scheduler
     builds for DP rank 1 / TP rank 2 parses as rank 1."""
-    (_stamp, message), *_ = _measured_lines(test_data, "srv64x")
+    (_stamp, message), *_ = measured_prefill_lines(test_data, "srv64x")
     code = ("import logging, sys, types\n"
             "from sglang.srt.utils.common import configure_logger\n"
             "configure_logger(types.SimpleNamespace(log_level='info'), prefix=' DP1 TP2')\n"

@@ -10,33 +10,22 @@ from __future__ import annotations
 import errno
 import json
 import re
-import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fault_helpers import _assert_no_half_json, _cause, _failing_disk
-from judge_runs import make_run
+from judge_runs import make_run, stored_baseline
 
 from servegate.commands import compare
 from servegate.commands import compare as command
-from servegate.core.results import load_run
 from servegate.history import store as history_store
 from servegate.judge import update
-from servegate.judge.baselines import baseline_from_run, write_baseline
 
 # --------------------------------------------------------------------------- baselines
 
 @pytest.fixture
 def judged_run(tmp_path: Path) -> Path:
     return make_run(tmp_path / "run", n_requests=20)
-
-
-def _baseline_for(tmp_path: Path, **run_kwargs: Any) -> Path:
-    source = make_run(tmp_path / f"src-{uuid.uuid4().hex[:6]}", n_requests=20, **run_kwargs)
-    path = tmp_path / "baselines" / "cpu" / "smollm2-135m" / "synthetic.json"
-    write_baseline(path, baseline_from_run(load_run(source), source))
-    return path
 
 
 def _compare(run_dir: Path, baseline: Path, capsys: pytest.CaptureFixture[str]
@@ -85,7 +74,7 @@ def test_compare_baseline_malformed(judged_run: Path, tmp_path: Path, content: s
 
 def test_compare_baseline_for_another_runner(judged_run: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    other = _baseline_for(tmp_path, runner_class="mi300x")
+    other = stored_baseline(tmp_path, runner_class="mi300x")
     code, out = _compare(judged_run, other, capsys)
     assert code == 2
     assert "baseline does not belong to this run: runner_class 'mi300x'" in _error_line(out)

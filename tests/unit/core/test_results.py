@@ -69,18 +69,24 @@ def test_v1_runner_class_that_names_no_model_is_an_error(tmp_path: Path, v1_runn
     assert words in str(info.value)
 
 
-@pytest.mark.parametrize(("change", "where"), [
-    (lambda d: d.update(suite=5), ": suite: "),                       # top level: no dot
-    (lambda d: d["points"][0].update(repeat="x"), ": points[0].repeat: "),
-    (lambda d: d["points"][1]["alignment"].update(chunk_size="x"), ": points[1].alignment.chunk_size: "),
-])
-def test_error_location_reads_as_a_path(tmp_path: Path, change: Any, where: str) -> None:
+def _load_changed(tmp_path: Path, change: Any) -> tuple[Path, pytest.ExceptionInfo[RunFolderError]]:
+    """A synthetic run whose run.json ``change`` edits, and the error loading it raises."""
     run_dir = make_run(tmp_path / "run")
     data = json.loads((run_dir / "run.json").read_text())
     change(data)
     (run_dir / "run.json").write_text(json.dumps(data))
     with pytest.raises(RunFolderError) as info:
         load_run(run_dir)
+    return run_dir, info
+
+
+@pytest.mark.parametrize(("change", "where"), [
+    (lambda d: d.update(suite=5), ": suite: "),                       # top level: no dot
+    (lambda d: d["points"][0].update(repeat="x"), ": points[0].repeat: "),
+    (lambda d: d["points"][1]["alignment"].update(chunk_size="x"), ": points[1].alignment.chunk_size: "),
+])
+def test_error_location_reads_as_a_path(tmp_path: Path, change: Any, where: str) -> None:
+    run_dir, info = _load_changed(tmp_path, change)
     assert f"{run_dir / 'run.json'}{where}" in str(info.value)
 
 
@@ -131,10 +137,5 @@ def test_bad_run_json_quotes_the_offending_value(tmp_path: Path) -> None:
     (lambda d: d.pop("schema_version"), "schema_version must be an integer, got None"),
 ])
 def test_bad_run_json_names_file_and_field(tmp_path: Path, change, needle: str) -> None:
-    run_dir = make_run(tmp_path / "run")
-    data = json.loads((run_dir / "run.json").read_text())
-    change(data)
-    (run_dir / "run.json").write_text(json.dumps(data))
-    with pytest.raises(RunFolderError) as info:
-        load_run(run_dir)
+    run_dir, info = _load_changed(tmp_path, change)
     assert str(run_dir / "run.json") in str(info.value) and needle in str(info.value)

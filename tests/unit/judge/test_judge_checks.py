@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from scipy import stats as sps
 
 from servegate.judge.checks import Check, overall_verdict
@@ -142,3 +143,17 @@ def test_a_difference_without_a_margin_says_none() -> None:
                    name="n")
     assert check.describe() == ("[PASS        ] n: diff +0.0100 [-0.0200, +0.0400] (95.00% "
                                 "paired (Agresti-Min))")
+
+
+@pytest.mark.parametrize(("metric", "interval", "floor", "expected"), [
+    ("mean_ttft_ms", RATIO, 0.1, (1.1,)),                     # lower is better: worse above
+    ("output_throughput", RATIO, 0.1, (0.9,)),                # higher is better: worse below
+    ("accuracy", Interval(0, -1, 1, 0.95, "m", 1, 1, scale="difference"), 0.02, (-0.02,)),
+    ("no_such_metric", RATIO, 0.1, (1.1,)),                   # unknown: treated as a latency
+    ("mean_ttft_ms", None, 0.1, None),
+    ("mean_ttft_ms", RATIO, None, None),
+])
+def test_decision_boundaries_from_the_floor(metric: str, interval: Interval | None,
+                                            floor: float | None, expected: object) -> None:
+    got = _check(metric=metric, interval=interval, floor=floor).decision_boundaries()
+    assert got == (pytest.approx(expected) if expected else None)

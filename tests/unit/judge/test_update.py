@@ -9,20 +9,15 @@ from __future__ import annotations
 import errno
 import io
 import json
-import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fault_helpers import _cause, _failing_disk
-from judge_runs import make_run
+from judge_runs import make_run, stored_baseline
 
-from servegate.core.results import load_run
 from servegate.judge import update
 from servegate.judge.baselines import (
-    baseline_from_run,
     load_baseline,
-    write_baseline,
 )
 
 
@@ -368,13 +363,6 @@ def judged_run(tmp_path: Path) -> Path:
     return make_run(tmp_path / "run", n_requests=20)
 
 
-def _baseline_for(tmp_path: Path, **run_kwargs: Any) -> Path:
-    source = make_run(tmp_path / f"src-{uuid.uuid4().hex[:6]}", n_requests=20, **run_kwargs)
-    path = tmp_path / "baselines" / "cpu" / "smollm2-135m" / "synthetic.json"
-    write_baseline(path, baseline_from_run(load_run(source), source))
-    return path
-
-
 def _update(run_dir: Path, target: Path, capsys: pytest.CaptureFixture[str]
             ) -> tuple[int, str]:
     code = update.main([str(run_dir), "--baseline", str(target)])
@@ -394,7 +382,7 @@ def test_update_baselines_malformed_target_untouched(judged_run: Path, tmp_path:
 
 def test_update_baselines_other_runner_refused(judged_run: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    target = _baseline_for(tmp_path, runner_class="mi300x")
+    target = stored_baseline(tmp_path, runner_class="mi300x")
     before = target.read_bytes()
     code, err = _update(judged_run, target, capsys)
     assert code == 2
@@ -405,7 +393,7 @@ def test_update_baselines_other_runner_refused(judged_run: Path, tmp_path: Path,
 def test_update_baselines_disk_full_keeps_old(judged_run: Path, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    target = _baseline_for(tmp_path)
+    target = stored_baseline(tmp_path)
     before = target.read_bytes()
     _failing_disk(monkeypatch, target.parent, errno.ENOSPC, after=0)
     code, err = _update(judged_run, target, capsys)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from sglang_outputs import client_record, dp_rank_line, measured_prefill_lines
 
 from servegate.core.results import Alignment
 from servegate.measure import logparse
@@ -207,20 +207,11 @@ def _client(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def _record(**override: object) -> dict[str, object]:
-    record: dict[str, object] = {
-        "completed": 3, "duration": 3.5, "median_ttft_ms": 1.0, "median_tpot_ms": 1.0,
-        "ttfts": [0.5, 0.0, 0.7], "itls": [[0.1], [], [0.2]], "input_lens": [300, 301, 302],
-        "output_lens": [2, 2, 2], "errors": ["", "", ""]}
-    record.update(override)
-    return record
-
-
 def test_undecodable_client_output_is_still_read(tmp_path: Path) -> None:
     from servegate.measure.client import parse_client_jsonl
 
     path = tmp_path / "c.jsonl"
-    path.write_bytes(b"\xff\xfe warm-up noise\n" + json.dumps(_record()).encode() + b"\n")
+    path.write_bytes(b"\xff\xfe warm-up noise\n" + json.dumps(client_record()).encode() + b"\n")
     metrics, _ = parse_client_jsonl(path)
     assert metrics["completed"] == 3
 
@@ -337,34 +328,17 @@ def test_gpu_label_and_iteration_tag_parse() -> None:
 # the launch argv's attention-DP size against sglang's own ``ServerArgs`` resolution.
 
 
-STAMP = re.compile(r"^\[(?P<stamp>[^\]]+)\] (?P<message>Prefill batch.*)$")
-
-
-def _measured_lines(test_data: Path, name: str) -> list[tuple[str, str]]:
-    """(stamp, message) of the real log's prefill lines after its start-up warm-up (2 lines)."""
-    text = (test_data / "sglang-cpu-logs" / f"{name}.log").read_text()
-    found = [(m["stamp"], m["message"]) for line in text.splitlines()
-             if (m := STAMP.match(line))]
-    assert len(found) > 10, f"{name}: expected real prefill lines"
-    return found[2:]
-
-
-def _tag(stamp: str, message: str, dp: int, tp: int) -> str:
-    """sglang's form for a DP rank's line (--tp > 1): ``[stamp DP<dp> TP<tp>] message``."""
-    return f"[{stamp} DP{dp} TP{tp}] {message}"
-
-
 def _two_ranks(test_data: Path) -> tuple[str, list[str], list[str]]:
     """Rank 0 (DP0 TP0) serves the forced log's batches, rank 1 (DP1 TP2) the off log's,
     interleaved line by line as two schedulers writing to one server log do."""
-    forced = _measured_lines(test_data, "srv64x")
-    off = _measured_lines(test_data, "srv64")
+    forced = measured_prefill_lines(test_data, "srv64x")
+    off = measured_prefill_lines(test_data, "srv64")
     lines: list[str] = []
     for i in range(max(len(forced), len(off))):
         if i < len(forced):
-            lines.append(_tag(*forced[i], dp=0, tp=0))
+            lines.append(dp_rank_line(*forced[i], dp=0, tp=0))
         if i < len(off):
-            lines.append(_tag(*off[i], dp=1, tp=2))
+            lines.append(dp_rank_line(*off[i], dp=1, tp=2))
     return "\n".join(lines) + "\n", [m for _s, m in forced], [m for _s, m in off]
 
 
@@ -425,7 +399,7 @@ def test_dp_layout_contradictions_are_errors(test_data: Path) -> None:
 
 
 def test_other_prefix_parts_and_moe_dp_are_not_the_dp_rank(test_data: Path) -> None:
-    (stamp, message), *_ = _measured_lines(test_data, "srv64x")
+    (stamp, message), *_ = measured_prefill_lines(test_data, "srv64x")
     line = f"[{stamp} DP3 PP1 ATTN_CP0 MOE_DP5 TP6 EP6] {message}"
     (batch,) = logparse.parse_prefill_lines(line)
     assert batch.dp_rank == 3

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from fault_helpers import FAKE_CLIENT, _assert_no_process_left
+from sglang_outputs import client_record
 
 from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl, run_client
 from servegate.serve import process
@@ -67,20 +68,11 @@ def test_client_timeout_and_watch_stop_it(tmp_path: Path) -> None:
     assert len(calls) == 2 and time.monotonic() - started < 20
 
 
-def _record(**override: object) -> dict[str, object]:
-    record: dict[str, object] = {
-        "completed": 3, "duration": 3.5, "median_ttft_ms": 1.0, "median_tpot_ms": 1.0,
-        "ttfts": [0.5, 0.0, 0.7], "itls": [[0.1], [], [0.2]], "input_lens": [300, 301, 302],
-        "output_lens": [2, 2, 2], "errors": ["", "", ""]}
-    record.update(override)
-    return record
-
-
 def test_failed_and_empty_requests_are_skipped_not_the_rest(tmp_path: Path) -> None:
     from servegate.measure.client import parse_client_jsonl
 
     path = tmp_path / "c.jsonl"
-    path.write_text(json.dumps(_record(ttfts=[0.5, 0.6, None, 0.7, 0.8],
+    path.write_text(json.dumps(client_record(ttfts=[0.5, 0.6, None, 0.7, 0.8],
                                        itls=[[0.1], [0.1], [], [0.2], [0.3]],
                                        input_lens=[300, 301, 302, 303, 304],
                                        output_lens=[2, 2, 2, 2, 2],
@@ -88,7 +80,7 @@ def test_failed_and_empty_requests_are_skipped_not_the_rest(tmp_path: Path) -> N
     _, requests = parse_client_jsonl(path)
     assert requests["input_lens"] == [300, 303, 304]          # after a skipped one: go on
     assert requests["ttft_ms"] == [500.0, 700.0, 800.0]
-    path.write_text(json.dumps(_record()))
+    path.write_text(json.dumps(client_record()))
     _, requests = parse_client_jsonl(path)
     assert requests["input_lens"] == [300, 302]               # a zero TTFT is not a sample
 
@@ -98,12 +90,12 @@ def test_client_errors_quoted_three_at_most_and_cut(tmp_path: Path) -> None:
 
     path = tmp_path / "c.jsonl"
     errors = ["e1", "x" * 300, "", "e3", "e4"]
-    path.write_text(json.dumps(_record(completed=0, errors=errors, ttfts=[0.1] * 5,
+    path.write_text(json.dumps(client_record(completed=0, errors=errors, ttfts=[0.1] * 5,
                                        itls=[[]] * 5, input_lens=[1] * 5, output_lens=[1] * 5)))
     with pytest.raises(ClientError) as info:
         parse_client_jsonl(path)
     assert str(info.value) == f"{path}: 0 requests completed; errors: e1; {'x' * 200}; e3"
-    path.write_text(json.dumps(_record(completed=0, errors=["", "", ""])))
+    path.write_text(json.dumps(client_record(completed=0, errors=["", "", ""])))
     with pytest.raises(ClientError, match=r"errors: none reported$"):
         parse_client_jsonl(path)
 
@@ -112,7 +104,7 @@ def test_missing_details_are_all_named(tmp_path: Path) -> None:
     from servegate.measure.client import ClientError, parse_client_jsonl
 
     path = tmp_path / "c.jsonl"
-    path.write_text(json.dumps({k: v for k, v in _record().items()
+    path.write_text(json.dumps({k: v for k, v in client_record().items()
                                 if k not in ("itls", "errors")}))
     with pytest.raises(ClientError, match=r"details missing \(itls, errors\); was "
                                           r"--output-details passed\?"):
@@ -195,7 +187,7 @@ def test_client_argv_exact(tmp_path: Path) -> None:
         "--output-file", str(tmp_path / "c.jsonl"), "--output-details", "--disable-tqdm"]
 
 
-def _full_record(**override: object) -> dict[str, object]:
+def _fullclient_record(**override: object) -> dict[str, object]:
     record: dict[str, object] = {
         "completed": 2, "duration": 3.5, "output_throughput": 9.1, "request_throughput": 0.6,
         "ttfts": [0.5, 0.7], "itls": [[0.1, 0.1, 0.2], [0.1]], "input_lens": [300, 300],
@@ -210,8 +202,8 @@ def _full_record(**override: object) -> dict[str, object]:
 
 def test_parse_summary_and_requests(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
-    path.write_text(json.dumps(_full_record(completed=1, ttfts=[9.0])) + "\n" +
-                    json.dumps(_full_record()) + "\n")          # appended: the last record counts
+    path.write_text(json.dumps(_fullclient_record(completed=1, ttfts=[9.0])) + "\n" +
+                    json.dumps(_fullclient_record()) + "\n")          # appended: the last record counts
     metrics, requests = parse_client_jsonl(path, expect_prompts=2)
     assert metrics["completed"] == 2 and metrics["median_ttft_ms"] == 1.0
     assert len([k for k in metrics if k.endswith("_ms")]) == 24
@@ -226,13 +218,13 @@ def test_parse_summary_and_requests(tmp_path: Path) -> None:
     ("", "empty"),
     ("not json\n", "last line is not JSON"),
     ("[1, 2]\n", "expected a JSON object"),
-    (json.dumps(_full_record(median_ttft_ms="fast")), "non-numeric 'median_ttft_ms'"),
-    (json.dumps(_full_record(completed=0, errors=["Connection refused", ""])),
+    (json.dumps(_fullclient_record(median_ttft_ms="fast")), "non-numeric 'median_ttft_ms'"),
+    (json.dumps(_fullclient_record(completed=0, errors=["Connection refused", ""])),
      "0 requests completed; errors: Connection refused"),
-    (json.dumps(_full_record(completed=1)), "1 of 2 requests completed"),
-    (json.dumps({k: v for k, v in _full_record().items() if k != "itls"}),
+    (json.dumps(_fullclient_record(completed=1)), "1 of 2 requests completed"),
+    (json.dumps({k: v for k, v in _fullclient_record().items() if k != "itls"}),
      r"per-request details missing \(itls\)"),
-    (json.dumps(_full_record(ttfts=[0.5])), "differ in length"),
+    (json.dumps(_fullclient_record(ttfts=[0.5])), "differ in length"),
 ])
 def test_garbage_output_is_a_clear_error(tmp_path: Path, content: str | None,
                                          message: str) -> None:
