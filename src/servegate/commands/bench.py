@@ -349,10 +349,7 @@ def _run_slot(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
         for planned in slot.points:
             progress.update(task, description=f"{planned.mode} c={planned.concurrency} "
                                               f"r{planned.repeat} ({planned.num_prompts} prompts)")
-            point = _measure_point(ctx, server, planned, log_rel)
-            ctx.session.add_point(point)
-            _log_point(ctx, planned, point)
-            progress.advance(task)
+            _record(ctx, planned, _measure_point(ctx, server, planned, log_rel), progress, task)
         if with_accuracy and slot.repeat == 0 and ctx.suite.gsm8k:
             _accuracy(ctx, server, slot.label)
 
@@ -381,22 +378,12 @@ def _run_in_server(ctx: Context, slot: ServerSlot, progress: Progress, task: Any
     with host, _start_server(ctx, slot, log_rel, control) as server:
         control.register(expected_schedulers(list(runner_profile.args)),
                          timeout_s=SWITCH_TIMEOUT_S)
-        warmed: set[str] = set()
+        this = LiveServer(slot, server, control, host, log_rel)
         for planned in slot.points:
-            _switch(ctx, server, control, planned.mode)
-            if planned.mode not in warmed:
-                warmed.add(planned.mode)
-                _warm_up(ctx, server, planned, host)
-            progress.update(task, description=f"{planned.mode} c={planned.concurrency} "
-                                              f"s{planned.start} b{planned.block}")
-            point = _measure_point(ctx, server, planned, log_rel, control, host)
-            ctx.session.add_point(point)
-            _log_point(ctx, planned, point)
-            progress.advance(task)
+            _record(ctx, planned, _measure_block(ctx, this, planned, progress, task), progress,
+                    task)
         if with_accuracy and slot.repeat == 0 and ctx.suite.gsm8k:
-            for mode in slot.modes:         # GSM8K per mode in this server: paired per question
-                _switch(ctx, server, control, mode)
-                _accuracy(ctx, server, f"{slot.arm}-{mode}" if slot.arm else mode)
+            _accuracy_per_mode(ctx, this)
 
 
 @dataclass
@@ -450,18 +437,9 @@ def _run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
             live[request.slot.arm] = LiveServer(request.slot, server, control, host,
                                                 request.log_rel)
         for planned in pair.points:
-            this = live[planned.arm]
             others = [o for arm, o in live.items() if arm != planned.arm]
-            _switch(ctx, this.server, this.control, planned.mode)
-            if planned.mode not in this.warmed:
-                this.warmed.add(planned.mode)
-                _warm_up(ctx, this.server, planned, this.host)
-            progress.update(task, description=f"{planned.arm} {planned.mode} "
-                                              f"c={planned.concurrency} s{planned.start} "
-                                              f"b{planned.block}")
             before = {o.slot.arm: o.server.log_offset() for o in others}
-            point = _measure_point(ctx, this.server, planned, this.log_rel, this.control,
-                                   this.host)
+            point = _measure_block(ctx, live[planned.arm], planned, progress, task)
             point["idle_check"] = {o.slot.label: _idle_batches(o, before[o.slot.arm])
                                    for o in others}
             busy = {label: n for label, n in point["idle_check"].items() if n}
@@ -470,14 +448,38 @@ def _run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
                                  f"{planned.arm} {planned.mode} s{planned.start} "
                                  f"b{planned.block} ran on the other (something else is "
                                  f"using them): the pair's blocks are not comparable")
-            ctx.session.add_point(point)
-            _log_point(ctx, planned, point)
-            progress.advance(task)
+            _record(ctx, planned, point, progress, task)
         if with_accuracy and pair.start == 0 and ctx.suite.gsm8k:
             for this in live.values():      # GSM8K per tree and mode, each in its own server
-                for mode in this.slot.modes:
-                    _switch(ctx, this.server, this.control, mode)
-                    _accuracy(ctx, this.server, f"{this.slot.arm}-{mode}")
+                _accuracy_per_mode(ctx, this)
+
+
+def _measure_block(ctx: Context, this: LiveServer, planned: PlannedPoint, progress: Progress,
+                   task: Any) -> Point:
+    """One block in a server that switches its modes in place: the acknowledged switch, the
+    mode's warm-up at its first switch in this start, then the measured point."""
+    _switch(ctx, this.server, this.control, planned.mode)
+    if planned.mode not in this.warmed:
+        this.warmed.add(planned.mode)
+        _warm_up(ctx, this.server, planned, this.host)
+    arm = f"{planned.arm} " if planned.arm else ""
+    progress.update(task, description=f"{arm}{planned.mode} c={planned.concurrency} "
+                                      f"s{planned.start} b{planned.block}")
+    return _measure_point(ctx, this.server, planned, this.log_rel, this.control, this.host)
+
+
+def _record(ctx: Context, planned: PlannedPoint, point: Point, progress: Progress,
+            task: Any) -> None:
+    ctx.session.add_point(point)
+    _log_point(ctx, planned, point)
+    progress.advance(task)
+
+
+def _accuracy_per_mode(ctx: Context, this: LiveServer) -> None:
+    """GSM8K in every mode of one server, switched in place: paired per question."""
+    for mode in this.slot.modes:
+        _switch(ctx, this.server, this.control, mode)
+        _accuracy(ctx, this.server, f"{this.slot.arm}-{mode}" if this.slot.arm else mode)
 
 
 def _idle_batches(other: LiveServer, since: int) -> int:
