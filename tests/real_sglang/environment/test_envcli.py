@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from servegate_cli import run_servegate
 
 from servegate.serve import envbuild
 
@@ -18,9 +18,7 @@ def test_env_locates_the_environment_the_tests_run_in() -> None:
     env_dir = envbuild.cpu_env_dir()
     if Path(sys.prefix).resolve() != env_dir.resolve():
         pytest.skip(f"not running in the shared CPU environment ({sys.prefix})")
-    proc = subprocess.run([sys.executable, "-m", "servegate", "env", "--check"],
-                          capture_output=True, text=True,
-                          env={**os.environ, **envbuild.servegate_env_vars()})
+    proc = run_servegate("env", "--check", env=envbuild.servegate_env_vars())
     assert proc.returncode == 0, proc.stderr
     python = proc.stdout.strip()
     assert subprocess.run([python, "-c", "import sglang"], capture_output=True).returncode == 0

@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from repo_files import SRC
+from servegate_cli import run_servegate
 from sglang_trees import release_tree
-
-SRC = SRC
 
 
 @pytest.mark.sglang
 def test_preflight_runs_on_the_given_tree(tmp_path: Path) -> None:
     tree = release_tree(version("sglang"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "servegate", "preflight", "--suite", "premerge", "--runner",
-         "gfx95", "--sglang-src", str(tree), "--json"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(SRC)})
+    proc = run_servegate("preflight", "--suite", "premerge", "--runner", "gfx95",
+                         "--sglang-src", tree, "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     document = json.loads(proc.stdout)
     assert document["sglang_src"]["path"] == str(tree)

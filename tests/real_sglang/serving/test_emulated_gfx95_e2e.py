@@ -19,14 +19,12 @@ or any other CPU-heavy process, slow a server several times).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from repo_files import REPO_ROOT
+from servegate_cli import run_servegate
 
 REPO = REPO_ROOT
 
@@ -38,15 +36,12 @@ def test_cpu_gfx95_suite_end_to_end(tmp_path: Path) -> None:
     text = (REPO / "suites" / "cpu-gfx95.toml").read_text()
     assert "\nblocks = 3\n" in text
     suite.write_text(text.replace("\nblocks = 3\n", "\nblocks = 2\n"))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    env.pop("SERVEGATE_EMULATE_GFX95", None)        # only the profile may set it
-    env.pop("SERVEGATE_RUNNER", None)
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "servegate", "bench", "--suite", str(suite), "--runner",
-         "cpu-gfx95", "--results-dir", str(tmp_path / "results"), "--skip-accuracy"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    proc = run_servegate(
+        "bench", "--suite", suite, "--runner", "cpu-gfx95", "--results-dir",
+        tmp_path / "results", "--skip-accuracy", cwd=REPO, timeout=1200,
+        unset=("SERVEGATE_EMULATE_GFX95",     # only the profile may set it
+               "SERVEGATE_RUNNER"))
     seconds = time.monotonic() - started
     assert proc.returncode in (0, 1), proc.stderr[-3000:]       # judged: pass/inconclusive or not
     run_dir = Path(proc.stdout.strip().splitlines()[-1])

@@ -27,15 +27,13 @@ passing, is asserted on the README main command's run (one server for all three 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from injected_delays import decode_delay_ms
 from repo_files import REPO_ROOT
+from servegate_cli import run_servegate
 
 REPO = REPO_ROOT
 
@@ -79,16 +77,13 @@ def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
     text = (REPO / "suites" / "cpu.toml").read_text()
     assert "\nblocks = 8\n" in text
     suite.write_text(text.replace("\nblocks = 8\n", f"\nblocks = {BLOCKS}\nwarmup_blocks = 1\n"))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]),
-        "SERVEGATE_INJECT_MODES": "forced", "SERVEGATE_INJECT_DECODE_DELAY_MS": f"{delay_ms:.1f}"}
-    for name in ("SERVEGATE_RUNNER", "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_MODE_CONTROL"):
-        env.pop(name, None)
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "servegate", "bench", "--results-dir", str(tmp_path / "results"),
-         "--skip-accuracy", "--modes", "off,forced", "--suite", str(suite)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+    proc = run_servegate(
+        "bench", "--results-dir", tmp_path / "results", "--skip-accuracy", "--modes",
+        "off,forced", "--suite", suite, cwd=REPO, timeout=1500,
+        env={"SERVEGATE_INJECT_MODES": "forced",
+             "SERVEGATE_INJECT_DECODE_DELAY_MS": f"{delay_ms:.1f}"},
+        unset=("SERVEGATE_RUNNER", "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_MODE_CONTROL"))
     seconds = time.monotonic() - started
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     run_dir = Path(proc.stdout.strip().splitlines()[-1])

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from servegate_cli import run_servegate
 
 from servegate.commands import env as env_command
 from servegate.serve import envbuild
@@ -50,8 +48,6 @@ def test_missing_lock_is_a_build_error(cache: Path, tmp_path: Path,
 
 
 def test_cli_lists_and_runs_env(cache: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "servegate", "env", "--check"],
-                          capture_output=True, text=True,
-                          env={**os.environ, **envbuild.servegate_env_vars()})
+    proc = run_servegate("env", "--check", env=envbuild.servegate_env_vars())
     assert proc.returncode == env_command.EXIT_MISSING, proc.stderr
     assert "ModuleNotFoundError" not in proc.stderr and "not built yet" in proc.stderr

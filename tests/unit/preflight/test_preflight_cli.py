@@ -3,14 +3,12 @@ and the client's --random-range-ratio from the suite's [load].range_ratio."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from repo_files import REPO_ROOT, SRC
+from repo_files import REPO_ROOT
+from servegate_cli import run_servegate
 
 from servegate.preflight import cli
 
@@ -77,13 +75,10 @@ def test_bad_option_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 # `servegate preflight --sglang-src TREE`: the GPU suites checked against a given sglang tree.
 
 
-SRC = SRC
 
 
 def test_a_folder_without_sglang_is_refused(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "servegate", "preflight", "--suite", "premerge",
-         "--sglang-src", str(tmp_path)], capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": str(SRC)})
+    proc = run_servegate("preflight", "--suite", "premerge", "--sglang-src", tmp_path,
+                         timeout=120)
     assert proc.returncode == 2
     assert f"--sglang-src {tmp_path}: not an sglang tree" in proc.stderr

@@ -25,7 +25,6 @@ from repo_files import SRC
 from servegate.serve.launch import LaunchSpec
 from servegate.serve.process import PortInUse, Server, ServerError, descendants, free_port, kill_tree
 
-SRC = SRC
 
 
 FAKE_SERVER = textwrap.dedent("""
