@@ -25,8 +25,6 @@ from repo_files import SRC
 from servegate.serve.launch import LaunchSpec
 from servegate.serve.process import PortInUse, Server, ServerError, descendants, free_port, kill_tree
 
-
-
 FAKE_SERVER = textwrap.dedent("""
     import http.server, os, subprocess, sys, time
     port, delay, escape = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "1"
