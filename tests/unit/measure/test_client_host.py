@@ -25,9 +25,6 @@ from repo_files import SRC
 from servegate.measure.client import ClientError
 from servegate.measure.client_host import WORKER, ClientHost
 
-SRC = SRC
-
-
 FAKE_SERVING = '''"""fake sglang client (tests/unit/measure/test_client_host.py): not sglang."""
 import json
 import os
