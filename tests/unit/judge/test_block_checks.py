@@ -417,3 +417,71 @@ def test_on_gfx95_the_claim_concurrency_gates_and_the_others_are_reported_effect
     assert _fields(effect) == ("experiment", "mean_ttft_ms", "on", 2, "off", False, False)
     assert effect.verdict == "pass" and claim.name in judgement.family["checks"]
     assert effect.name not in judgement.family["checks"]
+
+
+# ------------------------------------------------ every check's reason, as the verdict prints it
+
+def _power_in(check: Check) -> float:
+    """The TOST power the reason states, from the check's own interval (built at TOST level)."""
+    from servegate.judge.stats import tost_power
+
+    iv = check.interval
+    return float(tost_power(iv.standard_error(), iv.df, iv.confidence, check.floor))
+
+
+def test_a_gating_noop_tost_states_its_test_its_power_and_its_margins(tmp_path: Path) -> None:
+    check = by_name(run_judge(write_block_run(tmp_path / "run")))[noop("mean_ttft_ms")]
+    assert check.gate and check.boundaries == (0.95, 1.05) and check.noise["one_sided"] is True
+    test, power, *_ = check.reason.split("; ")
+    assert test == "TOST equivalence, blocks paired within starts"
+    assert power == f"TOST power {100 * _power_in(check):.0f}%"
+
+
+def test_an_underpowered_noop_tost_is_reported_with_its_power_and_the_rule(tmp_path: Path) -> None:
+    table = judge_table(claims={"noop_margin": 0.1})
+    run_dir = write_block_run(tmp_path / "run", block_sd=0.2, table=table)
+    check = by_name(run_judge(run_dir))[
+        "no-op: on mean_ttft_ms at all concurrencies (geometric mean) equivalent to off within "
+        "±10.0%"]
+    power = _power_in(check)
+    assert 0.05 < power < 0.9 and check.gate is False
+    assert check.reason.startswith(
+        "TOST equivalence, blocks paired within starts; reported, not gating: TOST power "
+        f"{100 * power:.0f}% < 80% at +-10.0%; ")
+
+
+def test_a_noop_tost_outside_its_margin_says_so(tmp_path: Path) -> None:
+    check = by_name(run_judge(write_block_run(tmp_path / "run", effect=slower("on", 1.3))))[
+        noop("mean_ttft_ms")]
+    assert check.reason.startswith(
+        "TOST equivalence, blocks paired within starts: demonstrably outside the margin; ")
+
+
+def test_a_gated_claim_with_no_improvement_names_the_stated_size(tmp_path: Path) -> None:
+    table = judge_table(claims={"noop_margin": 0.05, "gated_min_ttft_improvement": 0.1})
+    judgement = run_judge(write_block_run(tmp_path / "run", runner_class="mi355x",
+                                          block_sd=0.002, start_sd=0.0, table=table))
+    claim = by_name(judgement)["claim: on vs off mean_ttft_ms at c4 improves >= 10.0%"]
+    assert claim.verdict == "regression" and claim.noise["one_sided"] is True
+    assert claim.reason.startswith("improvement demonstrably smaller than the stated 10.0%; ")
+
+
+def test_the_prefill_noop_compares_on_blocks_with_off_blocks_only(tmp_path: Path) -> None:
+    run_dir = write_block_run(tmp_path / "run", modes=("off", "on", "forced"))
+    run = json.loads((run_dir / "run.json").read_text())
+    for point in run["points"]:
+        if point["mode"] != "off":          # on (and forced) align 1 of their 3 batches
+            point["alignment"]["aligned_fraction"] = 1 / 3
+    (run_dir / "run.json").write_text(json.dumps(run))
+    check = by_name(run_judge(run_dir))[PREFILL]
+    assert (check.current_value, check.reference_value) == (pytest.approx(1 / 3), 0.0)
+
+
+def test_an_experiment_uses_its_metrics_floor_and_a_two_sided_interval(tmp_path: Path) -> None:
+    table = judge_table(floors={"mean_ttft_ms": 0.05, "median_tpot_ms": 0.08})
+    run_dir = write_block_run(tmp_path / "run", modes=("off", "on", "forced"), table=table)
+    checks = by_name(run_judge(run_dir))
+    tpot = checks["experiment: forced@c2 median_tpot_ms vs off"]
+    ttft = checks["experiment: forced@c2 mean_ttft_ms vs off"]
+    assert (tpot.floor, ttft.floor) == (0.08, 0.05)
+    assert tpot.noise["one_sided"] is False

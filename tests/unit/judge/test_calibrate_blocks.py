@@ -540,6 +540,14 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
         "noop_in_server": cb.calibrate_design(cb.block_design(nightly, "mi300x"),
                                               Noise(0.2, 0.02, 0.1), nights=30, seed=7,
                                               batch=20),
+        # many batches, rates strictly between 0 and 1 over 70 nights: every tally adds batch
+        # after batch, counts nights (not batches) and is rounded as published
+        "gated_many_batches": cb.calibrate_design(cb.block_design(nightly, "mi355x"),
+                                                  Noise(0.3, 0.06, 0.15), nights=70, seed=11,
+                                                  batch=10),
+        "noop_two_batches": cb.calibrate_design(cb.block_design(nightly, "mi300x"),
+                                                Noise(0.2, 0.01, 0.1), nights=70, seed=11,
+                                                batch=35),
         "live_pair": live_pair_calibration(premerge.judge, 1, 4, 2, Noise(0.06, 0.02, 0.0),
                                            nights=200, seed=7),
         "paired_power": {f"{effect:g}": cb.paired_effect_power(
@@ -550,4 +558,7 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
     noop = rows["noop_in_server"]                                  # the tallies are exercised
     assert noop["noop_false_failure"] > 0 and noop["noop_gating_nights"] > 0
     assert rows["live_pair"]["aa_false_alarm"] > 0
+    assert 0 < rows["gated_many_batches"]["claim_false_confirmation"] < 1
+    two = rows["noop_two_batches"]
+    assert two["noop_false_failure"] * 70 > 2 and two["noop_gating_nights"] * 70 > 2
     data_regression.check(rows)
