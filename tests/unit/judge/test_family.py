@@ -13,7 +13,14 @@ from statsmodels.stats.multitest import multipletests
 
 from servegate.judge.arms import Pending
 from servegate.judge.checks import Check
-from servegate.judge.family import BONFERRONI, HOLM, decide, decision_p_value, holm_levels
+from servegate.judge.family import (
+    BONFERRONI,
+    HOLM,
+    decide,
+    decision_p_value,
+    holm_levels,
+    holm_levels_array,
+)
 from servegate.judge.stats import interval_from_log, tost_confidence
 
 ALPHA = 0.05
@@ -203,3 +210,40 @@ def test_empty_family() -> None:
     checks, family = decide([lone.pending], 0.95, HOLM)
     assert family == {"method": "holm", "size": 0, "checks": []}
     assert lone.calls == [0.95] and checks[0].gate is False
+
+
+# ------------------------------------------------ Holm for many families at once (calibration)
+
+def _rowwise(p: np.ndarray, alpha: float) -> np.ndarray:
+    return np.array([holm_levels(list(map(float, row)), alpha)
+                     for row in p.reshape(-1, p.shape[-1])]).reshape(p.shape)
+
+
+def test_holm_levels_array_equals_holm_levels_family_by_family() -> None:
+    rng = np.random.default_rng(11)
+    p = rng.uniform(0.0, 0.08, (3, 40, 5))   # families over the last axis, any leading shape
+    assert np.array_equal(holm_levels_array(p, 0.05), _rowwise(p, 0.05))
+    rejected = holm_levels_array(p, 0.05) >= p
+    assert rejected.any() and not rejected.all()
+
+
+def test_holm_levels_array_at_the_boundaries() -> None:
+    m, alpha = 4, 0.05
+    steps = [alpha / (m - i) for i in range(m)]
+    cases = np.array([
+        [steps[0], 0.9, 0.9, 0.9],              # p exactly at its step: rejected (<=)
+        [0.001, 0.002, 0.003, 0.9],             # all but the last rejected: it stops at alpha
+        [0, 1, 1, 1],                           # integers are p-values too
+    ])
+    got = holm_levels_array(cases, alpha)
+    assert np.array_equal(got, _rowwise(cases, alpha))
+    assert got[0].tolist() == [steps[0], steps[1], steps[1], steps[1]]
+    assert got[1].tolist() == [steps[0], steps[1], steps[2], steps[3]]
+    ints = holm_levels_array([[0, 1, 1, 1]], alpha)
+    assert ints.dtype == float and ints[0].tolist() == [steps[0], steps[1], steps[1], steps[1]]
+
+
+def test_holm_levels_array_orders_tied_p_values_as_holm_levels_does() -> None:
+    p = np.full((1, 40), 0.001)                  # introsort (numpy's default) is not stable
+    p[0, ::3] = 0.0005
+    assert np.array_equal(holm_levels_array(p, 0.05), _rowwise(p, 0.05))
