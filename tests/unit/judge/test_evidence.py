@@ -170,3 +170,28 @@ def test_baseline_keeps_starts_when_one_block_lacks_a_metric(tmp_path: Path) -> 
     slots = ev.slots("", "off", 4, "mean_ttft_ms")
     assert len(slots) == 5
     assert {start for start, _ in slots} == {0, 1}
+
+
+def test_older_baseline_starts_are_its_repeat_numbers() -> None:
+    ev = evidence_from_baseline({"points": [_baseline_point("on", 2, [3, 5, 7], [7.0, 8.0, 9.0])]})
+    assert ev.slots("", "on", 2, "mean_ttft_ms") == {(3, 0): 7.0, (5, 0): 8.0, (7, 0): 9.0}
+
+
+def test_a_baseline_without_points_repeats_or_values_is_empty_not_an_error() -> None:
+    assert evidence_from_baseline({}).modes() == []
+    bare = {"mode": "on", "concurrency": 2, "metrics": {"mean_ttft_ms": {"repeats": [7.0, 8.0]},
+                                                        "median_tpot_ms": {}}}
+    ev = evidence_from_baseline({"points": [bare]})      # no repeat numbers: one start each
+    assert ev.slots("", "on", 2, "mean_ttft_ms") == {(0, 0): 7.0, (1, 0): 8.0}
+    assert ev.slots("", "on", 2, "median_tpot_ms") == {}
+
+
+def test_a_metric_with_fewer_values_than_the_point_falls_back_in_order() -> None:
+    # the point's starts do not match its values, its repeat numbers do: those are the starts
+    ev = evidence_from_baseline({"points": [
+        _baseline_point("on", 2, [4, 5, 6], [1.0, 2.0, 3.0], starts=[0, 0])]})
+    assert ev.slots("", "on", 2, "mean_ttft_ms") == {(4, 0): 1.0, (5, 0): 2.0, (6, 0): 3.0}
+    # neither matches: one start per value, in order
+    ev = evidence_from_baseline({"points": [
+        _baseline_point("on", 2, [4, 5, 6], [1.0, 2.0], starts=[0, 0, 1])]})
+    assert ev.slots("", "on", 2, "mean_ttft_ms") == {(0, 0): 1.0, (1, 0): 2.0}
