@@ -485,3 +485,42 @@ def test_an_experiment_uses_its_metrics_floor_and_a_two_sided_interval(tmp_path:
     ttft = checks["experiment: forced@c2 mean_ttft_ms vs off"]
     assert (tpot.floor, ttft.floor) == (0.08, 0.05)
     assert tpot.noise["one_sided"] is False
+
+
+# ------------------------------------------------ baseline checks: what exists, and its fields
+
+def test_a_baseline_point_the_run_lacks_is_a_reported_integrity_error(tmp_path: Path) -> None:
+    doc = baseline_doc(tmp_path, concurrencies=(2, 4, 8))
+    judgement = run_judge(write_block_run(tmp_path / "run"), baseline_doc=doc)
+    check = by_name(judgement)["off@c8 present in run"]
+    assert (check.kind, check.metric, check.verdict, check.mode, check.concurrency) == (
+        "integrity", "points", "error", "off", 8)
+    assert check.reason == "point is in the baseline but missing from the run"
+    assert check.primary is False and check.name not in judgement.family["checks"]
+
+
+def test_baseline_checks_exist_only_where_the_baseline_has_the_metric(tmp_path: Path) -> None:
+    table = judge_table(aggregate_metrics=["mean_ttft_ms"])
+    doc = baseline_doc(tmp_path, table=table)
+    for point in doc["points"]:
+        if point["mode"] == "off" and point["concurrency"] == 2:
+            del point["metrics"]["mean_ttft_ms"]
+    checks = by_name(run_judge(write_block_run(tmp_path / "run", table=table),
+                               baseline_doc=doc))
+    assert aggregate("off", "mean_ttft_ms") not in checks        # not at every concurrency
+    assert aggregate("on", "mean_ttft_ms") in checks
+    assert "off@c2 mean_ttft_ms vs baseline" not in checks
+    point = checks["off@c2 median_tpot_ms vs baseline"]           # the next metric still is
+    assert (point.kind, point.mode, point.concurrency, point.reference) == (
+        "baseline", "off", 2, "baseline")
+
+
+def test_with_one_shared_concurrency_only_the_aggregate_metrics_lose_their_point_check(
+        tmp_path: Path) -> None:
+    table = judge_table(aggregate_metrics=["mean_ttft_ms"])
+    doc = baseline_doc(tmp_path, concurrencies=(4,), table=table)
+    checks = by_name(run_judge(write_block_run(tmp_path / "run", concurrencies=(4,),
+                                               table=table), baseline_doc=doc))
+    # the aggregate over c4 is named as c4's check and stands once (by_name: names unique)
+    assert checks["off@c4 mean_ttft_ms vs baseline"].concurrency == 4
+    assert checks["off@c4 median_tpot_ms vs baseline"].concurrency == 4
