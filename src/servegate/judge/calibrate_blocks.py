@@ -190,6 +190,7 @@ def _logs(blocks: dict[tuple[str, int, str], np.ndarray], mode: str, concs: tupl
 class Decided:
     codes: np.ndarray                       # (nights, m) verdict codes (stats.CODES)
     gating: np.ndarray                      # (nights, m) bool
+    p_values: np.ndarray                    # (nights, m) decision p-values (Holm's input)
 
 
 @dataclass
@@ -275,7 +276,7 @@ def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, re
                                    np.where(high < -check.floor, 1, 3))
         else:                                   # noop_prefill: never rejects (see docstring)
             codes[:, i] = 0
-    return Decided(codes, gating)
+    return Decided(codes, gating, p)
 
 
 def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: int,
