@@ -78,7 +78,7 @@ def costs(run: dict[str, Any]) -> tuple[float, float] | None:
 
 def plan_for(check: Any, run: dict[str, Any]) -> dict[str, Any] | None:
     """The budget of one inconclusive check (its ``noise`` record from the block judge)."""
-    noise = getattr(check, "noise", None)
+    noise = check.noise
     iv = check.interval
     bounds = check.decision_boundaries()
     cost = costs(run)
@@ -89,13 +89,13 @@ def plan_for(check: Any, run: dict[str, Any]) -> dict[str, Any] | None:
     if distance <= 1e-9:
         return {"check": check.name, "decidable": False,
                 "why": "the estimate sits on the decision boundary"}
-    one_sided = bool(noise.get("one_sided"))
-    interval_alpha = 1.0 - iv.confidence              # one-sided checks: 2 x their level
-    level = interval_alpha / 2 if one_sided else interval_alpha
-    target = target_se(distance, level, iv.df, one_sided)
-    if float(noise.get("fixed_var", 0.0)) >= target * target:
+    # a one-sided check at level a has its interval at 1 - 2a: its two-sided alpha gives the
+    # quantile t(1 - a) either way
+    target = target_se(distance, 1.0 - iv.confidence, iv.df, one_sided=False)
+    fixed_var = float(noise["fixed_var"])
+    if fixed_var >= target * target:
         return {"check": check.name, "decidable": False, "target_se": round(target, 5),
-                "why": (f"the reference alone (se {math.sqrt(float(noise['fixed_var'])):.3f}, "
+                "why": (f"the reference alone (se {math.sqrt(fixed_var):.3f}, "
                         f"target {target:.3f}) is too noisy whatever this run does: record "
                         "the baseline from more server starts")}
     plan = cheapest(noise, target, *cost)
@@ -103,7 +103,7 @@ def plan_for(check: Any, run: dict[str, Any]) -> dict[str, Any] | None:
                               "start_level": noise["between_source"],
                               "this_run": {"starts": noise["starts"], "blocks": noise["blocks"]}}
     if plan is None:
-        start_only = float(noise["between_var"]) / MAX_STARTS + float(noise.get("fixed_var", 0))
+        start_only = float(noise["between_var"]) / MAX_STARTS + fixed_var
         if start_only >= target * target:
             why = (f"the start level alone (log-sd {math.sqrt(float(noise['between_var'])):.3f},"
                    f" {noise['between_source']}) needs more than {MAX_STARTS} starts")

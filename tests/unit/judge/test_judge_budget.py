@@ -339,3 +339,52 @@ def test_no_plan_because_of_the_block_level_does_not_blame_the_start_level(
     record = budget.plan_for(blocky, run)
     assert record is not None and record["decidable"] is False
     assert "start level alone" not in record["why"]
+
+
+def test_plan_for_rounds_as_verdict_json_prints_it(
+        claim_run: tuple[Judgement, dict[str, Any]]) -> None:
+    """target_se to 5 places, serving minutes to 1 (costs whose minutes have more places)."""
+    judgement, run = claim_run
+    check = claim_check(judgement)
+    odd = {**run, "design": {**run["design"], "start_seconds": [121.3, 121.3],
+                             "block_seconds": 6.07}}
+    plan = budget.plan_for(check, odd)
+    assert plan is not None and plan["decidable"] is True
+    iv = check.interval
+    distance = abs(math.log(iv.estimate) - math.log(0.96))
+    target = budget.target_se(distance, 1.0 - iv.confidence, iv.df, one_sided=False)
+    assert plan["target_se"] == round(target, 5) != round(target, 6)
+    cheapest = budget.cheapest(check.noise, target, *budget.costs(odd))
+    assert cheapest is not None
+    assert plan["serving_minutes"] == round(cheapest.seconds / 60.0, 1) \
+        != round(cheapest.seconds / 60.0, 2)
+
+
+def test_a_check_with_an_interval_but_no_decision_boundary_has_no_plan(
+        claim_run: tuple[Judgement, dict[str, Any]]) -> None:
+    judgement, run = claim_run
+    unbounded = copy.copy(claim_check(judgement))
+    unbounded.floor, unbounded.boundaries = None, None
+    assert unbounded.interval is not None and not unbounded.decision_boundaries()
+    assert budget.plan_for(unbounded, run) is None
+
+
+@pytest.mark.parametrize(("between", "fixed", "blamed"), [
+    (7.2, 0.5, "start level alone"),     # between/12 + fixed = 1.1 target^2: the start level
+    (2.0, 0.0, "block level"),           # between/12 = 0.17 target^2: the blocks are why
+    (7.2, 0.0, "block level"),           # without the reference side the start level fits
+])
+def test_no_plan_blames_the_start_level_only_when_it_alone_exceeds_the_target(
+        claim_run: tuple[Judgement, dict[str, Any]], between: float, fixed: float,
+        blamed: str) -> None:
+    judgement, run = claim_run
+    check = claim_check(judgement)
+    first = budget.plan_for(check, run)
+    assert first is not None
+    target_sq = first["target_se"] ** 2
+    stuck = copy.copy(check)
+    stuck.noise = {**check.noise, "between_var": between * target_sq,
+                   "fixed_var": fixed * target_sq, "block_var": 1.0}
+    record = budget.plan_for(stuck, run)
+    assert record is not None and record["decidable"] is False
+    assert blamed in record["why"]
