@@ -524,3 +524,23 @@ def test_with_one_shared_concurrency_only_the_aggregate_metrics_lose_their_point
     # the aggregate over c4 is named as c4's check and stands once (by_name: names unique)
     assert checks["off@c4 mean_ttft_ms vs baseline"].concurrency == 4
     assert checks["off@c4 median_tpot_ms vs baseline"].concurrency == 4
+
+
+def test_a_baseline_aggregate_carries_its_blocks_levels_and_noise_notes(tmp_path: Path) -> None:
+    table = judge_table(family=["claims", "baseline-aggregate"])
+    doc = baseline_doc(tmp_path, starts=1, blocks=4, table=table)
+    checks = by_name(run_judge(write_block_run(tmp_path / "run", starts=2, blocks=3, table=table),
+                               baseline_doc=doc))
+    agg = checks[aggregate("off", "mean_ttft_ms")]
+    iv = agg.interval
+    assert (iv.n_current, iv.n_reference, iv.n_repeats) == (6, 4, 2)
+    assert iv.method.startswith("blocks (2x3 vs 1x4 starts x blocks")
+    # block noise is tiny here: the start level is nearly all of the variance (run_var)
+    assert iv.run_var == pytest.approx(iv.se ** 2, rel=0.02)
+    assert agg.noise["level"] == "start" and agg.noise["one_sided"] is False
+    current, current_blocks, reference, reference_blocks = agg.reason.split("; ")
+    assert current.startswith("start level measured+prior over 2 starts (log-sd 0.0")
+    assert reference.startswith("start level measured+prior over 1 starts (log-sd 0.0")
+    assert current_blocks.startswith("block log-sd 0.00") and current_blocks.endswith("(df 2)")
+    assert reference_blocks.startswith("block log-sd 0.00")
+    assert checks[noop("mean_ttft_ms")].noise["level"] == "interaction"
