@@ -278,3 +278,27 @@ def test_paired_interval_covers_the_true_difference_at_95_percent() -> None:
     half = sps.t.ppf(0.975, diff.df) * diff.se
     coverage = float(np.mean(np.abs(diff.theta - delta) <= half))
     assert 0.93 <= coverage <= 0.97, coverage
+
+
+def test_nested_mean_names_a_bad_shape() -> None:
+    with pytest.raises(ValueError, match=r"^nested_mean: expected values shaped \(\.\.\., "
+                                         r"starts, blocks\)$"):
+        nested_mean(np.ones(3), prior_var=0.01, prior_dof=4)
+    for shape in ((2, 0), (0, 3)):
+        with pytest.raises(ValueError, match=r"^nested_mean: no blocks$"):
+            nested_mean(np.ones(shape), prior_var=0.01, prior_dof=4)
+
+
+def test_two_blocks_a_start_measure_the_block_level() -> None:
+    """3 starts x 2 blocks: 6 residuals, one trimmed each side, h = 4, h - starts = 1 df."""
+    logs = np.array([[0.0, 0.02], [0.05, 0.04], [-0.03, 0.01]])
+    est = nested_mean(logs, prior_var=0.0004, prior_dof=4)
+    assert float(est.block_df) == 1.0 and float(est.components[1].var) > 0
+
+
+def test_a_prior_worth_one_start_is_pooled_with_the_measured_start_level() -> None:
+    logs = np.array([[0.0, 0.01, 0.0], [0.1, 0.11, 0.1]])
+    est = nested_mean(logs, prior_var=0.0004, prior_dof=1)
+    assert est.between_source == "measured+prior"
+    assert float(est.between_df) == 2.0                          # 1 prior + 1 measured
+    assert float(est.between_var) == pytest.approx((0.0004 + float(est.measured_between_var)) / 2)
