@@ -302,3 +302,33 @@ def test_a_prior_worth_one_start_is_pooled_with_the_measured_start_level() -> No
     assert est.between_source == "measured+prior"
     assert float(est.between_df) == 2.0                          # 1 prior + 1 measured
     assert float(est.between_var) == pytest.approx((0.0004 + float(est.measured_between_var)) / 2)
+
+
+CURRENT = np.array([[0.0, 0.02, 0.9, 0.01, 0.03], [0.1, 0.12, 0.08, 0.11, -0.5]])
+REFERENCE = np.array([[0.05, 0.04, 0.06, 0.07, 0.05], [0.0, 0.01, 0.02, -0.01, 0.4]])
+
+
+def test_the_trim_reaches_both_sides_and_the_method_names_it() -> None:
+    diff = independent_difference(CURRENT, REFERENCE, start_var=0.0004, start_dof=4, trim=0.1)
+    assert diff.method == "blocks (2x5 vs 2x5 starts x blocks, trimmed 10%)"
+    expected = (nested_mean(CURRENT, prior_var=0.0004, prior_dof=4, trim=0.1).theta
+                - nested_mean(REFERENCE, prior_var=0.0004, prior_dof=4, trim=0.1).theta)
+    assert float(diff.theta) == pytest.approx(float(expected), abs=1e-12)
+    assert float(diff.theta) != pytest.approx(float(independent_difference(
+        CURRENT, REFERENCE, start_var=0.0004, start_dof=4).theta), abs=1e-6)
+    paired = paired_difference(CURRENT, REFERENCE, interaction_var=0.0001, interaction_dof=4,
+                               trim=0.1)
+    assert paired.method == "blocks-paired (2 start(s) x 5 block pair(s), trimmed 10%)"
+    assert float(paired.theta) == pytest.approx(float(nested_mean(
+        CURRENT - REFERENCE, prior_var=0.0001, prior_dof=4, trim=0.1).theta), abs=1e-12)
+
+
+def test_a_pooled_start_level_replaces_each_sides_own() -> None:
+    diff = independent_difference(CURRENT, REFERENCE, start_var=0.0004, start_dof=1)
+    for part in diff.parts:
+        assert part.between_source == "measured+prior"          # a prior worth one start
+        assert float(part.between_df) == 3.0                    # 1 prior + 1 + 1 measured
+        start, block = part.components
+        assert float(start.var) == pytest.approx(float(part.between_var) / part.starts)
+        assert float(part.df) == pytest.approx(float(satterthwaite(part.components)))
+        assert float(part.se) ** 2 == pytest.approx(float(start.var) + float(block.var))
