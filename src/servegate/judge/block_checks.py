@@ -371,14 +371,12 @@ def block_pendings(run: Run, evidence: Evidence, config: JudgeConfig, *,
                    extra: list[Pending] | None = None) -> list[Pending]:
     """Every block check of a run: head vs base (when it is one), baseline, claims."""
     judge = Judge(run, evidence, config)
-    pendings: list[Pending] = []
     if run.get("ab"):
-        pendings += judge.versus(evidence, arm="head", ref_arm="base", kind="ab",
-                                 label="base", selector=AB_AGGREGATE)
-        pendings += Judge(arm_view(run, "head"), evidence, config).claims("head")
+        pendings = (judge.versus(evidence, arm="head", ref_arm="base", kind="ab", label="base",
+                                 selector=AB_AGGREGATE)
+                    + Judge(arm_view(run, "head"), evidence, config).claims("head"))
     else:
-        if baseline is not None:
-            pendings += judge.versus(baseline)
-        pendings += judge.claims("")
+        pendings = ((judge.versus(baseline) if baseline is not None else [])
+                    + judge.claims(""))
     return pendings + list(extra or [])
 

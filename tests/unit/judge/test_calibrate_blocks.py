@@ -572,3 +572,10 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
     two = rows["noop_two_batches"]
     assert two["noop_false_failure"] * 70 > 2 and two["noop_gating_nights"] * 70 > 2
     data_regression.check(rows)
+
+
+@pytest.mark.parametrize(("metric", "kind"), [
+    ("mean_ttft_ms", "ttft"), ("mean_e2e_latency_ms", "ttft"), ("median_tpot_ms", "tpot"),
+    ("mean_itl_ms", "tpot")])
+def test_decode_metrics_draw_decode_noise(metric: str, kind: str) -> None:
+    assert cb._metric_kind(metric) == kind

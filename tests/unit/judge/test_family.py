@@ -21,7 +21,7 @@ from servegate.judge.family import (
     holm_levels,
     holm_levels_array,
 )
-from servegate.judge.stats import interval_from_log, tost_confidence
+from servegate.judge.stats import Interval, interval_from_log, tost_confidence
 
 ALPHA = 0.05
 
@@ -247,3 +247,18 @@ def test_holm_levels_array_orders_tied_p_values_as_holm_levels_does() -> None:
     p = np.full((1, 40), 0.001)                  # introsort (numpy's default) is not stable
     p[0, ::3] = 0.0005
     assert np.array_equal(holm_levels_array(p, 0.05), _rowwise(p, 0.05))
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (dict(floor=None), "no decision boundary"),
+    (dict(interval=Interval(1.2, 1.1, 1.3, 0.95, "requests", 9, 9, se=0.0, df=8.0)),
+     "a zero standard error"),
+    (dict(interval=Interval(1.2, 1.1, 1.3, 0.95, "requests", 9, 9, se=math.nan, df=8.0)),
+     "no standard error"),
+])
+def test_a_check_that_cannot_be_decided_has_p_value_one(change: dict, why: str) -> None:
+    base = dict(kind="baseline", name="c", metric="mean_ttft_ms", verdict="inconclusive",
+                interval=Interval(1.2, 1.1, 1.3, 0.95, "requests", 9, 9, se=0.04, df=8.0),
+                floor=0.05)
+    assert decision_p_value(Check(**base), False) < 1.0               # decidable as given
+    assert decision_p_value(Check(**{**base, **change}), False) == 1.0, why
