@@ -398,3 +398,13 @@ def test_unmodelled_server_arguments_count_as_one_device_per_server(
     monkeypatch.setattr(plan_module, "expected_schedulers", lambda args: None)
     assert live_pair_layout(suite, "mi325x", gpus=2) == PairLayout(
         True, 2, 1, "live pair: 1 of 2 GPUs per server, halves crossed over between starts")
+
+
+def test_flag_value_is_the_last_occurrence_and_none_when_absent() -> None:
+    from servegate.plan import flag_value
+
+    args = ["--tp", "2", "--dp-size=4", "--tp=8", "--dp-size", "2"]
+    assert flag_value(args, ("--tp", "--tensor-parallel-size")) == "8"
+    assert flag_value(args, ("--dp-size", "--dp")) == "2"
+    assert flag_value(args, ("--ep-size",)) is None
+    assert flag_value(["--tp"], ("--tp",)) is None            # a flag without its value

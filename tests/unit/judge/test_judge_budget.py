@@ -306,6 +306,11 @@ def test_a_one_start_baseline_under_a_large_prior_is_too_noisy(tmp_path: Path) -
         assert "the reference alone (se 0.200" in record["why"]
         assert "record the baseline from more server starts" in record["why"]
         assert record["target_se"] ** 2 < check.noise["fixed_var"]
+        iv = check.interval
+        distance = min(abs(math.log(iv.estimate) - math.log(b))
+                       for b in check.decision_boundaries())
+        target = budget.target_se(distance, 1.0 - iv.confidence, iv.df, one_sided=False)
+        assert record["target_se"] == round(target, 5) != round(target, 6)
     assert judgement.budget_text is not None
     assert judgement.budget_text.startswith(f"noise budget: {primary[0].name}: the reference alone")
 
@@ -325,7 +330,8 @@ def test_budget_text_by_hand() -> None:
     assert budget.budget_text([small]) == (
         "noise budget: 2 start(s) x 5 blocks (~10 serving min) would decide A "
         "(this run 1 x 4; start level prior)")
-    assert budget.budget_text([stuck, {**stuck, "check": "D"}]) == "noise budget: C: too noisy"
+    assert budget.budget_text([stuck, {**stuck, "check": "D", "why": "other"}]) == \
+        "noise budget: C: too noisy"
     assert budget.budget_text([]) is None
 
 
