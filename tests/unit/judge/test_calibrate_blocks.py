@@ -560,6 +560,14 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
                                                 batch=35),
         "live_pair": live_pair_calibration(premerge.judge, 1, 4, 2, Noise(0.06, 0.02, 0.0),
                                            nights=200, seed=7),
+        # 70 nights: rates with more places than printed; the second's curve is exactly 0.8
+        # at 15 % (its slowdown_80)
+        "live_pair_70": live_pair_calibration(premerge.judge, 1, 4, 2, Noise(0.06, 0.02, 0.0),
+                                              nights=70, seed=11),
+        "live_pair_70_noisy": live_pair_calibration(premerge.judge, 1, 4, 2,
+                                                    Noise(0.2, 0.05, 0.0), nights=70, seed=11),
+        "paired_power_default_nights": cb.paired_effect_power(
+            2, 4, 0.05, Noise(0.02, 0.02, 0.01), floor=0.02, prior_cv=0.02, prior_dof=10),
         "paired_power": {f"{effect:g}": cb.paired_effect_power(
             2, 4, effect, Noise(0.02, 0.02, 0.01), floor=0.02, prior_cv=0.02, prior_dof=10,
             nights=300) for effect in (0.0, 0.05, -0.05, 1.0)},
@@ -569,6 +577,8 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
     assert noop["noop_false_failure"] > 0 and noop["noop_gating_nights"] > 0
     assert rows["live_pair"]["aa_false_alarm"] > 0
     assert 0 < rows["gated_many_batches"]["claim_false_confirmation"] < 1
+    noisy = rows["live_pair_70_noisy"]
+    assert noisy["power_curve"]["0.15"] == 0.8 and noisy["slowdown_80"] == 0.15
     two = rows["noop_two_batches"]
     assert two["noop_false_failure"] * 70 > 2 and two["noop_gating_nights"] * 70 > 2
     data_regression.check(rows)
