@@ -299,7 +299,7 @@ class Judge:
                 check.reason = noise_note(diff)
             return check
 
-        return Pending(name, False, evaluate, primary=False)
+        return Pending(name, False, evaluate)      # not counted: never in the family
 
     # -------------------------------------------------------------------- references
 
@@ -316,8 +316,7 @@ class Judge:
                 check = Check("integrity", f"{mode}@c{conc} present in run", "points", "error",
                               mode=mode, concurrency=conc,
                               reason=f"point is in the {label} but missing from the run")
-                pendings.append(Pending(check.name, False, lambda _c, check=check: check,
-                                        primary=False))
+                pendings.append(Pending(check.name, False, lambda _c, check=check: check))
             shared = sorted(cur_concs & ref_concs)
             for metric in self.config.aggregate_metrics:
                 if shared and all(reference.slots(ref_arm, mode, c, metric) for c in shared):

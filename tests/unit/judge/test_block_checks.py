@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from unit.judge.block_runs import judge_table, slower, write_block_run
 
+from servegate.config.judge import parse_judge_table
 from servegate.core.results import load_run
 from servegate.judge.baselines import baseline_from_run
 from servegate.judge.checks import Check
@@ -544,3 +545,23 @@ def test_a_baseline_aggregate_carries_its_blocks_levels_and_noise_notes(tmp_path
     assert current_blocks.startswith("block log-sd 0.00") and current_blocks.endswith("(df 2)")
     assert reference_blocks.startswith("block log-sd 0.00")
     assert checks[noop("mean_ttft_ms")].noise["level"] == "interaction"
+
+
+@pytest.mark.parametrize("runner_class", ["mi300x", "mi355x"])
+def test_every_pending_is_named_as_the_check_it_becomes(tmp_path: Path, runner_class: str) -> None:
+    from servegate.judge.block_checks import block_pendings
+    from servegate.judge.evidence import evidence_from_baseline, evidence_from_run
+
+    doc = baseline_doc(tmp_path, concurrencies=(2, 4, 8), runner_class=runner_class)
+    run_dir = write_block_run(tmp_path / "run", modes=("off", "on", "forced"),
+                              runner_class=runner_class)
+    run = load_run(run_dir)
+    config = parse_judge_table(judge_table(), "test table")
+    pendings = block_pendings(run, evidence_from_run(run), config,
+                              baseline=evidence_from_baseline(doc))
+    kinds = set()
+    for pending in pendings:
+        check = pending.evaluate(0.95)
+        assert pending.name == check.name
+        kinds.add(check.kind)
+    assert {"integrity", "baseline", "claim", "experiment"} <= kinds
