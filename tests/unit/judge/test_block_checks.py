@@ -565,3 +565,27 @@ def test_every_pending_is_named_as_the_check_it_becomes(tmp_path: Path, runner_c
         assert pending.name == check.name
         kinds.add(check.kind)
     assert {"integrity", "baseline", "claim", "experiment"} <= kinds
+
+
+def test_without_a_stated_claim_concurrency_the_highest_gates(tmp_path: Path) -> None:
+    judgement = run_judge(write_block_run(tmp_path / "run", runner_class="mi355x",
+                                          concurrencies=(2, 4, 8)))
+    gated = [c.name for c in judgement.checks if c.primary and c.metric == "mean_ttft_ms"]
+    assert gated == ["claim: on vs off mean_ttft_ms at c8 improves >= 4.0%"]
+
+
+def test_claims_outside_the_family_are_reported_not_gated(tmp_path: Path) -> None:
+    table = judge_table(family=["baseline-aggregate"])
+    checks = by_name(run_judge(write_block_run(tmp_path / "run", runner_class="mi355x",
+                                               table=table)))
+    accuracy = [c for c in checks.values() if c.metric == "accuracy"]
+    assert accuracy and not any(c.primary for c in accuracy)
+
+
+def test_one_concurrency_keeps_the_noop_of_a_metric_outside_the_aggregates(
+        tmp_path: Path) -> None:
+    table = judge_table(aggregate_metrics=["mean_ttft_ms"])
+    checks = by_name(run_judge(write_block_run(tmp_path / "run", concurrencies=(4,),
+                                               table=table)))
+    assert "no-op: on mean_ttft_ms at c4 equivalent to off within ±5.0%" in checks
+    assert "no-op: on median_tpot_ms at c4 equivalent to off within ±5.0%" in checks
