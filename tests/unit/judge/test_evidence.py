@@ -195,3 +195,26 @@ def test_a_metric_with_fewer_values_than_the_point_falls_back_in_order() -> None
     ev = evidence_from_baseline({"points": [
         _baseline_point("on", 2, [4, 5, 6], [1.0, 2.0], starts=[0, 0, 1])]})
     assert ev.slots("", "on", 2, "mean_ttft_ms") == {(0, 0): 1.0, (1, 0): 2.0}
+
+
+def test_evidence_messages_name_the_arm_mode_and_concurrencies_exactly() -> None:
+    ev = Evidence("run")
+    ev.add("head", "on", 2, "mean_ttft_ms", 0, 0, -1.0)          # no positive value
+    with pytest.raises(MissingEvidence, match=r"^mean_ttft_ms: no positive block values common "
+                                               r"to head-on at concurrency \[2\]$"):
+        ev.logs("head", "on", [2], "mean_ttft_ms")
+    with pytest.raises(MissingEvidence, match=r"^no block measured in the same start and round "
+                                               r"for both modes$"):
+        paired_matrices({(0, 0): 1.0}, {(0, 1): 1.0})
+
+
+def test_concurrencies_of_one_metric_are_those_that_measured_it() -> None:
+    ev = Evidence("run")
+    ev.add("", "on", 2, "mean_ttft_ms", 0, 0, 1.0)
+    ev.add("", "on", 4, "median_tpot_ms", 0, 0, 1.0)
+    assert ev.concurrencies("", "on", "mean_ttft_ms") == [2]
+    assert ev.concurrencies("", "on") == [2, 4]
+
+
+def test_a_run_without_points_has_no_evidence() -> None:
+    assert evidence_from_run({}).modes() == []

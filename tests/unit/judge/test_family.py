@@ -262,3 +262,9 @@ def test_a_check_that_cannot_be_decided_has_p_value_one(change: dict, why: str) 
                 floor=0.05)
     assert decision_p_value(Check(**base), False) < 1.0               # decidable as given
     assert decision_p_value(Check(**{**base, **change}), False) == 1.0, why
+
+
+def test_holm_levels_at_another_family_alpha() -> None:
+    p = [0.03, 0.06, 0.5]
+    assert holm_levels(p, 0.1) == pytest.approx([0.1 / 3, 0.05, 0.05])  # first rejected only
+    assert holm_levels(p, 0.05) == pytest.approx([0.05 / 3] * 3)      # none rejected

@@ -332,3 +332,26 @@ def test_a_pooled_start_level_replaces_each_sides_own() -> None:
         assert float(start.var) == pytest.approx(float(part.between_var) / part.starts)
         assert float(part.df) == pytest.approx(float(satterthwaite(part.components)))
         assert float(part.se) ** 2 == pytest.approx(float(start.var) + float(block.var))
+
+
+def test_one_start_with_a_prior_worth_one_start_keeps_its_dof() -> None:
+    est = nested_mean(np.array([[0.0, 0.01, 0.02]]), prior_var=0.0004, prior_dof=1)
+    assert est.between_source == "prior" and float(est.between_df) == 1.0
+
+
+def test_the_block_variance_is_the_pooled_means_times_the_kept_residuals() -> None:
+    """3 x 2: h = 4 residuals kept; the block variance is within x h."""
+    est = nested_mean(np.array([[0.0, 0.02], [0.05, 0.04], [-0.03, 0.01]]), prior_var=0.0004,
+                      prior_dof=4)
+    assert float(est.block_var) == pytest.approx(4 * float(est.components[1].var))
+
+
+def test_many_nights_at_once_keep_a_pooled_level_per_night() -> None:
+    rng = np.random.default_rng(5)
+    cur, ref = rng.normal(0, 0.05, (7, 2, 3)), rng.normal(0, 0.05, (7, 2, 3))
+    diff = independent_difference(cur, ref, start_var=0.0004, start_dof=4)
+    for part in diff.parts:
+        assert np.shape(part.between_df) == (7,) and np.shape(part.between_var) == (7,)
+    one = independent_difference(cur[3], ref[3], start_var=0.0004, start_dof=4)
+    assert float(diff.theta[3]) == pytest.approx(float(one.theta))
+    assert float(diff.se[3]) == pytest.approx(float(one.se))
