@@ -589,3 +589,19 @@ def test_one_concurrency_keeps_the_noop_of_a_metric_outside_the_aggregates(
                                                table=table)))
     assert "no-op: on mean_ttft_ms at c4 equivalent to off within ±5.0%" in checks
     assert "no-op: on median_tpot_ms at c4 equivalent to off within ±5.0%" in checks
+
+
+def test_a_check_whose_run_lacks_the_blocks_is_inconclusive_and_says_which(
+        tmp_path: Path) -> None:
+    table = judge_table(family=["claims", "baseline-aggregate"])
+    doc = baseline_doc(tmp_path, table=table)
+    run_dir = write_block_run(tmp_path / "run", table=table)
+    run = json.loads((run_dir / "run.json").read_text())
+    for point in run["points"]:
+        if (point["mode"], point["concurrency"]) == ("off", 2):
+            del point["metrics"]["mean_ttft_ms"]
+    (run_dir / "run.json").write_text(json.dumps(run))
+    check = by_name(run_judge(run_dir, baseline_doc=doc))[aggregate("off", "mean_ttft_ms")]
+    assert (check.verdict, check.reason) == (
+        "inconclusive", "mean_ttft_ms: no blocks for off at concurrency [2]")
+    assert check.interval is None
