@@ -278,6 +278,7 @@ def test_head_vs_base_aggregates_gate_under_ab_aggregate(tmp_path: Path) -> None
     checks = by_name(judgement)
     for name in names:
         assert checks[name].kind == "ab" and checks[name].verdict == "regression"
+        assert checks[name].reference == "base"
     # head's own no-op claims are reported (not in this family) and pass: on == off in head
     assert checks[PREFILL].verdict == "pass" and not checks[PREFILL].gate
     assert judgement.exit_code == 1
@@ -536,8 +537,8 @@ def test_a_baseline_aggregate_carries_its_blocks_levels_and_noise_notes(tmp_path
     iv = agg.interval
     assert (iv.n_current, iv.n_reference, iv.n_repeats) == (6, 4, 2)
     assert iv.method.startswith("blocks (2x3 vs 1x4 starts x blocks")
-    # block noise is tiny here: the start level is nearly all of the variance (run_var)
-    assert iv.run_var == pytest.approx(iv.se ** 2, rel=0.02)
+    # run_var: the start level of both sides (pooled: one level, 2 starts here, 1 there)
+    assert iv.run_var == pytest.approx(agg.noise["between_var"] * (1 / 2 + 1 / 1), rel=1e-9)
     assert agg.noise["level"] == "start" and agg.noise["one_sided"] is False
     current, current_blocks, reference, reference_blocks = agg.reason.split("; ")
     assert current.startswith("start level measured+prior over 2 starts (log-sd 0.0")
@@ -556,7 +557,9 @@ def test_every_pending_is_named_as_the_check_it_becomes(tmp_path: Path, runner_c
     run_dir = write_block_run(tmp_path / "run", modes=("off", "on", "forced"),
                               runner_class=runner_class)
     run = load_run(run_dir)
-    config = parse_judge_table(judge_table(), "test table")
+    # gfx95: a stated claim concurrency the run lacks is its own (error) check
+    config = parse_judge_table(judge_table(claims={"noop_margin": 0.05,
+                                                   "gated_claim_concurrency": 64}), "test table")
     pendings = block_pendings(run, evidence_from_run(run), config,
                               baseline=evidence_from_baseline(doc))
     kinds = set()
@@ -605,3 +608,31 @@ def test_a_check_whose_run_lacks_the_blocks_is_inconclusive_and_says_which(
     assert (check.verdict, check.reason) == (
         "inconclusive", "mean_ttft_ms: no blocks for off at concurrency [2]")
     assert check.interval is None
+
+
+def _with_throughput(run_dir: Path, factor: Any) -> Path:
+    """Every point also reports output_throughput (higher is better): 1000 tok/s x factor."""
+    run = json.loads((run_dir / "run.json").read_text())
+    for point in run["points"]:
+        point["metrics"]["output_throughput"] = 1000.0 * factor(point) * (
+            1 + 0.001 * point["block"])
+    (run_dir / "run.json").write_text(json.dumps(run))
+    return run_dir
+
+
+def test_a_higher_is_better_metric_that_rises_is_an_improvement(tmp_path: Path) -> None:
+    table = judge_table(family=["claims", "baseline-aggregate"],
+                        metrics=["mean_ttft_ms", "median_tpot_ms", "output_throughput"],
+                        floors={"mean_ttft_ms": 0.05, "median_tpot_ms": 0.05,
+                                "output_throughput": 0.05},
+                        claims={"noop_margin": 0.05, "experiment_metrics": ["output_throughput"]})
+    doc_dir = _with_throughput(write_block_run(tmp_path / "baseline-run", seed=99, table=table,
+                                               started_at="2026-11-30T12:00:00+00:00"),
+                               lambda _p: 1.0)
+    doc = baseline_from_run(load_run(doc_dir), doc_dir)
+    run_dir = _with_throughput(write_block_run(tmp_path / "run", table=table,
+                                               modes=("off", "on", "forced")),
+                               lambda p: 1.5 if p["mode"] == "forced" else 1.3)
+    checks = by_name(run_judge(run_dir, baseline_doc=doc))
+    assert checks["off@c2 output_throughput vs baseline"].verdict == "improvement"
+    assert checks["experiment: forced@c2 output_throughput vs off"].verdict == "improvement"
