@@ -27,8 +27,8 @@ class ClientHost:
     def __init__(self, python: str, env: dict[str, str] | None, log_path: Path) -> None:
         self.python, self.env, self.log_path = python, env, log_path
         self._proc: subprocess.Popen[str] | None = None
-        self._ready = False
-        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._ready: bool                       # both set by launch, which _start always calls
+        self._lines: queue.Queue[str | None]
 
     def launch(self) -> None:
         """Start importing the client now (e.g. while the server loads); :meth:`run` waits."""
@@ -104,7 +104,7 @@ class ClientHost:
         if proc is None:
             return
         if proc.poll() is None:
-            kill_tree(proc, grace_s=5)  # type: ignore[arg-type]
+            kill_tree(proc, grace_s=5)  # type: ignore[arg-type]  # pragma: no mutate (timing only: the grace before SIGKILL)
 
     def __enter__(self) -> ClientHost:
         return self
