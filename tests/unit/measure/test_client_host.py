@@ -192,6 +192,7 @@ def test_a_timeout_kills_the_worker_and_the_next_run_replaces_it(
     assert time.monotonic() - started < 10
     message = str(err.value)
     assert "timed out" in message and str(host.log_path) in message
+    assert f"(log: {tmp_path / 'slow.log'}; worker log: " in message      # the block's own log
     grandchild = next(r["grandchild"] for r in replies(tmp_path / "slow.log") if "grandchild" in r)
     assert worker_children() == []
     assert not alive(before["pid"]) and not alive(grandchild)    # the whole tree
@@ -223,3 +224,9 @@ def test_a_quiet_watch_is_polled_while_the_block_runs(tmp_path: Path, host: Clie
     host.run(["sleep", "2.5"], tmp_path / "block.log", timeout_s=30,
              watch=lambda: calls.append(time.monotonic()))
     assert len(calls) >= 2                        # about once a second
+
+
+def test_a_blocks_log_may_be_in_folders_not_made_yet(tmp_path: Path, host: ClientHost) -> None:
+    log = tmp_path / "client" / "s0" / "b1" / "block.log"
+    host.run(["echo"], log, timeout_s=30)
+    assert replies(log)
