@@ -107,6 +107,17 @@ def _block_point(rng: np.random.Generator, arm: str, mode: str, conc: int, start
     }
 
 
+def edit_points(run_dir: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """Apply ``change`` to every point of ``run_dir/run.json`` in place: a test's edit of what
+    bench wrote (a metric removed, an alignment or a metric added)."""
+    path = run_dir / "run.json"
+    run = json.loads(path.read_text())
+    for point in run["points"]:
+        change(point)
+    path.write_text(json.dumps(run))
+    return run_dir
+
+
 def slower(mode: str, factor: float) -> Effect:
     """Every block of ``mode`` ``factor`` times slower (other modes unchanged)."""
     return lambda m, _conc, _start, _block: factor if m == mode else 1.0

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from unit.judge.block_runs import judge_table, slower, write_block_run
+from unit.judge.block_runs import edit_points, judge_table, slower, write_block_run
 
 from servegate.config.judge import parse_judge_table
 from servegate.core.results import load_run
@@ -469,12 +469,12 @@ def test_a_gated_claim_with_no_improvement_names_the_stated_size(tmp_path: Path)
 
 
 def test_the_prefill_noop_compares_on_blocks_with_off_blocks_only(tmp_path: Path) -> None:
-    run_dir = write_block_run(tmp_path / "run", modes=("off", "on", "forced"))
-    run = json.loads((run_dir / "run.json").read_text())
-    for point in run["points"]:
+    def align_one_of_three(point: dict[str, Any]) -> None:
         if point["mode"] != "off":          # on (and forced) align 1 of their 3 batches
             point["alignment"]["aligned_fraction"] = 1 / 3
-    (run_dir / "run.json").write_text(json.dumps(run))
+
+    run_dir = edit_points(write_block_run(tmp_path / "run", modes=("off", "on", "forced")),
+                          align_one_of_three)
     check = by_name(run_judge(run_dir))[PREFILL]
     assert (check.current_value, check.reference_value) == (pytest.approx(1 / 3), 0.0)
 
@@ -598,12 +598,11 @@ def test_a_check_whose_run_lacks_the_blocks_is_inconclusive_and_says_which(
         tmp_path: Path) -> None:
     table = judge_table(family=["claims", "baseline-aggregate"])
     doc = baseline_doc(tmp_path, table=table)
-    run_dir = write_block_run(tmp_path / "run", table=table)
-    run = json.loads((run_dir / "run.json").read_text())
-    for point in run["points"]:
+    def drop_off_c2_ttft(point: dict[str, Any]) -> None:
         if (point["mode"], point["concurrency"]) == ("off", 2):
             del point["metrics"]["mean_ttft_ms"]
-    (run_dir / "run.json").write_text(json.dumps(run))
+
+    run_dir = edit_points(write_block_run(tmp_path / "run", table=table), drop_off_c2_ttft)
     check = by_name(run_judge(run_dir, baseline_doc=doc))[aggregate("off", "mean_ttft_ms")]
     assert (check.verdict, check.reason) == (
         "inconclusive", "mean_ttft_ms: no blocks for off at concurrency [2]")
@@ -612,12 +611,11 @@ def test_a_check_whose_run_lacks_the_blocks_is_inconclusive_and_says_which(
 
 def _with_throughput(run_dir: Path, factor: Any) -> Path:
     """Every point also reports output_throughput (higher is better): 1000 tok/s x factor."""
-    run = json.loads((run_dir / "run.json").read_text())
-    for point in run["points"]:
+    def add(point: dict[str, Any]) -> None:
         point["metrics"]["output_throughput"] = 1000.0 * factor(point) * (
             1 + 0.001 * point["block"])
-    (run_dir / "run.json").write_text(json.dumps(run))
-    return run_dir
+
+    return edit_points(run_dir, add)
 
 
 def test_a_higher_is_better_metric_that_rises_is_an_improvement(tmp_path: Path) -> None:

@@ -199,6 +199,16 @@ def test_costs_from_the_run() -> None:
 # ------------------------------------------------------------------------------ plan_for
 
 
+def unrounded_target(check: Check) -> float:
+    """The target standard error before plan_for rounds it: the distance from the estimate to
+    the nearest decision boundary (log scale) at the interval's own two-sided alpha."""
+    iv = check.interval
+    assert iv is not None
+    distance = min(abs(math.log(iv.estimate) - math.log(b))
+                   for b in check.decision_boundaries())
+    return budget.target_se(distance, 1.0 - iv.confidence, iv.df, one_sided=False)
+
+
 def with_costs(run_dir: Path, starts: int) -> Path:
     """What bench records after the run: each server start's and the mean block's seconds."""
     path = run_dir / "run.json"
@@ -306,10 +316,7 @@ def test_a_one_start_baseline_under_a_large_prior_is_too_noisy(tmp_path: Path) -
         assert "the reference alone (se 0.200" in record["why"]
         assert "record the baseline from more server starts" in record["why"]
         assert record["target_se"] ** 2 < check.noise["fixed_var"]
-        iv = check.interval
-        distance = min(abs(math.log(iv.estimate) - math.log(b))
-                       for b in check.decision_boundaries())
-        target = budget.target_se(distance, 1.0 - iv.confidence, iv.df, one_sided=False)
+        target = unrounded_target(check)
         assert record["target_se"] == round(target, 5) != round(target, 6)
     assert judgement.budget_text is not None
     assert judgement.budget_text.startswith(f"noise budget: {primary[0].name}: the reference alone")
@@ -356,9 +363,7 @@ def test_plan_for_rounds_as_verdict_json_prints_it(
                              "block_seconds": 6.07}}
     plan = budget.plan_for(check, odd)
     assert plan is not None and plan["decidable"] is True
-    iv = check.interval
-    distance = abs(math.log(iv.estimate) - math.log(0.96))
-    target = budget.target_se(distance, 1.0 - iv.confidence, iv.df, one_sided=False)
+    target = unrounded_target(check)
     assert plan["target_se"] == round(target, 5) != round(target, 6)
     cheapest = budget.cheapest(check.noise, target, *budget.costs(odd))
     assert cheapest is not None
