@@ -28,9 +28,9 @@ from servegate.config.judge import FAMILY_SELECTORS, JudgeConfig
 from servegate.core.results import Run
 from servegate.core.runner_classes import REGISTRY
 from servegate.judge.ab import arm_view
-from servegate.judge.arms import Pending
+from servegate.judge.accuracy_checks import accuracy_claim, claim_name
+from servegate.judge.alignment import aligned_beyond_off
 from servegate.judge.checks import Check
-from servegate.judge.claims import _accuracy_claim, aligned_beyond_off
 from servegate.judge.evidence import (
     Evidence,
     MissingEvidence,
@@ -38,6 +38,7 @@ from servegate.judge.evidence import (
     paired_matrices,
 )
 from servegate.judge.nested import Difference, independent_difference, paired_difference
+from servegate.judge.pending import Pending, fixed
 from servegate.judge.stats import (
     Interval,
     direction,
@@ -62,7 +63,7 @@ def _interval(diff: Difference, confidence: float) -> Interval:
     blocks = [part.starts * part.blocks for part in diff.parts]
     iv = interval_from_log(theta, se, df, confidence, diff.method, blocks[0], blocks[-1],
                            run_var=between)
-    return replace(iv, n_repeats=diff.parts[0].starts)
+    return replace(iv, n_starts=diff.parts[0].starts)
 
 
 def noise_note(diff: Difference) -> str:
@@ -120,9 +121,18 @@ class Judge:
 
     def paired(self, arm: str, mode: str, reference: str, concs: list[int],
                metric: str) -> Difference:
+        """Two modes of one tree, paired by start and block round. Inside shared starts only
+        the start x mode interaction remains (``interaction_cv``); in runs from before
+        ``[design]`` each mode had its own server start, so the pair's difference keeps two
+        start levels (2 x ``run_to_run_cv``^2), as a live pair's does."""
         cur = self.evidence.logs(arm, mode, concs, metric)
         ref = self.evidence.logs(arm, reference, concs, metric)
         a, b = paired_matrices(cur, ref)
+        if not self.evidence.in_server:
+            cv = self.config.run_to_run_cv
+            return paired_difference(a, b, interaction_var=2 * cv * cv,
+                                     interaction_dof=self.config.run_to_run_cv_dof,
+                                     level="start")
         cv = self.config.interaction_cv
         return paired_difference(a, b, interaction_var=cv * cv,
                                  interaction_dof=self.config.interaction_cv_dof)
@@ -173,10 +183,10 @@ class Judge:
                     pendings.append(self._missing_claim(claim_conc, concs))
                 for conc in concs:
                     pendings.append(self._ttft_claim(arm, conc, primary=conc == claim_conc))
-                inner = _accuracy_claim(self.run, self.config)
-                pendings.append(Pending(inner.name, True,
-                                        lambda c, inner=inner: inner.evaluate(tost_confidence(c)),
-                                        primary=self.primary(CLAIMS), one_sided=True))
+                pendings.append(Pending(
+                    claim_name(self.config), True,
+                    lambda c: accuracy_claim(self.run, self.config, tost_confidence(c)),
+                    primary=self.primary(CLAIMS), one_sided=True))
         elif concs:
             pendings.append(self._prefill_pooled(arm, concs))
             for metric in self.config.aggregate_metrics:
@@ -195,11 +205,10 @@ class Judge:
         """The suite names a claim concurrency the run did not measure: an error that gates."""
         metric = self.config.gated_ttft_metric
         check = Check("claim", f"claim: on vs off {metric} at c{conc}", metric, "error",
-                      mode="on", concurrency=conc, reference="off",
+                      mode="on", concurrency=conc, reference="off", claim="improvement",
                       reason=f"run has no on and off blocks at concurrency {conc} (measured: "
                              f"{concs})")
-        return Pending(check.name, True, lambda _c, check=check: check,
-                       primary=self.primary(CLAIMS))
+        return Pending(check.name, True, lambda _c: check, primary=self.primary(CLAIMS))
 
     def _ttft_claim(self, arm: str, conc: int, primary: bool) -> Pending:
         metric, required = self.config.gated_ttft_metric, self.config.gated_min_ttft_improvement
@@ -211,7 +220,8 @@ class Judge:
 
         def evaluate(confidence: float) -> Check:
             check = Check(kind, name, metric, "inconclusive", mode="on", concurrency=conc,
-                          reference="off", floor=required, boundaries=(target,))
+                          reference="off", floor=required, boundaries=(target,),
+                          claim="improvement" if primary else None)
             level = tost_confidence(confidence)        # one-sided at the family level
             diff = _fill(check, lambda: self.paired(arm, "on", "off", [conc], metric), level,
                          one_sided=True)
@@ -241,7 +251,7 @@ class Judge:
 
         def evaluate(confidence: float) -> Check:
             check = Check("claim", name, "aligned_fraction", "pass", mode="on",
-                          reference="off")
+                          reference="off", claim="noop-prefill")
             effective = sorted({(p["concurrency"], p["start"], p["block"])   # in-server points
                                 for p in on if p.get("exact_fill_effective")})
             if effective:
@@ -260,7 +270,7 @@ class Judge:
         def evaluate(confidence: float) -> Check:
             check = Check("claim", name, metric, "inconclusive", mode="on",
                           concurrency=concs[0] if len(concs) == 1 else None, reference="off",
-                          floor=margin, boundaries=(1.0 - margin, 1.0 + margin))
+                          floor=margin, boundaries=(1.0 - margin, 1.0 + margin), claim="noop")
             level = tost_confidence(confidence)
             diff = _fill(check, lambda: self.paired(arm, "on", "off", concs, metric), level,
                          one_sided=True)
@@ -309,14 +319,14 @@ class Judge:
         """Per point and metric (reported) and per mode the aggregate over concurrencies
         (primary under ``selector``), current against ``reference``."""
         pendings: list[Pending] = []
-        for mode in self.evidence.modes(arm):
+        for mode in sorted(set(self.evidence.modes(arm)) | set(reference.modes(ref_arm))):
             cur_concs = set(self.evidence.concurrencies(arm, mode))
             ref_concs = set(reference.concurrencies(ref_arm, mode))
             for conc in sorted(ref_concs - cur_concs):
                 check = Check("integrity", f"{mode}@c{conc} present in run", "points", "error",
                               mode=mode, concurrency=conc,
                               reason=f"point is in the {label} but missing from the run")
-                pendings.append(Pending(check.name, False, lambda _c, check=check: check))
+                pendings.append(fixed(check))
             shared = sorted(cur_concs & ref_concs)
             for metric in self.config.aggregate_metrics:
                 if shared and all(reference.slots(ref_arm, mode, c, metric) for c in shared):

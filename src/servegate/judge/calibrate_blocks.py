@@ -107,7 +107,9 @@ def _skeleton(design: BlockDesign) -> dict[str, Any]:
     claims include GSM8K's whether or not the run has answers)."""
     metrics = dict.fromkeys({*design.config.metrics, *design.config.aggregate_metrics}, 1.0)
     return {"runner_class": design.runner,
-            "points": [{"mode": mode, "concurrency": conc, "repeat": 0, "metrics": metrics}
+            "design": {"starts": 1, "blocks": 1, "in_server": True},
+            "points": [{"mode": mode, "concurrency": conc, "start": 0, "block": 0,
+                        "metrics": metrics}
                        for mode in design.modes for conc in design.concurrencies]}
 
 
@@ -122,20 +124,19 @@ def family(design: BlockDesign) -> list[SimCheck]:
         if not (pending.counts and pending.primary):
             continue
         check = pending.evaluate(0.95)
-        if check.name.startswith("claim: on vs off") and check.metric != "accuracy":
-            kind = "claim_ttft"
-        elif check.metric == "accuracy":
-            kind = "claim_accuracy"
-        elif check.metric == "aligned_fraction":
-            kind = "noop_prefill"
-        elif check.name.startswith("no-op:"):
-            kind = "noop_tost"
-        else:
-            kind = "versus"
+        kind = {"improvement": "claim_ttft", "accuracy": "claim_accuracy",
+                "noop-prefill": "noop_prefill", "noop": "noop_tost"}.get(check.claim or "",
+                                                                        "versus")
         concs = design.concurrencies if check.concurrency is None else (check.concurrency,)
         out.append(SimCheck(check.name, kind, check.metric, check.mode, tuple(concs),
                             float(check.floor or 0.0), pending.one_sided))
     return out
+
+
+def rate_interval(count: int, nights: int) -> list[float]:
+    """A rate's exact 95 % (Clopper-Pearson) interval over ``nights``, as every row reports it."""
+    low, high = sps.binomtest(count, nights).proportion_ci()
+    return [round(float(low), 5), round(float(high), 5)]
 
 
 @dataclass
@@ -325,8 +326,7 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
         done += size
 
     def ci(k: int) -> list[float]:
-        low, high = sps.binomtest(k, nights).proportion_ci()
-        return [round(float(low), 5), round(float(high), 5)]
+        return rate_interval(k, nights)
 
     curve = {f"{s:.2f}": round(caught[s] / nights, 4) for s in SLOWDOWNS}
     reach = [s for s in SLOWDOWNS if caught[s] / nights >= 0.8]
@@ -459,11 +459,10 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
     aa = int(regressions(0.0).sum())
     curve = {f"{s:.2f}": round(float(regressions(math.log1p(s)).mean()), 4) for s in SLOWDOWNS}
     reach = [s for s in SLOWDOWNS if curve[f"{s:.2f}"] >= 0.8]
-    low, high = sps.binomtest(aa, nights).proportion_ci()
     return {"design": "live-pair", "starts": starts, "blocks": blocks,
             "server_starts": 2 * starts, "family_size": m, "nights": nights,
             "aa_false_alarm": round(aa / nights, 5),
-            "aa_false_alarm_ci": [round(float(low), 5), round(float(high), 5)],
+            "aa_false_alarm_ci": rate_interval(aa, nights),
             "power_curve": curve, "slowdown_80": reach[0] if reach else None,
             "assumed_run_cv": config.run_to_run_cv,
             "assumed_run_cv_dof": config.run_to_run_cv_dof}

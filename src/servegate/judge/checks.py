@@ -15,6 +15,9 @@ from servegate.judge.stats import Guidance, Interval, direction
 
 CheckVerdict = Literal["pass", "regression", "improvement", "inconclusive", "error"]
 Kind = Literal["baseline", "ab", "accuracy", "claim", "experiment", "integrity"]
+# What a claim check states, as a field (nothing parses a check's name): the gated TTFT
+# improvement, GSM8K non-inferiority, the no-op's equivalence, the no-op's prefill alignment.
+ClaimKind = Literal["improvement", "accuracy", "noop", "noop-prefill"]
 
 
 @dataclass
@@ -42,6 +45,8 @@ class Check:
     p_value: float | None = None
     # block checks: the measured noise behind the interval, by level (the noise budget's input)
     noise: dict[str, Any] | None = None
+    # a claim's statement (None for every other check)
+    claim: ClaimKind | None = None
 
     @property
     def point(self) -> str:
@@ -79,12 +84,12 @@ class Check:
 
     @property
     def samples_factor(self) -> float | None:
-        """Factor on repeats per arm that would decide at the current estimate (None when
-        decided, or when nothing would)."""
+        """Factor on server starts per side (questions, for accuracy) that would decide at the
+        current estimate (None when decided, or when nothing would)."""
         guide = self.guidance
-        if guide is None or guide.decided or not math.isfinite(guide.repeats_factor):
+        if guide is None or guide.decided or not math.isfinite(guide.factor):
             return None
-        return guide.repeats_factor
+        return guide.factor
 
     def describe(self) -> str:
         """One line: what was compared, the interval, the verdict and why."""
@@ -151,7 +156,13 @@ class Check:
             "reference_value": rnd(self.reference_value),
             "reason": self.reason,
             "primary": self.primary,
+            "claim": self.claim,
         }
+
+
+# verdict.json's keys of a check, in order: the one schema (report/verdict_json.py validates
+# against it); derived from ``to_dict`` so the two cannot drift apart.
+CHECK_KEYS: tuple[str, ...] = tuple(Check("integrity", "", "", "pass").to_dict())
 
 
 def overall_verdict(checks: list[Check]) -> CheckVerdict:

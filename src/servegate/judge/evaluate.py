@@ -1,6 +1,8 @@
-"""Judge one run folder: its suite's [judge] table, its baseline and its A/B claims, every
-interval Bonferroni-corrected over the checks judged together. Pure decision: nothing is written
-(the report writers and ``servegate compare`` do that)."""
+"""Judge one run folder: its suite's [judge] table, its baseline and its A/B claims, on block
+values (:mod:`servegate.judge.block_checks`; a run from before ``[design]`` reads each repeat as
+one block of its own start). The gated family is decided together: Holm's step-down when the
+suite names its ``[judge] family``, else Bonferroni over every counted check. Pure decision:
+nothing is written (the report writers and ``servegate compare`` do that)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,11 @@ from servegate.config.judge import (
 from servegate.core.paths import SUITES_DIR
 from servegate.core.results import Run, RunFolderError, load_run
 from servegate.judge import budget
-from servegate.judge.ab import ab_accuracy_pendings, ab_pendings, arm_view, is_ab
-from servegate.judge.arms import Pending
+from servegate.judge.ab import is_ab
+from servegate.judge.accuracy_checks import (
+    baseline_accuracy_pendings,
+    head_vs_base_accuracy_pendings,
+)
 from servegate.judge.baselines import (
     BaselineError,
     baseline_path,
@@ -30,11 +35,10 @@ from servegate.judge.baselines import (
 )
 from servegate.judge.block_checks import block_pendings
 from servegate.judge.checks import Check
-from servegate.judge.claims import claim_pendings
-from servegate.judge.compare import accuracy_pendings, baseline_pendings
 from servegate.judge.evidence import evidence_from_baseline, evidence_from_run
 from servegate.judge.family import BONFERRONI, decide
 from servegate.judge.judgement import Judgement
+from servegate.judge.pending import Pending
 from servegate.judge.stats import run_seed
 
 
@@ -102,8 +106,8 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
         config = judge_config_for_run(dict(run), suites_dir)
     except JudgeConfigError as err:
         return error_judgement(run_dir, str(err), strict, run)
-    # The suite's seed mixed with this run's identity: resamples differ from night to night,
-    # and re-judging the same run reproduces its verdict (the seed is in verdict.json).
+    # The suite's seed mixed with this run's identity, recorded in verdict.json (the block
+    # judge draws nothing at random: re-judging a run reproduces its verdict).
     run_key = str(run.get("run_id") or run.get("started_at") or run_dir.name)
     config = replace(config, seed=run_seed(config.seed, run_key))
     notes = [f"judge settings from {config.source}", *config.deprecations,
@@ -114,79 +118,86 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
         config = replace(config, run_to_run_cv_dof=0.0)
         notes.append("run-to-run spread measured from the baseline's nights replaces the "
                      "suite's assumed run_to_run_cv")
-    in_server = bool((run.get("design") or {}).get("in_server"))
+    design = run.get("design") or {}
     interference = interference_note(run.get("points") or [])
     if interference:
         notes.append(interference)
-    if in_server:
-        design = run["design"]
-        notes.append(f"design: {design.get('starts')} server start(s) x {design.get('blocks')} "
-                     "block(s) per mode and concurrency, every mode inside each start; judged "
-                     "on block values (20 % trimmed means, Yuen), modes paired within starts")
-    if is_ab(run) and in_server:
-        design = run["design"]
-        how = (f"blocks paired between the two live servers ({design.get('pair_note', '')})"
-               if design.get("live_pair") else
-               f"each tree in its own server start(s), one after the other "
-               f"({design.get('pair_note') or 'no live pair'})")
-        notes.append(f"head vs base: head {run['ab']['head'].get('path')} against base "
-                     f"{run['ab']['base'].get('path')}, {how}")
-        pendings = block_pendings(run, evidence_from_run(dict(run)), config,
-                                  extra=ab_accuracy_pendings(run, run_dir, config,
-                                                             primary=not config.family))
-        return _decide(run_dir, run, config, pendings, notes, strict, None, None)
+    notes.append(design_note(design))
+    evidence = evidence_from_run(dict(run))
     if is_ab(run):
-        # head vs base, measured together: the stored baseline is not the reference; the A/B
-        # claims (exact fill on vs off) are the head tree's
-        notes.append(f"head vs base: head {run['ab']['head'].get('path')} "
-                     f"({run['ab']['head'].get('version')}) against base "
-                     f"{run['ab']['base'].get('path')} ({run['ab']['base'].get('version')})")
-        pendings = ab_pendings(run, run_dir, config) + claim_pendings(arm_view(run, "head"),
-                                                                      config)
+        notes.append(head_vs_base_note(run))
+        pendings = block_pendings(
+            run, evidence, config,
+            extra=head_vs_base_accuracy_pendings(run, run_dir, config,
+                                                 primary=not config.family))
         return _decide(run_dir, run, config, pendings, notes, strict, None, None)
-    baseline = None
-    explicit = baseline_file is not None
-    if baseline_doc is not None:   # e.g. the rolling history:N baseline, built by the caller
-        label = Path(str(baseline_doc.get("provenance", {}).get("source_run", "<given>")))
-        try:
-            baseline = validate_baseline(baseline_doc, label)
-            ensure_matches(baseline, label, run, str(run_dir))
-        except BaselineError as err:
-            return error_judgement(run_dir, str(err), strict, run)
-        notes.append(f"baseline {label}: {len(baseline.get('points', []))} points")
-        baseline_file = label
-    elif baseline_file is None:
-        try:
-            baseline_file = baseline_path(*run_identity(run), root=baselines_root)
-        except BaselineError as err:
-            return error_judgement(run_dir, str(err), strict, run)
     try:
-        if baseline is not None:
-            pass
-        elif explicit or baseline_file.is_file():
-            baseline = load_baseline(baseline_file)
-            ensure_matches(baseline, baseline_file, run, str(run_dir))
-        else:
-            notes.append(f"no baseline at {baseline_file}: only in-run A/B claims judged "
-                         "(store one with `servegate update-baselines RUN_DIR`)")
+        baseline, baseline_file = _baseline(run, run_dir, notes, baseline_file, baseline_doc,
+                                            baselines_root)
     except BaselineError as err:
         return error_judgement(run_dir, str(err), strict, run)
-
-    outcomes = {mode: read_outcomes(run_dir, mode)
-                for mode, entry in ((baseline or {}).get("accuracy") or {}).items()
-                if "outcomes" in entry}
-    if in_server:
-        pendings = block_pendings(
-            run, evidence_from_run(dict(run)), config,
-            baseline=evidence_from_baseline(baseline) if baseline else None,
-            extra=accuracy_pendings(run, baseline, config, outcomes,
-                                     primary=not config.family) if baseline else [])
-        return _decide(run_dir, run, config, pendings, notes, strict,
-                       baseline_file if baseline else None, baseline)
-    pendings = baseline_pendings(run, baseline, config, outcomes) if baseline else []
-    pendings += claim_pendings(run, config)
+    extra: list[Pending] = []
+    if baseline:
+        outcomes = {mode: read_outcomes(run_dir, mode)
+                    for mode, entry in (baseline.get("accuracy") or {}).items()
+                    if "outcomes" in entry}
+        extra = baseline_accuracy_pendings(run, baseline, config, outcomes,
+                                           primary=not config.family)
+    pendings = block_pendings(
+        run, evidence, config,
+        baseline=evidence_from_baseline(baseline) if baseline else None, extra=extra)
     return _decide(run_dir, run, config, pendings, notes, strict,
                    baseline_file if baseline else None, baseline)
+
+
+def design_note(design: dict[str, Any]) -> str:
+    """How the run's blocks sit (runs from before ``[design]``: a server start per mode and
+    repeat, read as one block per start)."""
+    if design.get("in_server"):
+        return (f"design: {design.get('starts')} server start(s) x {design.get('blocks')} "
+                "block(s) per mode and concurrency, every mode inside each start; judged on "
+                "block values (20 % trimmed means, Yuen), modes paired within starts")
+    return ("design: a server start per mode and repeat (a run from before [design]): each "
+            "repeat read as one block of its own start; modes compared across their own starts "
+            "(two start levels, run_to_run_cv)")
+
+
+def head_vs_base_note(run: Run) -> str:
+    design = run.get("design") or {}
+    head, base = run["ab"]["head"], run["ab"]["base"]
+    if design.get("live_pair"):
+        how = f"blocks paired between the two live servers ({design.get('pair_note', '')})"
+    elif design.get("in_server"):
+        how = (f"each tree in its own server start(s), one after the other "
+               f"({design.get('pair_note') or 'no live pair'})")
+    else:
+        how = "each tree and mode in its own server start (a run from before [design])"
+    return (f"head vs base: head {head.get('path')} ({head.get('version')}) against base "
+            f"{base.get('path')} ({base.get('version')}), {how}")
+
+
+def _baseline(run: Run, run_dir: Path, notes: list[str], baseline_file: Path | None,
+              baseline_doc: dict[str, Any] | None, baselines_root: Path | None
+              ) -> tuple[dict[str, Any] | None, Path | None]:
+    """The baseline the run is judged against: given as a document (e.g. the rolling
+    ``history:N``), a file, or the stored one for the run's identity; None when none is stored
+    (only the in-run claims are judged then). Raises :class:`BaselineError`."""
+    if baseline_doc is not None:
+        label = Path(str(baseline_doc.get("provenance", {}).get("source_run", "<given>")))
+        baseline = validate_baseline(baseline_doc, label)
+        ensure_matches(baseline, label, run, str(run_dir))
+        notes.append(f"baseline {label}: {len(baseline.get('points', []))} points")
+        return baseline, label
+    explicit = baseline_file is not None
+    if baseline_file is None:
+        baseline_file = baseline_path(*run_identity(run), root=baselines_root)
+    if not explicit and not baseline_file.is_file():
+        notes.append(f"no baseline at {baseline_file}: only in-run A/B claims judged "
+                     "(store one with `servegate update-baselines RUN_DIR`)")
+        return None, baseline_file
+    baseline = load_baseline(baseline_file)
+    ensure_matches(baseline, baseline_file, run, str(run_dir))
+    return baseline, baseline_file
 
 
 def _decide(run_dir: Path, run: Run, config: JudgeConfig, pendings: list[Pending],
@@ -197,7 +208,9 @@ def _decide(run_dir: Path, run: Run, config: JudgeConfig, pendings: list[Pending
     method = config.family_method if config.family else BONFERRONI
     checks, family_record = decide(pendings, config.confidence, method)
     family = int(family_record["size"])  # type: ignore[call-overload]
-    confidence = 1.0 - (1.0 - config.confidence) / max(1, family)
+    # the level actually used: Bonferroni's one level, or Holm's strictest step
+    levels = list(family_record["levels"].values())  # type: ignore[attr-defined]
+    confidence = max(levels) if levels else config.confidence
     if run.get("complete") is not True:
         cause = run.get("error") or "not every planned point finished"
         checks.insert(0, Check("integrity", "run complete", "complete", "error",

@@ -24,8 +24,8 @@ import numpy as np
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from servegate.judge.arms import Pending
 from servegate.judge.checks import Check
+from servegate.judge.pending import Pending
 from servegate.judge.stats import per_check_confidence
 
 HOLM = "holm"
@@ -104,6 +104,7 @@ def decide(pendings: list[Pending], confidence: float, method: str
     alpha = 1.0 - confidence
     primary = [i for i, p in enumerate(pendings) if p.counts and p.primary]
     out: list[Check | None] = [None] * len(pendings)
+    used: dict[int, float] = {}
     if method == HOLM:
         first = {i: pendings[i].evaluate(confidence) for i in primary}
         p_values = [decision_p_value(first[i], pendings[i].one_sided) for i in primary]
@@ -111,10 +112,12 @@ def decide(pendings: list[Pending], confidence: float, method: str
         for i, level, p in zip(primary, levels, p_values, strict=True):
             check = pendings[i].evaluate(1.0 - level)
             out[i] = replace(check, p_value=p)
+            used[i] = 1.0 - level
     else:
         level_confidence = per_check_confidence(confidence, len(primary))
         for i in primary:
             out[i] = pendings[i].evaluate(level_confidence)
+            used[i] = level_confidence
     for i, pending in enumerate(pendings):
         if out[i] is not None:
             continue
@@ -126,5 +129,7 @@ def decide(pendings: list[Pending], confidence: float, method: str
         out[i] = check
     checks = [c for c in out if c is not None]
     family = {"method": method, "size": len(primary),
-              "checks": [checks[i].name for i in primary]}
+              "checks": [checks[i].name for i in primary],
+              # the confidence each gated check was actually evaluated at (Holm: per step)
+              "levels": {checks[i].name: round(used[i], 8) for i in primary}}
     return checks, family

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,29 +37,11 @@ VERDICTS: tuple[str, ...] = ("pass", "regression", "improvement", "inconclusive"
 CODES: dict[int, Verdict] = {0: "pass", 1: "regression", 2: "improvement", 3: "inconclusive"}
 
 POWER = 0.8                              # power for the minimal detectable effect
-RANK_CONFIDENCE = 0.95                   # order-statistic interval used to estimate a quantile's SE
-
-
-def request_statistic(metric: str) -> tuple[str, Callable[[np.ndarray], np.ndarray]] | None:
-    """For metrics recomputable from per-request samples: (requests key, row-wise statistic).
-
-    ``mean_ttft_ms`` -> (``ttft_ms``, mean over axis -1), as the metric registry declares it.
-    Summary-only metrics (ITL, throughput) return None and can only be judged over repeats.
-    """
-    registered = METRICS.get(metric)
-    if registered is None or registered.quantity is None or registered.statistic is None:
-        return None
-    return registered.quantity, statistic_fn(registered.statistic)
 
 
 def per_check_confidence(confidence: float, n_checks: int) -> float:
     """Bonferroni: ``n_checks`` intervals at 1 - alpha/m keep the family-wise rate <= alpha."""
     return 1.0 - (1.0 - confidence) / max(1, n_checks)
-
-
-def check_seed(seed: int, key: str) -> int:
-    """A per-check seed, so adding a check never changes another check's interval."""
-    return (seed * 1_000_003 + zlib.crc32(key.encode())) % (2**32)
 
 
 def run_seed(seed: int, run_key: str) -> int:
@@ -86,14 +68,14 @@ class Interval:
     low: float
     high: float
     confidence: float
-    method: str                     # "repeats", "repeats-paired", "requests+assumed-run-cv", ...
+    method: str                     # "blocks-paired (2 start(s) x 6 block pair(s), ...)", ...
     n_current: int
     n_reference: int
     scale: Literal["ratio", "difference"] = "ratio"
     se: float | None = None
     df: float = math.inf
     run_var: float = 0.0
-    n_repeats: int | None = None    # repeats per arm behind a request-level interval
+    n_starts: int | None = None     # server starts per side behind a block interval
 
     def change(self) -> tuple[float, float, float]:
         """(estimate, low, high) as changes: ratio - 1 on the ratio scale, as-is otherwise."""
@@ -133,158 +115,74 @@ class Interval:
         """What would decide this check at its current estimate (see :class:`Guidance`)."""
         return guidance(self, boundaries)
 
-    def samples_factor(self, floor: float) -> float:
-        """Factor on repeats (both arms) that would decide against ``1 + floor`` at the current
-        estimate (inf when the estimate sits on the floor)."""
-        return self.guidance([1.0 + floor if self.scale == "ratio" else floor]).repeats_factor
-
 
 @dataclass(frozen=True)
 class Guidance:
-    """How much more data would decide, at the current estimate.
+    """How much more data would decide, at the current estimate (numbers; the reports word it).
 
     The interval decides once ``t * se`` is below the distance from the estimate to the nearest
-    decision boundary. Repeats shrink every variance term; more prompts shrink only the
-    within-run one, so when run-to-run variance alone is wider than that distance no number of
-    prompts can decide.
+    decision boundary. More server starts shrink every variance term; more prompts (or blocks)
+    shrink only the within-start one, so when the start-level variance alone is wider than that
+    distance no number of prompts can decide.
     """
 
     decided: bool
-    repeats_factor: float            # x the current repeats per arm (inf: nothing decides)
+    factor: float                    # x the current units per side (inf: nothing decides)
     prompts_factor: float | None     # x the current prompts; None: prompts cannot decide
-    text: str
+    need: int | None = None          # units per side that would decide (None: nothing does)
+    unit: str = "starts"             # "starts" (per side) or "questions" (accuracy)
+    run_limit: float | None = None   # +- share the start level alone spans at this level
+    on_boundary: bool = False        # the estimate sits on a decision boundary
+
+    @property
+    def text(self) -> str:
+        """One line (verdict.json's ``guidance``, summary.md); the numbers are the fields."""
+        if self.decided:
+            return "decided"
+        if self.on_boundary:
+            return "the estimate sits on the decision boundary: no sample size decides"
+        if self.need is None:
+            return "no standard error: nothing to extrapolate"
+        need = f"~{self.need} {self.unit}{' per side' if self.unit == 'starts' else ''} " \
+               f"(x{self.factor:.1f}) would decide at this estimate"
+        if self.unit != "starts":
+            return need
+        if self.prompts_factor is None:
+            limit = 100 * (self.run_limit or 0.0)
+            return (f"no amount of prompts can decide (the start level alone is "
+                    f"+-{limit:.1f}% at this level); {need}")
+        return f"~{self.prompts_factor:.1f}x the prompts per block, or {need}"
 
 
 def guidance(interval: Interval, boundaries: Sequence[float]) -> Guidance:
-    """Solve for the repeats (and prompts) that decide ``interval`` against ``boundaries``."""
+    """Solve for the starts (and prompts) that decide ``interval`` against ``boundaries``."""
     se = interval.standard_error()
     q = float(t_quantile(interval.confidence, interval.df))
     theta = interval.to_model(interval.estimate)           # -inf for a ratio <= 0
     distances = [abs(theta - interval.to_model(b)) for b in boundaries
                  if interval.scale == "difference" or b > 0]
     if not distances or not math.isfinite(se) or not math.isfinite(theta):
-        return Guidance(False, math.inf, None, "no standard error: nothing to extrapolate")
+        return Guidance(False, math.inf, None)
     distance = min(distances)
     if q * se < distance:
-        return Guidance(True, 1.0, 1.0, "decided")
+        return Guidance(True, 1.0, 1.0)
     if distance <= 1e-12 or se <= 0:
-        return Guidance(False, math.inf, None,
-                        "the estimate sits on the decision boundary: no sample size decides")
+        return Guidance(False, math.inf, None, on_boundary=True)
     target = distance / q                                  # the se that would decide
     factor = (se / target) ** 2
-    need = math.ceil(factor * max(1, interval.n_repeats or interval.n_current))
-    within = max(se * se - interval.run_var, 0.0)
     if interval.scale == "difference":
-        return Guidance(False, factor, factor,
-                        f"~{need} questions (x{factor:.1f}) would decide at this estimate")
+        need = math.ceil(factor * max(1, interval.n_current))
+        return Guidance(False, factor, factor, need, "questions")
+    need = math.ceil(factor * max(1, interval.n_starts or interval.n_current))
+    within = max(se * se - interval.run_var, 0.0)
     if interval.run_var >= target * target or within <= 0:
-        prompts: float | None = None
-        how = (f"no amount of prompts can decide (run-to-run variance alone is "
-               f"+-{100 * q * math.sqrt(interval.run_var):.1f}% at this level); ")
-    else:
-        prompts = within / (target * target - interval.run_var)
-        how = f"~{prompts:.1f}x the prompts per repeat, or "
-    return Guidance(False, factor, prompts,            # (a difference returned above)
-                    f"{how}~{need} repeats per arm (x{factor:.1f}) would decide at this estimate")
+        return Guidance(False, factor, None, need,
+                        run_limit=q * math.sqrt(interval.run_var))
+    return Guidance(False, factor, within / (target * target - interval.run_var), need)
 
 
 # ------------------------------------------------------------------------ vectorised kernels
 # Arrays carry simulated nights on leading axes; the judge calls them with one night.
-
-def log_se_within(samples: np.ndarray, statistic: str, *, seed: int = 0,
-                  resamples: int = 400) -> np.ndarray:
-    """Standard error of log(statistic) over the last axis (per-request samples).
-
-    mean: delta method, sd / (mean sqrt(n)); median and p<q>: the distribution-free order-
-    statistic interval for that quantile (the ranks scipy's ``quantile_test`` uses) converted to
-    a standard error — NaN when ``n`` is too small for the quantile to be bounded at all;
-    anything else (std): ``scipy.stats.bootstrap``'s standard error.
-    """
-    x = np.asarray(samples, dtype=float)  # pragma: no mutate (samples are numbers: same floats)
-    n = x.shape[-1]
-    if n < 2:
-        return np.full(x.shape[:-1], np.nan)
-    if statistic == "mean":
-        mean = x.mean(axis=-1)
-        return np.where(mean > 0, sps.sem(x, axis=-1) / np.where(mean > 0, mean, 1.0), np.nan)
-    if statistic == "median" or (statistic.startswith("p") and statistic[1:].replace(".", "")
-                                 .isdigit()):
-        p = 0.5 if statistic == "median" else float(statistic[1:]) / 100
-        alpha = 1 - RANK_CONFIDENCE
-        lo = int(sps.binom.ppf(alpha / 2, n, p))           # 1-based rank of the lower bound
-        hi = int(sps.binom.ppf(1 - alpha / 2, n, p)) + 1   # 1-based rank of the upper bound
-        if lo < 1 or hi > n:
-            return np.full(x.shape[:-1], np.nan)
-        ordered = np.partition(x, (lo - 1, hi - 1))            # along the last axis
-        a, b = ordered[..., lo - 1], ordered[..., hi - 1]
-        z = float(sps.norm.ppf(1 - alpha / 2))
-        ok = a > 0                                         # and so b >= a > 0
-        return np.where(ok, (np.log(np.where(ok, b, 1.0)) - np.log(np.where(ok, a, 1.0)))
-                        / (2 * z), np.nan)
-    func = statistic_fn(statistic)
-    result = sps.bootstrap((x,), lambda s, axis=-1: np.log(np.maximum(
-        func(np.moveaxis(s, axis, -1)), 1e-300)), axis=-1, vectorized=True,
-        n_resamples=resamples, method="percentile", random_state=np.random.default_rng(seed))
-    return np.asarray(result.standard_error)
-
-
-def pooled_run_variance(sum_sq: np.ndarray | float, dof: np.ndarray | float, prior_var: float,
-                        prior_dof: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-    """Run-to-run variance of one repeat's log value: the measured sum of squares (``dof``
-    degrees of freedom) pooled with the assumed variance worth ``prior_dof`` (scaled-inverse-chi2
-    prior; the posterior of a mean is then t with the summed degrees of freedom)."""
-    sum_sq = np.asarray(sum_sq, dtype=float)  # pragma: no mutate (numbers: float or int, same)
-    dof = np.asarray(dof, dtype=float)  # pragma: no mutate (numbers: float or int, same)
-    total = dof + prior_dof
-    var = np.where(total > 0, (prior_dof * prior_var + sum_sq) / np.where(total > 0, total, 1),
-                   np.nan)
-    return var, total
-
-
-def repeats_estimate(cur_logs: np.ndarray, ref_logs: np.ndarray, *, paired: bool,
-                     prior_var: np.ndarray | float, prior_dof: np.ndarray | float
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(theta, se, df) of mean(log current) - mean(log reference) over whole repeats.
-
-    Unpaired: pooled two-sample t (``scipy.stats.ttest_ind`` when ``prior_dof`` is 0). Paired
-    (same repeat ids, e.g. on vs off in one run): one-sample t on the differences
-    (``ttest_rel``), the prior scaled to a difference (twice the per-repeat variance).
-    """
-    cur, ref = np.asarray(cur_logs, float), np.asarray(ref_logs, float)  # pragma: no mutate (floats)
-    n_c, n_r = cur.shape[-1], ref.shape[-1]
-    if paired:
-        diff = cur - ref
-        theta = diff.mean(axis=-1)
-        sum_sq = ((diff - theta[..., None]) ** 2).sum(axis=-1)
-        var, df = pooled_run_variance(sum_sq, n_c - 1, 2 * prior_var, prior_dof)
-        return theta, np.sqrt(var / n_c), df + np.zeros_like(theta)
-    theta = cur.mean(axis=-1) - ref.mean(axis=-1)
-    sum_sq = ((cur - cur.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1) + \
-        ((ref - ref.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
-    var, df = pooled_run_variance(sum_sq, n_c + n_r - 2, prior_var, prior_dof)
-    return theta, np.sqrt(var * (1 / n_c + 1 / n_r)), df + np.zeros_like(theta)
-
-
-def requests_estimate(se_cur: np.ndarray, se_ref: np.ndarray, n_cur: int, n_ref: int,
-                      run_var: np.ndarray | float, run_dof: np.ndarray | float,
-                      n_rep_cur: int, n_rep_ref: int
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(se, df, run-to-run variance part) for a request-level comparison.
-
-    se^2 = within(current) + within(reference) + run_var * (1/repeats_c + 1/repeats_r); df by
-    Welch-Satterthwaite (requests - 1 per within term, ``run_dof`` for the run-to-run term).
-    """
-    w_c, w_r = np.asarray(se_cur, float) ** 2, np.asarray(se_ref, float) ** 2
-    run = np.asarray(run_var, float) * (1 / n_rep_cur + 1 / n_rep_ref)
-    total = w_c + w_r + run
-    run_dof = np.asarray(run_dof, float)  # pragma: no mutate (numbers: float or int, same)
-    denom = w_c ** 2 / max(n_cur - 1, 1) + w_r ** 2 / max(n_ref - 1, 1) + \
-        np.where(np.isfinite(run_dof) & (run_dof > 0), run ** 2 / np.where(run_dof > 0, run_dof,
-                                                                               1), 0.0)
-    df = np.where(denom > 0, total ** 2 / np.where(denom > 0, denom, 1), np.inf)
-    df = np.where((run > 0) & (run_dof <= 0), np.nan, df)      # an unknown variance: no df
-    return np.sqrt(total), df + np.zeros_like(total), run + np.zeros_like(total)
-
 
 def log_bounds(theta: np.ndarray, se: np.ndarray, df: np.ndarray,
                confidence: float) -> tuple[np.ndarray, np.ndarray]:

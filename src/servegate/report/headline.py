@@ -44,8 +44,6 @@ ROUTINE_NOTES = (re.compile(r"^judge settings from "), re.compile(r"^judge seed 
                  re.compile(r"\bchecks judged together\b"),
                  re.compile(r"^gated family of \d+ checks"),
                  re.compile(r"^baseline .*: \d+ points$"))
-# "~15 repeats per arm (x14.5)", "~304 questions (x18.9)": the need in the guidance's own units
-_NEED = re.compile(r"~(\d+) ([A-Za-z][A-Za-z ]*?) \(x([0-9.]+)\)")
 
 
 # ----------------------------------------------------------------------------- which checks
@@ -249,15 +247,12 @@ def reported_line(judgement: Judgement) -> str | None:
 
 
 def _need(check: Check) -> tuple[str, int, float] | None:
-    """(unit, count, factor) from the check's guidance: the last ``~N unit (xF)`` it gives."""
+    """(unit, count, factor) from the check's guidance (its numbers, not its text)."""
     guide = check.guidance
-    if guide is None or guide.decided or not math.isfinite(guide.repeats_factor):
+    if guide is None or guide.decided or not math.isfinite(guide.factor):
         return None
-    found = _NEED.findall(guide.text)
-    if found:
-        count, unit, _ = found[-1]
-        return unit, int(count), guide.repeats_factor
-    return "the samples", 0, guide.repeats_factor
+    unit = f"{guide.unit} per side" if guide.unit == "starts" else guide.unit
+    return unit, guide.need or 0, guide.factor
 
 
 def guidance_line(judgement: Judgement) -> str | None:
@@ -280,7 +275,7 @@ def guidance_line(judgement: Judgement) -> str | None:
         amount = f"~{count} {unit} (x{factor:.1f})" if count else f"x{factor:.1f} {unit}"
         prompts = ""
         guide = check.guidance
-        if guide is not None and guide.prompts_factor is None and "prompts" in guide.text:
+        if guide is not None and guide.prompts_factor is None and guide.unit == "starts":
             prompts = ", more prompts alone cannot"
         parts.append(f"{amount} for {check.name}{prompts}")
     if stuck:

@@ -11,15 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servegate.core.atomic import write_json
+from servegate.judge.checks import CHECK_KEYS
 
 if TYPE_CHECKING:
     from servegate.judge.judgement import Judgement
 
 VERDICT_SCHEMA_VERSION = 1
-CHECK_KEYS = ("kind", "name", "metric", "point", "mode", "concurrency", "reference", "verdict",
-              "gate", "scale", "ratio", "difference", "interval", "confidence", "method",
-              "n_current", "n_reference", "floor", "mde", "samples_factor", "current_value",
-              "reference_value", "reason", "prompts_factor", "guidance", "se", "df", "primary")
 STATES = ("pass", "regression", "improvement", "inconclusive", "error")
 
 
