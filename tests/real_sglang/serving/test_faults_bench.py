@@ -32,7 +32,7 @@ from fault_helpers import (
     _wait_for,
 )
 
-from servegate.commands import bench
+from servegate.commands import bench, bench_blocks, bench_servers
 from servegate.core.results import load_run
 from servegate.serve import process
 
@@ -140,7 +140,7 @@ def test_client_returns_garbage(tmp_path: Path, tag: str, monkeypatch: pytest.Mo
     boundary, against the real server): exit 2 naming the file; server torn down."""
     script = tmp_path / "fake_client.py"
     script.write_text(FAKE_CLIENT)
-    monkeypatch.setattr(bench, "client_argv", lambda python, point: [
+    monkeypatch.setattr(bench_blocks, "client_argv", lambda python, point: [
         python, str(script), str(point.output_file), "garbage"])
     code = bench.main(_fault_suite(tmp_path))
     out, err = capfd.readouterr()
@@ -175,7 +175,7 @@ def test_port_in_use_is_retried_and_secret_stays_out(
     stolen: list[socket.socket] = []
     stolen_port: list[int] = []
     ports = iter([taken_port, process.free_port()])
-    monkeypatch.setattr(bench, "free_port", lambda: next(ports, None) or process.free_port())
+    monkeypatch.setattr(bench_servers, "free_port", lambda: next(ports, None) or process.free_port())
     secret_seen: list[bool] = []
     log = tmp_path / "results"
 

@@ -14,13 +14,11 @@ from fault_helpers import _assert_no_half_json, _cause, _failing_disk
 from repo_files import LEGACY_SUITES, REPO_ROOT
 
 from servegate.commands import bench
-from servegate.commands.bench import _plan, server_base_env
+from servegate.commands.bench_context import Context
 from servegate.config import load_suite, suite_path
-from servegate.measure.logparse import batch_lines
-from servegate.plan import LivePair, ServerSlot, device_env, live_pair_layout
 from servegate.serve.process import ServerError
 
-# suites/cpu.toml before [design] (a server start per mode and repeat: bench's _run_slot path)
+# suites/cpu.toml before [design] (a server start per mode and repeat: bench_legacy.run_slot)
 LEGACY_CPU = LEGACY_SUITES / "cpu.toml"
 
 
@@ -38,10 +36,10 @@ def _last_line(capsys: pytest.CaptureFixture[str]) -> tuple[Path, str]:
 @pytest.mark.usefixtures("no_model_prep")
 def test_interrupt_leaves_incomplete_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    def interrupted(ctx: bench.Context, *args: object, **kwargs: object) -> None:
+    def interrupted(ctx: Context, *args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench, "_run_in_server", interrupted)   # cpu: every mode in one start
+    monkeypatch.setattr(bench, "run_in_server", interrupted)   # cpu: every mode in one start
     code = bench.main(["--suite", "cpu", "--results-dir", str(tmp_path / "results")])
     run_dir, err = _last_line(capsys)
     assert code == 130
@@ -56,11 +54,11 @@ def test_interrupt_leaves_incomplete_run(monkeypatch: pytest.MonkeyPatch, tmp_pa
 @pytest.mark.usefixtures("no_model_prep")
 def test_infra_failure_exit_2_with_log_tail(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    def broken(ctx: bench.Context, *args: object, **kwargs: object) -> None:
+    def broken(ctx: Context, *args: object, **kwargs: object) -> None:
         raise ServerError("server exited with code 1 before it was ready (log: x)",
                           "ImportError: cannot import name 'foo' from 'sgl_kernel'")
 
-    monkeypatch.setattr(bench, "_run_slot", broken)      # the legacy suite: a start per mode
+    monkeypatch.setattr(bench, "run_slot", broken)      # the legacy suite: a start per mode
     code = bench.main(["--suite", str(LEGACY_CPU), "--results-dir", str(tmp_path)])
     run_dir, err = _last_line(capsys)
     assert code == 2
@@ -91,7 +89,6 @@ def test_suite_file_outside_suites_is_judged_with_its_own_table(
     suites/<name>.toml (whose floors differ)."""
     from judge_runs import make_run
 
-    from servegate.config import suite_path
     from servegate.judge.evaluate import judge
 
     shipped = suite_path("cpu").read_text()
@@ -100,10 +97,10 @@ def test_suite_file_outside_suites_is_judged_with_its_own_table(
     other.parent.mkdir()
     other.write_text(shipped.replace("mean_ttft_ms = 0.10", "mean_ttft_ms = 0.37"))
 
-    def interrupted(ctx: bench.Context, *args: object, **kwargs: object) -> None:
+    def interrupted(ctx: Context, *args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench, "_run_in_server", interrupted)
+    monkeypatch.setattr(bench, "run_in_server", interrupted)
     bench.main(["--suite", str(other), "--results-dir", str(tmp_path / "results")])
     [run_dir] = (tmp_path / "results").iterdir()
     recorded = json.loads((run_dir / "run.json").read_text())
@@ -204,7 +201,7 @@ def no_model_prep_without_history(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     monkeypatch.delenv("SERVEGATE_HISTORY", raising=False)
 
 
-def _run_json(ctx: bench.Context) -> dict[str, Any]:
+def _run_json(ctx: Context) -> dict[str, Any]:
     return json.loads((ctx.session.run_dir / "run.json").read_text())
 
 
@@ -212,7 +209,7 @@ SHIPPED_CPU = REPO_ROOT / "suites" / "cpu.toml"
 
 
 def _in_server_cpu(tmp_path: Path, starts: int) -> Path:
-    """The shipped cpu suite (every mode inside each start: bench._run_in_server) with
+    """The shipped cpu suite (every mode inside each start: bench_in_server.run_in_server) with
     ``starts`` server starts, so that it has more than one slot."""
     text = SHIPPED_CPU.read_text()
     assert "starts = 1\n" in text
@@ -227,8 +224,8 @@ def _slot_runner(monkeypatch: pytest.MonkeyPatch, design: str, runner: Any) -> N
     def wrong_path(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"a {design} suite ran a slot of the other design")
 
-    used, unused = (("_run_slot", "_run_in_server") if design == "legacy"
-                    else ("_run_in_server", "_run_slot"))
+    used, unused = (("run_slot", "run_in_server") if design == "legacy"
+                    else ("run_in_server", "run_slot"))
     monkeypatch.setattr(bench, used, runner)
     monkeypatch.setattr(bench, unused, wrong_path)
 
@@ -243,7 +240,7 @@ def test_run_is_not_complete_while_any_slot_runs(monkeypatch: pytest.MonkeyPatch
     suite = LEGACY_CPU if design == "legacy" else _in_server_cpu(tmp_path, starts=2)
     seen: list[tuple[object, object]] = []
 
-    def slot_reading_run_json(ctx: bench.Context, slot: Any, *args: object,
+    def slot_reading_run_json(ctx: Context, slot: Any, *args: object,
                               **kwargs: object) -> None:
         on_disk = _run_json(ctx)
         seen.append((on_disk["complete"], on_disk.get("finished_at")))
@@ -268,7 +265,7 @@ def test_failure_in_the_last_slot_leaves_the_run_incomplete(
     suite = LEGACY_CPU if design == "legacy" else _in_server_cpu(tmp_path, starts=3)
     calls: list[int] = []
 
-    def last_slot_fails(ctx: bench.Context, slot: Any, *args: object, **kwargs: object) -> None:
+    def last_slot_fails(ctx: Context, slot: Any, *args: object, **kwargs: object) -> None:
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("boom in the last slot")
@@ -280,121 +277,3 @@ def test_failure_in_the_last_slot_leaves_the_run_incomplete(
     assert code == 2 and len(calls) == 3                   # the third slot was the last
     run = json.loads((run_dir / "run.json").read_text())
     assert run["complete"] is False and "boom in the last slot" in run["error"]
-
-
-# Runner class ``cpu-gfx95``: a CPU server whose exact-fill device check sees gfx95.
-#
-# The one double is servegate's, at sglang's device check (``SERVEGATE_EMULATE_GFX95``, in the
-# exact-fill hook); these tests pin what surrounds it: chosen only by name, the profile section
-# that sets it, an inherited value never reaching another class's server, the read-back that ties
-# every gate report to the double (and forbids the double on real devices), and bench judging the
-# suite's in-run claims without a stored baseline. The real-server path is
-# ``tests/test_bench_e2e.py::test_cpu_gfx95_suite_end_to_end``; the hook in a real sglang process
-# is in ``tests/real_sglang/scheduler/test_hooks.py``.
-
-
-def test_bench_judges_in_run_claims_without_a_baseline(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """No stored baseline for cpu-gfx95: bench still judges (the suite has [judge.claims]) and
-    returns the judge's code; a suite with neither is not judged (exit 0)."""
-    monkeypatch.setattr(bench, "ensure_gguf_model", lambda name, package_file: tmp_path / "m")
-    monkeypatch.setattr(bench, "_run_slot", lambda *a, **k: None)
-    monkeypatch.setattr(bench, "_run_in_server", lambda *a, **k: None)
-    monkeypatch.setattr(bench, "_require_gate", lambda *args: None)
-    monkeypatch.setattr(bench, "_add_to_history", lambda ctx: None)
-    monkeypatch.setenv("COLUMNS", "400")                # rich: one log message per line
-    judged: list[Path] = []
-
-    def compare_run(run_dir: Path, strict: bool = False) -> int:
-        judged.append(Path(run_dir))
-        return 1
-
-    monkeypatch.setattr(bench, "compare_run", compare_run)
-    code = bench.main(["--suite", "cpu-gfx95", "--runner", "cpu-gfx95",
-                       "--results-dir", str(tmp_path / "r"), "--skip-accuracy"])
-    out, err = capsys.readouterr()
-    run_dir = Path(out.strip().splitlines()[-1])
-    assert code == 1 and judged == [run_dir]
-    assert json.loads((run_dir / "run.json").read_text())["runner_class"] == "cpu-gfx95"
-    assert "judging its in-run claims only" in err
-    # cpu-gate has no [judge.claims] and no baseline for cpu-gfx95 would exist: not judged
-    no_claims = tmp_path / "noclaims.toml"
-    text = suite_path("cpu-gfx95").read_text()
-    no_claims.write_text(text.split("[judge.claims]")[0].replace('name = "cpu-gfx95"',
-                                                                 'name = "noclaims"'))
-    judged.clear()
-    code = bench.main(["--suite", str(no_claims), "--runner", "cpu-gfx95",
-                       "--results-dir", str(tmp_path / "r2"), "--skip-accuracy"])
-    assert code == 0 and judged == []
-    assert "no in-run claims (the suite has no judge.claims table); not judged" in \
-        capsys.readouterr().err
-
-
-# ------------------------------------------------ head vs base: live pair or a start per tree
-
-AB_CPU = REPO_ROOT / "tests" / "data" / "suites" / "ab-cpu.toml"
-
-
-TREES = {"base": None, "head": None}
-
-
-def test_a_cpu_runs_head_vs_base_as_one_live_pair_per_start() -> None:
-    suite = load_suite(AB_CPU)
-    layout = live_pair_layout(suite, "cpu")
-    assert layout.live and (layout.gpus, layout.per_server) == (0, 0)
-    [pair] = _plan(suite, ["off"], dict(TREES), False, "cpu")
-    assert isinstance(pair, LivePair) and pair.devices == ()
-    assert len(pair.points) == 2 * 4
-
-
-def test_eight_gpus_hold_two_tp4_servers_with_halves_crossed_over() -> None:
-    suite = load_suite(suite_path("nightly"))
-    layout = live_pair_layout(suite, "mi355x")
-    assert layout.live and (layout.gpus, layout.per_server) == (8, 4), layout
-    pairs = _plan(suite, ["off", "on"], dict(TREES), False, "mi355x")
-    assert [p.devices for p in pairs] == [((0, 1, 2, 3), (4, 5, 6, 7)),
-                                          ((4, 5, 6, 7), (0, 1, 2, 3))]
-    assert device_env("gfx95", (4, 5, 6, 7)) == {"HIP_VISIBLE_DEVICES": "4,5,6,7"}
-    assert device_env("nvidia", (0, 1)) == {"CUDA_VISIBLE_DEVICES": "0,1"}
-    assert device_env("cpu", ()) == {}
-
-
-def test_too_few_devices_fall_back_to_a_start_per_tree_and_say_so() -> None:
-    suite = load_suite(suite_path("premerge"))
-    layout = live_pair_layout(suite, "mi325x")           # its smallest CI label has 4 GPUs
-    assert not layout.live and "no live pair" in layout.note and "4 GPUs" in layout.note
-    slots = _plan(suite, ["off", "on"], dict(TREES), False, "mi325x")
-    assert all(isinstance(s, ServerSlot) and s.in_server for s in slots)
-    assert sorted(s.arm for s in slots) == ["base", "head"]
-
-
-def test_one_tree_runs_are_never_live_pairs() -> None:
-    slots = _plan(load_suite(suite_path("cpu")), ["off", "on"], {"": None}, False, "cpu")
-    assert all(isinstance(s, ServerSlot) for s in slots)
-
-
-def test_injected_slowdowns_reach_only_the_arms_named() -> None:
-    environ = {"SERVEGATE_INJECT_DELAY_MS": "40", "SERVEGATE_INJECT_ARMS": "head",
-               "HF_TOKEN": "x"}
-    assert server_base_env("head", environ)["SERVEGATE_INJECT_DELAY_MS"] == "40"
-    base = server_base_env("base", environ)
-    assert not [k for k in base if k.startswith("SERVEGATE_INJECT_")]
-    assert base["HF_TOKEN"] == "x"
-    unscoped = {"SERVEGATE_INJECT_DELAY_MS": "40"}
-    assert server_base_env("base", unscoped) == unscoped == server_base_env("", unscoped)
-
-
-def test_an_idle_server_log_slice_has_no_batches() -> None:
-    busy = ("[2026-12-01 12:30:00] Prefill batch, #new-seq: 1, #new-token: 256, ...\n"
-            "[2026-12-01 12:30:01] Decode batch, #running-req: 2, #token: 640, ...\n"
-            "[2026-12-01 12:30:01 DP1 TP2] Prefill batch, #new-seq: 2, ...\n")
-    idle = ('[2026-12-01 12:30:02] INFO:     127.0.0.1:4 - "GET /v1/models HTTP/1.1" 200 OK\n'
-            "servegate-hook: mode ack seq=3 mode=off gate=False in pid 7\n")
-    assert batch_lines(busy) == 3 and batch_lines(idle) == 0 and batch_lines("") == 0
-
-
-def test_the_devices_a_runner_sees_override_the_registry_count() -> None:
-    suite = load_suite(suite_path("premerge"))
-    assert live_pair_layout(suite, "mi325x", gpus=8).live        # on its 8-GPU label
-    assert not live_pair_layout(suite, "mi355x", gpus=6).live    # only 6 visible: fall back

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from repo_files import REPO_ROOT
 
-from servegate.commands.bench import server_base_env
+from servegate.commands.bench_servers import server_base_env
 from servegate.config import load_profile, load_suite, suite_path
 from servegate.plan import build_live_pair_plan, device_env
 from servegate.serve import launch

@@ -1,0 +1,217 @@
+"""Block measurement for ``servegate bench``: one point (sglang's client against a live server,
+then the log's alignment and exact-fill read-back), the in-place mode switch and warm-up of the
+in-server design, recording a point, and GSM8K per mode."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress
+
+from servegate.accuracy.runner import run_gsm8k
+from servegate.commands.bench_context import BenchError, Context
+from servegate.core.results import Point
+from servegate.measure import logparse
+from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl, run_client
+from servegate.measure.client_host import ClientHost
+from servegate.measure.exactfill import check_block_effective, check_effective, device_double
+from servegate.measure.interference import BlockMonitor
+from servegate.plan import PlannedPoint, ServerSlot
+from servegate.serve.modeswitch import ModeControl
+from servegate.serve.process import Server
+
+SWITCH_TIMEOUT_S = 120.0                 # every scheduler acknowledges a mode switch by then
+WARMUP_SEED_OFFSET = 7_919               # a warm-up run's prompts differ from every block's
+# Warm-up after a switch: a GPU GEMM picked by M (16384 with exact fill, 16280-16350 without)
+# may be tuned or compiled at its first use. The client's own warm-up requests are copies of
+# one prompt, which the radix cache shares, so they need not form a chunk-sized batch; GPU
+# suites therefore set [design] warmup_blocks: discarded client runs with distinct prompts in
+# each mode at its first switch in a start (the measured blocks' shape). CPU kernels do not
+# depend on M this way: the cpu suite runs none.
+WARMUP_NOTE = ("[design] warmup_blocks discarded client runs (distinct prompts, the measured "
+               "shape) per mode at its first switch in each start absorb first-use kernel "
+               "selection/JIT for the mode's prefill M; each block also starts with the "
+               "client's own warm-up requests")
+
+
+@dataclass
+class LiveServer:
+    """A server that switches its modes in place (an in-server start, or one arm of a live
+    pair), with its mode control, client worker, log and the modes already warmed up."""
+
+    slot: ServerSlot
+    server: Server
+    control: ModeControl
+    host: ClientHost
+    log_rel: str
+    warmed: set[str] = dataclasses.field(default_factory=set)
+
+
+def client_host(ctx: Context, slot: ServerSlot) -> ClientHost:
+    """The client worker of one in-server start: imported once, it runs every block's client."""
+    return ClientHost(ctx.python, worker_env(ctx.client_env(slot.arm)),
+                      ctx.run_dir / "client" / f"{slot.label}.worker.log")
+
+
+def worker_env(env: dict[str, str] | None) -> dict[str, str]:
+    """The client worker imports servegate too: this checkout's package goes on its path
+    (after an arm's sglang tree, which stays first)."""
+    base = dict(os.environ if env is None else env)
+    here = str(Path(__file__).resolve().parents[2])
+    parts = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if here not in parts:
+        parts.append(here)
+    return {**base, "PYTHONPATH": os.pathsep.join(parts)}
+
+
+def client_point(ctx: Context, server: Server, planned: PlannedPoint, output_file: Path,
+                 seed: int) -> ClientPoint:
+    """The client's arguments for one run of the planned point's shape against ``server``."""
+    load = ctx.suite.load
+    return ClientPoint(base_url=server.base_url, model=ctx.model_dir, tokenizer=ctx.model_dir,
+                       input_len=load.input_len, output_len=load.output_len,
+                       num_prompts=planned.num_prompts, concurrency=planned.concurrency,
+                       seed=seed, warmup_requests=load.warmup_requests,
+                       range_ratio=load.range_ratio, output_file=output_file)
+
+
+def measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: str,
+                  control: ModeControl | None = None, host: ClientHost | None = None) -> Point:
+    """One block: the client against ``server``; with ``control`` (in-server design) the
+    exact-fill read-back is the mode switch's acknowledgements in this block's log slice."""
+    suite, run_dir = ctx.suite, ctx.run_dir
+    label = f"{planned.arm}-{planned.mode}" if planned.arm else planned.mode
+    name = f"{label}-c{planned.concurrency}-r{planned.repeat}"
+    jsonl = run_dir / "client" / f"{name}.jsonl"
+    client_log = run_dir / "client" / f"{name}.log"
+    jsonl.unlink(missing_ok=True)       # the client appends; one record per file
+    start = server.log_offset()         # after any switch: its acks precede the block
+    monitor = BlockMonitor(server.proc.pid if server.proc else None)
+    client = client_point(ctx, server, planned, jsonl, planned.seed)
+    try:
+        argv = client_argv(ctx.python, client)
+        if host is None:
+            run_client(argv, client_log, suite.load.point_timeout_s,
+                       env=ctx.client_env(planned.arm), watch=server.check_alive)
+        else:           # the same client and argv, imported once for all blocks of a start
+            host.run(argv[3:], client_log, suite.load.point_timeout_s, watch=server.check_alive)
+    except ClientError:
+        server.check_alive()            # a dead server is the cause, not the client's failure
+        raise
+    server.check_alive()
+    server.wait_log_quiet()             # the scheduler's last lines of the block are in
+    machine = monitor.finish()
+    end = server.log_offset()
+    metrics, requests = parse_client_jsonl(jsonl, expect_prompts=planned.num_prompts)
+    measured = logparse.measured_text(server.log_path, start, end)
+    alignment = logparse.alignment(logparse.parse_prefill_lines(measured),
+                                   server.spec.chunk_size, server.spec.dp_attention_size)
+    full_log = logparse.read_slice(server.log_path, 0, end)
+    if control is None:
+        effective = check_effective(planned.mode, ctx.detected.runner_class, full_log,
+                                    alignment)
+    else:
+        effective = check_block_effective(planned.mode, ctx.detected.runner_class,
+                                          list(control.acks().values()), alignment)
+    point = Point(mode=planned.mode, concurrency=planned.concurrency,  # type: ignore[typeddict-item]
+                  repeat=planned.repeat, order=planned.order, metrics=metrics,
+                  requests=requests, alignment=alignment, exact_fill_effective=effective,
+                  files={"client_jsonl": str(jsonl.relative_to(run_dir)),
+                         "client_log": str(client_log.relative_to(run_dir)),
+                         "server_log": log_rel, "server_log_bytes": f"{start}-{end}"})
+    if planned.arm:
+        point["arm"] = planned.arm  # type: ignore[typeddict-item]
+    point["machine"] = machine
+    point["wall_s"] = machine["wall_s"]
+    if control is not None and planned.start is not None:
+        point["start"], point["block"] = planned.start, planned.block
+        point["mode_ack"] = {"seq": control.seq,
+                             "gates": {str(pid): ack.gate for pid, ack in
+                                       sorted(control.acks().items())}}
+    double = device_double(ctx.detected.runner_class, full_log)
+    if double:                          # emulated runner classes: the read-back, per server
+        point["device_double"] = double
+    return point
+
+
+def switch(ctx: Context, server: Server, control: ModeControl, mode: str) -> None:
+    """Switch the idle server to ``mode``; every scheduler process acknowledges first."""
+    if control.mode == mode:
+        return
+    server.check_alive()
+    acks = control.switch(mode, timeout_s=SWITCH_TIMEOUT_S)
+    ctx.console.log(f"mode {mode} (seq {control.seq}) acknowledged by pids {sorted(acks)}")
+
+
+def measure_block(ctx: Context, this: LiveServer, planned: PlannedPoint, progress: Progress,
+                  task: Any) -> Point:
+    """One block in a server that switches its modes in place: the acknowledged switch, the
+    mode's warm-up at its first switch in this start, then the measured point."""
+    switch(ctx, this.server, this.control, planned.mode)
+    if planned.mode not in this.warmed:
+        this.warmed.add(planned.mode)
+        warm_up(ctx, this.server, planned, this.host)
+    arm = f"{planned.arm} " if planned.arm else ""
+    progress.update(task, description=f"{arm}{planned.mode} c={planned.concurrency} "
+                                      f"s{planned.start} b{planned.block}")
+    return measure_point(ctx, this.server, planned, this.log_rel, this.control, this.host)
+
+
+def warm_up(ctx: Context, server: Server, planned: PlannedPoint, host: ClientHost) -> None:
+    """``[design] warmup_blocks`` discarded client runs in a mode at its first switch in a
+    start, with the first measured block's shape and fresh prompts (distinct prompts make
+    chunk-sized prefill batches; the client's own warm-up copies one prompt, which the radix
+    cache shares): a GPU kernel picked by the batch's M is tuned or compiled before anything is
+    measured. Kept in client/ as warmup-*, never a point."""
+    suite = ctx.suite
+    for index in range(suite.effective_design.warmup_blocks):
+        label = f"{planned.arm}-{planned.mode}" if planned.arm else planned.mode
+        name = f"warmup-{label}-c{planned.concurrency}-s{planned.start}-w{index}"
+        jsonl = ctx.run_dir / "client" / f"{name}.jsonl"
+        jsonl.unlink(missing_ok=True)
+        point = client_point(ctx, server, planned, jsonl,
+                             seed=planned.seed + WARMUP_SEED_OFFSET + index)
+        ctx.console.log(f"warm-up block {index + 1} in mode {planned.mode} (discarded)")
+        host.run(client_argv(ctx.python, point)[3:], ctx.run_dir / "client" / f"{name}.log",
+                 suite.load.point_timeout_s, watch=server.check_alive)
+
+
+def record(ctx: Context, planned: PlannedPoint, point: Point, progress: Progress,
+           task: Any) -> None:
+    """Add the measured point to run.json (rewritten at once), log it and advance the bar."""
+    ctx.session.add_point(point)
+    _log_point(ctx, planned, point)
+    progress.advance(task)
+
+
+def _log_point(ctx: Context, planned: PlannedPoint, point: Point) -> None:
+    a = point["alignment"]
+    where = (f"s{planned.start} b{planned.block}" if planned.start is not None
+             else f"r{planned.repeat}")
+    ctx.console.log(
+        f"{planned.mode} c={planned.concurrency} {where}: mean TTFT "
+        f"{point['metrics']['mean_ttft_ms']:.1f} ms, median TPOT "
+        f"{point['metrics']['median_tpot_ms']:.2f} ms, aligned "
+        f"{a['aligned_fraction']:.0%} of {a['saturated_batches']} saturated batches")
+
+
+def accuracy(ctx: Context, server: Server, mode: str) -> None:
+    """GSM8K on this server; ``mode`` is the slot's label (``head-off`` in head-vs-base runs)."""
+    assert ctx.suite.gsm8k is not None
+    ctx.console.log(f"GSM8K ({mode}): {ctx.suite.gsm8k_table}")
+    try:
+        result = run_gsm8k(server.base_url, mode, ctx.run_dir, ctx.suite.gsm8k)
+    except Exception as err:
+        raise BenchError(f"GSM8K ({mode}) failed: {type(err).__name__}: {err}") from err
+    ctx.session.add_accuracy(mode, result)  # type: ignore[arg-type]
+
+
+def accuracy_per_mode(ctx: Context, this: LiveServer) -> None:
+    """GSM8K in every mode of one server, switched in place: paired per question."""
+    for mode in this.slot.modes:
+        switch(ctx, this.server, this.control, mode)
+        accuracy(ctx, this.server, f"{this.slot.arm}-{mode}" if this.slot.arm else mode)

@@ -1,0 +1,87 @@
+"""The live-pair executor of ``servegate bench``: head vs base with both trees' servers alive
+for one start, their blocks alternating, each server switching its modes in place, and the
+other server's idleness checked over every block."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from rich.progress import Progress
+
+from servegate.commands.bench_blocks import (
+    SWITCH_TIMEOUT_S,
+    LiveServer,
+    accuracy_per_mode,
+    client_host,
+    measure_block,
+    record,
+)
+from servegate.commands.bench_context import BenchError, Context
+from servegate.commands.bench_servers import ServerRequest, start_servers
+from servegate.core import runner_classes
+from servegate.measure import logparse
+from servegate.plan import LivePair, device_env, expected_schedulers
+from servegate.serve.modeswitch import ModeControl
+from servegate.serve.process import Server
+
+
+def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
+                  with_accuracy: bool) -> None:
+    """Head vs base with both trees' servers alive for one start: they load together, then
+    the blocks alternate between them (same prompts per block pair), each server switching its
+    modes in place; while a block runs on one server the other must stay idle (no prefill or
+    decode batch in its log over the block), else the run stops with that named."""
+    runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
+    arch = runner_classes.get(ctx.detected.runner_class).arch
+    progress.update(task, description=f"starting the live pair "
+                                      f"{' + '.join(s.label for s in pair.slots)}")
+    with contextlib.ExitStack() as stack:
+        requests, hosts, controls = [], [], []
+        for index, slot in enumerate(pair.slots):
+            control = ModeControl(ctx.run_dir / "server" / f"{slot.label}.mode.json")
+            control.write(slot.mode, 0)
+            host = client_host(ctx, slot)
+            host.launch()                   # the clients import while the servers load
+            stack.enter_context(host)
+            devices = pair.devices[index] if pair.devices else ()
+            requests.append(ServerRequest(slot, f"server/{slot.label}.log", control,
+                                          device_env(arch, devices)))
+            hosts.append(host)
+            controls.append(control)
+        # GPU runners load both trees at once (disjoint devices, no idle GPUs through two loads
+        # in series); a 2-core CPU loads them one after the other (measured: both at once took
+        # 78 s, one alone 31 s)
+        servers: list[Server] = []
+        for group in ([requests] if arch != "cpu" else [[r] for r in requests]):
+            for server in start_servers(ctx, group):
+                servers.append(stack.enter_context(server))
+        live: dict[str, LiveServer] = {}
+        for request, server, host, control in zip(requests, servers, hosts, controls,
+                                                  strict=True):
+            control.register(expected_schedulers(list(runner_profile.args)),
+                             timeout_s=SWITCH_TIMEOUT_S)
+            live[request.slot.arm] = LiveServer(request.slot, server, control, host,
+                                                request.log_rel)
+        for planned in pair.points:
+            others = [o for arm, o in live.items() if arm != planned.arm]
+            before = {o.slot.arm: o.server.log_offset() for o in others}
+            point = measure_block(ctx, live[planned.arm], planned, progress, task)
+            point["idle_check"] = {o.slot.label: _idle_batches(o, before[o.slot.arm])
+                                   for o in others}
+            busy = {label: n for label, n in point["idle_check"].items() if n}
+            if busy:
+                raise BenchError(f"live pair: server(s) {busy} ran batches while block "
+                                 f"{planned.arm} {planned.mode} s{planned.start} "
+                                 f"b{planned.block} ran on the other (something else is "
+                                 f"using them): the pair's blocks are not comparable")
+            record(ctx, planned, point, progress, task)
+        if with_accuracy and pair.start == 0 and ctx.suite.gsm8k:
+            for this in live.values():      # GSM8K per tree and mode, each in its own server
+                accuracy_per_mode(ctx, this)
+
+
+def _idle_batches(other: LiveServer, since: int) -> int:
+    """Batches the other server of a live pair ran since ``since`` (its log offset)."""
+    other.server.check_alive()
+    return logparse.batch_lines(logparse.read_slice(other.server.log_path, since))

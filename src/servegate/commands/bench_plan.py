@@ -1,0 +1,78 @@
+"""Plan selection for ``servegate bench``: the suite's design as server slots or live pairs, and
+that design as run.json records it (block order, warm-up, live-pair layout)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from servegate.commands.bench_blocks import WARMUP_NOTE
+from servegate.commands.bench_context import Context
+from servegate.config import Suite
+from servegate.plan import (
+    LivePair,
+    PlannedPoint,
+    ServerSlot,
+    build_block_plan,
+    build_live_pair_plan,
+    build_plan,
+    live_pair_layout,
+)
+from servegate.serve.trees import SglangTree
+
+
+def select_plan(suite: Suite, modes: list[str], trees: dict[str, SglangTree | None],
+                accuracy_only: bool, runner_class: str = "cpu",
+                gpus: int = 0) -> list[ServerSlot | LivePair]:
+    """The suite's design as server slots (accuracy-only runs: one start, no load points).
+    Head vs base in an in-server design runs as live pairs where the runner holds two servers
+    (:func:`live_pair_layout`), else one start per tree after the other."""
+    design = suite.effective_design
+    arms = tuple(trees)
+    starts = 1 if accuracy_only else design.starts
+    if design.in_server:
+        layout = (live_pair_layout(suite, runner_class, gpus) if arms == ("base", "head")
+                  else None)
+        if layout is not None and layout.live:
+            pairs = build_live_pair_plan(modes, suite.load.concurrency, suite.load.num_prompts,
+                                         starts, design.blocks, suite.seed,
+                                         gpus=layout.gpus, per_server=layout.per_server)
+            if accuracy_only:
+                pairs = [dataclasses.replace(pair, points=()) for pair in pairs]
+            return list(pairs)
+        slots = build_block_plan(modes, suite.load.concurrency, suite.load.num_prompts,
+                                 starts, design.blocks, suite.seed, arms=arms)
+        if accuracy_only:
+            slots = [dataclasses.replace(slot, points=()) for slot in slots]
+        return list(slots)
+    slots = build_plan(modes, suite.load.concurrency, suite.load.num_prompts,
+                       1 if accuracy_only else suite.repeats, suite.seed, arms=arms)
+    if accuracy_only:
+        slots = [dataclasses.replace(slot, points=()) for slot in slots]
+    return list(slots)
+
+
+def order_label(point: PlannedPoint) -> str:
+    """A block in run.json's design order: ``off@c2`` (``head:off@c2`` in a live pair)."""
+    where = f"{point.mode}@c{point.concurrency}"
+    return f"{point.arm}:{where}" if point.arm else where
+
+
+def record_design(ctx: Context, modes: list[str], slots: list[ServerSlot | LivePair]) -> None:
+    """run.json's ``design``: the suite's design, the modes, every start's block order, the
+    warm-up and notes; head vs base in-server adds the live-pair layout (and logs its note)."""
+    suite, detected, run = ctx.suite, ctx.detected, ctx.run
+    design = suite.effective_design
+    run["design"] = {**design.record(), "modes": list(modes),
+                     "order": [[order_label(p) for p in slot.points]
+                               for slot in slots
+                               if isinstance(slot, LivePair) or slot.in_server],
+                     "warmup": WARMUP_NOTE if design.in_server else "",
+                     "note": "; ".join(suite.notes)}
+    if set(ctx.trees) == {"base", "head"} and design.in_server:
+        layout = live_pair_layout(suite, detected.runner_class, detected.gpu_count)
+        run["design"]["live_pair"] = layout.live
+        run["design"]["pair_note"] = layout.note
+        run["design"]["devices"] = [
+            {s.label: list(d) for s, d in zip(pair.slots, pair.devices, strict=True)}
+            for pair in slots if isinstance(pair, LivePair) and pair.devices]
+        ctx.console.log(layout.note)

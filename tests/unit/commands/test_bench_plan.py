@@ -1,0 +1,56 @@
+"""bench's plan selection: head vs base runs as live pairs where the runner holds two servers
+(devices split between them), else one start per tree; one-tree runs never pair."""
+
+from __future__ import annotations
+
+from repo_files import REPO_ROOT
+
+from servegate.commands.bench_plan import select_plan
+from servegate.config import load_suite, suite_path
+from servegate.plan import LivePair, ServerSlot, device_env, live_pair_layout
+
+AB_CPU = REPO_ROOT / "tests" / "data" / "suites" / "ab-cpu.toml"
+
+
+TREES = {"base": None, "head": None}
+
+
+def test_a_cpu_runs_head_vs_base_as_one_live_pair_per_start() -> None:
+    suite = load_suite(AB_CPU)
+    layout = live_pair_layout(suite, "cpu")
+    assert layout.live and (layout.gpus, layout.per_server) == (0, 0)
+    [pair] = select_plan(suite, ["off"], dict(TREES), False, "cpu")
+    assert isinstance(pair, LivePair) and pair.devices == ()
+    assert len(pair.points) == 2 * 4
+
+
+def test_eight_gpus_hold_two_tp4_servers_with_halves_crossed_over() -> None:
+    suite = load_suite(suite_path("nightly"))
+    layout = live_pair_layout(suite, "mi355x")
+    assert layout.live and (layout.gpus, layout.per_server) == (8, 4), layout
+    pairs = select_plan(suite, ["off", "on"], dict(TREES), False, "mi355x")
+    assert [p.devices for p in pairs] == [((0, 1, 2, 3), (4, 5, 6, 7)),
+                                          ((4, 5, 6, 7), (0, 1, 2, 3))]
+    assert device_env("gfx95", (4, 5, 6, 7)) == {"HIP_VISIBLE_DEVICES": "4,5,6,7"}
+    assert device_env("nvidia", (0, 1)) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+    assert device_env("cpu", ()) == {}
+
+
+def test_too_few_devices_fall_back_to_a_start_per_tree_and_say_so() -> None:
+    suite = load_suite(suite_path("premerge"))
+    layout = live_pair_layout(suite, "mi325x")           # its smallest CI label has 4 GPUs
+    assert not layout.live and "no live pair" in layout.note and "4 GPUs" in layout.note
+    slots = select_plan(suite, ["off", "on"], dict(TREES), False, "mi325x")
+    assert all(isinstance(s, ServerSlot) and s.in_server for s in slots)
+    assert sorted(s.arm for s in slots) == ["base", "head"]
+
+
+def test_one_tree_runs_are_never_live_pairs() -> None:
+    slots = select_plan(load_suite(suite_path("cpu")), ["off", "on"], {"": None}, False, "cpu")
+    assert all(isinstance(s, ServerSlot) for s in slots)
+
+
+def test_the_devices_a_runner_sees_override_the_registry_count() -> None:
+    suite = load_suite(suite_path("premerge"))
+    assert live_pair_layout(suite, "mi325x", gpus=8).live        # on its 8-GPU label
+    assert not live_pair_layout(suite, "mi355x", gpus=6).live    # only 6 visible: fall back
