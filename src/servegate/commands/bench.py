@@ -3,7 +3,7 @@
 config -> plan -> serve -> measure -> accuracy -> judge + report (``servegate.commands.compare``).
 This module is the command line and the run's orchestration; the plan is chosen in
 ``bench_plan``, servers start in ``bench_servers``, blocks are measured in ``bench_blocks`` and
-each design has its executor (``bench_in_server``, ``bench_live_pair``, ``bench_legacy``).
+each design has its executor (``bench_in_server``, ``bench_live_pair``).
 The run folder, run.json and summary.md belong to :class:`servegate.commands.session.RunSession`.
 One run folder per invocation (``results/<suite>-<runner>-<UTC stamp>/``); run.json is rewritten
 atomically after every point and says ``complete: true`` only when every planned point finished.
@@ -35,7 +35,6 @@ from rich.progress import (
 from servegate.commands.bench_context import BenchError, Context
 from servegate.commands.bench_finish import add_to_history, judge_run
 from servegate.commands.bench_in_server import run_in_server
-from servegate.commands.bench_legacy import run_slot
 from servegate.commands.bench_live_pair import run_live_pair
 from servegate.commands.bench_plan import record_design, select_plan
 from servegate.commands.bench_servers import INJECT_PREFIX
@@ -188,12 +187,9 @@ def main(argv: list[str]) -> int:
                     if isinstance(slot, LivePair):
                         run_live_pair(ctx, slot, progress, task,
                                       with_accuracy=not args.skip_accuracy)
-                    elif slot.in_server:
+                    else:
                         run_in_server(ctx, slot, progress, task,
                                       with_accuracy=not args.skip_accuracy)
-                    else:
-                        run_slot(ctx, slot, progress, task,
-                                 with_accuracy=not args.skip_accuracy)
             run["design"]["start_seconds"] = list(ctx.start_seconds)
             walls = [float(p["wall_s"]) for p in run["points"] if "wall_s" in p]
             run["design"]["block_seconds"] = round(sum(walls) / len(walls), 2) if walls else None

@@ -14,7 +14,6 @@ from servegate.plan import (
     ServerSlot,
     build_block_plan,
     build_live_pair_plan,
-    build_plan,
     live_pair_layout,
 )
 from servegate.serve.trees import SglangTree
@@ -29,23 +28,17 @@ def select_plan(suite: Suite, modes: list[str], trees: dict[str, SglangTree | No
     design = suite.effective_design
     arms = tuple(trees)
     starts = 1 if accuracy_only else design.starts
-    if design.in_server:
-        layout = (live_pair_layout(suite, runner_class, gpus) if arms == ("base", "head")
-                  else None)
-        if layout is not None and layout.live:
-            pairs = build_live_pair_plan(modes, suite.load.concurrency, suite.load.num_prompts,
-                                         starts, design.blocks, suite.seed,
-                                         gpus=layout.gpus, per_server=layout.per_server)
-            if accuracy_only:
-                pairs = [dataclasses.replace(pair, points=()) for pair in pairs]
-            return list(pairs)
-        slots = build_block_plan(modes, suite.load.concurrency, suite.load.num_prompts,
-                                 starts, design.blocks, suite.seed, arms=arms)
+    layout = (live_pair_layout(suite, runner_class, gpus) if arms == ("base", "head")
+              else None)
+    if layout is not None and layout.live:
+        pairs = build_live_pair_plan(modes, suite.load.concurrency, suite.load.num_prompts,
+                                     starts, design.blocks, suite.seed,
+                                     gpus=layout.gpus, per_server=layout.per_server)
         if accuracy_only:
-            slots = [dataclasses.replace(slot, points=()) for slot in slots]
-        return list(slots)
-    slots = build_plan(modes, suite.load.concurrency, suite.load.num_prompts,
-                       1 if accuracy_only else suite.repeats, suite.seed, arms=arms)
+            pairs = [dataclasses.replace(pair, points=()) for pair in pairs]
+        return list(pairs)
+    slots = build_block_plan(modes, suite.load.concurrency, suite.load.num_prompts,
+                             starts, design.blocks, suite.seed, arms=arms)
     if accuracy_only:
         slots = [dataclasses.replace(slot, points=()) for slot in slots]
     return list(slots)

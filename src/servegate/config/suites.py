@@ -77,8 +77,9 @@ class Load:
 @dataclass(frozen=True)
 class Design:
     """``[design]``: ``starts`` server starts, each running every mode (switched in place) for
-    ``blocks`` client runs per mode and concurrency. Without the table a suite keeps the design
-    before blocks: ``[suite].repeats`` server starts per mode (``in_server`` false)."""
+    ``blocks`` client runs per mode and concurrency. An older suite's ``[suite].repeats`` is
+    read as that many starts of one block each. ``in_server`` is false only in run folders
+    from before ``[design]`` (a server start per mode and repeat), never in a suite."""
 
     starts: int
     blocks: int
@@ -109,13 +110,13 @@ class Suite:
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     judge_table: dict[str, Any] | None = None     # as written (recorded in run.json)
     description: str = ""
-    design: Design | None = None                  # None: [suite].repeats starts per mode
+    design: Design = field(default_factory=lambda: Design(starts=1, blocks=1))
     notes: tuple[str, ...] = ()                   # how the file was read (e.g. old designs)
 
     @property
     def effective_design(self) -> Design:
-        """The design bench runs: ``[design]``, else a start per mode and repeat."""
-        return self.design or Design(starts=self.repeats, blocks=1, in_server=False)
+        """The design bench runs (``[design]``, or the repeats of an older suite as starts)."""
+        return self.design
 
     def runs_on(self, runner_class: str) -> bool:
         """``runners`` lists this class, or its architecture."""
@@ -227,7 +228,7 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
                               f"for runner {runner!r}")
     return Suite(
         name=head["name"], source=path, model=profile, runners=tuple(head["runners"]),
-        modes=tuple(head["modes"]), repeats=1 if design else head["repeats"],
+        modes=tuple(head["modes"]), repeats=1,
         seed=head["seed"],
         load=Load(input_len=load["input_len"], output_len=load["output_len"],
                   concurrency=tuple(load["concurrency"]),
@@ -240,15 +241,18 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
 
 
 def _design(path: Path, data: dict[str, Any], head: dict[str, Any]
-            ) -> tuple[Design | None, tuple[str, ...]]:
+            ) -> tuple[Design, tuple[str, ...]]:
     """``[design]`` (every mode in each start) or the older ``[suite].repeats``, never both."""
     if "design" not in data:
         if "repeats" not in head:
             raise ConfigError(f"{path}: [design] (starts, blocks) or suite.repeats is required")
         _positive_ints(path, "suite.repeats", [head["repeats"]])
-        return None, (f"{path}: suite.repeats = {head['repeats']}: a server start per mode and "
-                      "repeat (the design before [design]; modes are not paired within a "
-                      "server)",)
+        # the design before [design] (a server start per mode and repeat) is retired: its
+        # repeats become starts, each running every mode once (one block), modes paired
+        return Design(starts=head["repeats"], blocks=1), (
+            f"{path}: suite.repeats = {head['repeats']} read as [design] starts = "
+            f"{head['repeats']}, blocks = 1 (every mode inside each start); write a [design] "
+            "table instead",)
     if "repeats" in head:
         raise ConfigError(f"{path}: suite.repeats and [design] are exclusive: [design] starts "
                           "and blocks replace repeats")

@@ -16,6 +16,7 @@ A run folder (``results/<suite>-<runner>-<UTC stamp>/``) holds:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -236,3 +237,10 @@ def load_run(run_dir: Path) -> Run:
         return validate_run(data, path)
     except SchemaVersionError as err:
         raise RunFolderError(str(err)) from err
+
+
+def point_slot(point: Mapping[str, Any]) -> tuple[int, int]:
+    """(start, block) of a run.json point; runs from before blocks: one block per start (the
+    repeat's own server start)."""
+    repeat = int(point.get("repeat", 0))
+    return int(point.get("start", repeat)), int(point.get("block", 0))

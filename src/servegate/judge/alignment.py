@@ -12,8 +12,8 @@ from typing import Any
 
 from scipy import stats as sps
 
+from servegate.core.results import point_slot
 from servegate.judge.checks import Check
-from servegate.judge.evidence import point_slot
 
 
 def _first_difference(a: list[int], b: list[int]) -> str:

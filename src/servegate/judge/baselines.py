@@ -1,11 +1,11 @@
 """Stored baselines: one JSON file per (runner class, model profile, suite), with provenance.
 
 ``baselines/<runner_class>/<model_profile>/<suite>.json`` holds, per point (mode, concurrency),
-every metric's reference value (mean over repeats), its run-to-run spread, the per-repeat values
-(so later comparisons can bootstrap over repeats) and a capped, seeded sample of per-request
-values (so they can bootstrap over requests when repeats are few); accuracy per mode with n; and
-where it came from. Keys are sorted, points ordered by (mode, concurrency) and number lists kept
-on one line, so a baseline update reads as a short, reviewable diff.
+every metric's reference value (mean over blocks), its spread, every block's value with the
+server start it ran in (``blocks`` and ``starts``: the block judge's nested evidence) and a
+capped, seeded sample of per-request values (the reports' distributions); accuracy per mode with
+n and per-question outcomes; and where it came from. Keys are sorted, points ordered by (mode,
+concurrency) and number lists kept on one line, so a baseline update reads as a short diff.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ from servegate.core.atomic import write_text
 from servegate.core.errors import ServegateError
 from servegate.core.metrics import QUANTITIES, finite_number
 from servegate.core.paths import BASELINES_DIR
-from servegate.core.results import MODES, Run
+from servegate.core.results import MODES, Run, point_slot
 from servegate.core.versioned import Schema, SchemaVersionError
 
 # 2: runner_class is a registered GPU model (servegate.core.runner_classes), no longer an architecture.
-BASELINE_SCHEMA_VERSION = 2
+# 3: blocks named as blocks: every metric's ``blocks`` (values) and ``starts`` (the start of each)
+#    with ``n_blocks``, where 2 had ``repeats`` / ``n_repeats`` (and starts only in-server).
+BASELINE_SCHEMA_VERSION = 3
 REQUEST_SAMPLE_CAP = 512
 _SECRET = re.compile(r"(hf_[A-Za-z0-9]{8,}|(TOKEN|SECRET|PASSWORD|KEY)=\S+)", re.IGNORECASE)
 
@@ -66,11 +68,11 @@ def _scrub(text: str) -> str:
 
 
 def group_points(run: Run) -> dict[tuple[str, int], list[dict[str, Any]]]:
-    """Points of a run grouped by (mode, concurrency), each group sorted by repeat."""
+    """Points of a run grouped by (mode, concurrency), each group in (start, block) order."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for point in run.get("points", []):
         groups[(point["mode"], int(point["concurrency"]))].append(dict(point))
-    return {key: sorted(val, key=lambda p: p["repeat"]) for key, val in groups.items()}
+    return {key: sorted(val, key=point_slot) for key, val in groups.items()}
 
 
 def point_sort_key(key: tuple[str, int]) -> tuple[int, int]:
@@ -78,7 +80,7 @@ def point_sort_key(key: tuple[str, int]) -> tuple[int, int]:
     return (MODES.index(mode) if mode in MODES else len(MODES), concurrency)
 
 
-def _metric_entry(values: list[float]) -> dict[str, Any]:
+def _metric_entry(values: list[float], starts: list[int]) -> dict[str, Any]:
     array = np.asarray(values, dtype=float)
     mean = float(array.mean())
     spread = float(array.std(ddof=1)) if len(array) > 1 else None
@@ -86,8 +88,9 @@ def _metric_entry(values: list[float]) -> dict[str, Any]:
         "value": round(mean, 6),
         "spread": None if spread is None else round(spread, 6),
         "cv": None if spread is None or mean == 0 else round(spread / abs(mean), 6),
-        "n_repeats": len(array),
-        "repeats": [round(float(v), 6) for v in array],
+        "n_blocks": len(array),
+        "blocks": [round(float(v), 6) for v in array],
+        "starts": [int(s) for s in starts],
     }
 
 
@@ -115,25 +118,20 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
             for name, value in point.get("metrics", {}).items():
                 if finite_number(value):
                     metric_values[name].append(float(value))
-                    metric_starts[name].append(int(point.get("start", point["repeat"])))
+                    metric_starts[name].append(point_slot(point)[0])
         requests: dict[str, Any] = {}
         for req_key in QUANTITIES:
             sample, total = _request_sample(points, req_key, request_cap, rng)
             if sample:
                 requests[req_key] = sample
                 requests[f"n_{req_key}"] = total
-        entry: dict[str, Any] = {
+        points_out.append({
             "mode": key[0],
             "concurrency": key[1],
-            "repeats": [int(p["repeat"]) for p in points],
-            "metrics": {name: _metric_entry(vals) for name, vals in metric_values.items()},
+            "metrics": {name: _metric_entry(vals, metric_starts[name])
+                        for name, vals in metric_values.items()},
             "requests": requests,
-        }
-        if all("start" in p for p in points):      # in-server design: blocks within starts
-            entry["starts"] = [int(p["start"]) for p in points]
-            for name, metric in entry["metrics"].items():   # a metric a block lacked: its own
-                metric["starts"] = metric_starts[name]
-        points_out.append(entry)
+        })
     accuracy = {}
     for mode, result in (run.get("accuracy") or {}).items():
         if finite_number(result.get("n")) and finite_number(result.get("correct")):
@@ -253,26 +251,21 @@ def validate_baseline(data: Any, path: Path) -> dict[str, Any]:
             _require(isinstance(entry, dict), path, mwhere, "an object", entry)
             _require(finite_number(entry.get("value")), path, f"{mwhere}.value", "a number",
                      entry.get("value"))
-            _require(isinstance(entry.get("n_repeats"), int) and entry["n_repeats"] >= 1, path,
-                     f"{mwhere}.n_repeats", "an integer >= 1", entry.get("n_repeats"))
-            reps = entry.get("repeats")
-            _require(isinstance(reps, list) and len(reps) == entry["n_repeats"]
-                     and all(finite_number(v) for v in reps), path, f"{mwhere}.repeats",
-                     f"a list of {entry['n_repeats']} numbers", reps)
-            if "starts" in entry:
-                _require(isinstance(entry["starts"], list)
-                         and len(entry["starts"]) == entry["n_repeats"]
-                         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                 for v in entry["starts"]), path, f"{mwhere}.starts",
-                         f"a list of {entry['n_repeats']} start indexes", entry["starts"])
+            n = entry.get("n_blocks")
+            _require(isinstance(n, int) and not isinstance(n, bool) and n >= 1, path,
+                     f"{mwhere}.n_blocks", "an integer >= 1", n)
+            blocks = entry.get("blocks")
+            _require(isinstance(blocks, list) and len(blocks) == n
+                     and all(finite_number(v) for v in blocks), path, f"{mwhere}.blocks",
+                     f"a list of {n} numbers (one per block)", blocks)
+            _require(isinstance(entry.get("starts"), list) and len(entry["starts"]) == n
+                     and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                             for v in entry["starts"]), path, f"{mwhere}.starts",
+                     f"a list of {n} start indexes (the start of each block)",
+                     entry.get("starts"))
             spread = entry.get("spread")
             _require(spread is None or finite_number(spread), path, f"{mwhere}.spread",
                      "a number or null", spread)
-        if "starts" in point:
-            starts, n = point["starts"], len(point.get("repeats", []))
-            _require(isinstance(starts, list) and len(starts) == n and all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in starts),
-                path, f"{where}.starts", f"a list of {n} start indexes (one per repeat)", starts)
         requests = point.get("requests", {})
         _require(isinstance(requests, dict), path, f"{where}.requests", "an object", requests)
         for key in QUANTITIES:
@@ -325,8 +318,38 @@ def _baseline_v1_to_v2(data: dict[str, Any], path: Path) -> dict[str, Any]:
     return {**data, "runner_class": model}
 
 
+def _baseline_v2_to_v3(data: dict[str, Any], _path: Path) -> dict[str, Any]:
+    """v2 kept every block under ``repeats`` (``n_repeats``), their starts only in-server: each
+    value becomes a block of its start (a repeat of the design before blocks: its own start)."""
+    points = []
+    for point in data.get("points", []):
+        ids = [int(r) for r in point.get("repeats", [])]
+        point_starts = [int(s) for s in point.get("starts", ids)]
+        metrics = {}
+        for name, entry in (point.get("metrics") or {}).items():
+            values = list(entry.get("repeats", []))
+            starts = entry.get("starts") or (point_starts if len(point_starts) == len(values)
+                                             else list(range(len(values))))
+            rest = {k: v for k, v in entry.items() if k not in ("repeats", "n_repeats", "starts")}
+            metrics[name] = {**rest, "n_blocks": len(values), "blocks": values,
+                             "starts": [int(s) for s in starts]}
+        points.append({**{k: v for k, v in point.items() if k not in ("repeats", "starts")},
+                       "metrics": metrics})
+    return {**data, "points": points}
+
+
 BASELINE_SCHEMA = Schema("baseline", "schema_version", BASELINE_SCHEMA_VERSION,
-                         {1: _baseline_v1_to_v2})
+                         {1: _baseline_v1_to_v2, 2: _baseline_v2_to_v3})
+
+
+def upgrade_baseline(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A baseline document of any known schema, validated at the current one (e.g. a rolling
+    ``history:N`` document built in memory)."""
+    try:
+        upgraded, _ = BASELINE_SCHEMA.upgrade(data, path)
+    except SchemaVersionError as err:
+        raise BaselineError(str(err)) from err
+    return validate_baseline(upgraded, path)
 
 
 def read_baseline(path: Path) -> tuple[dict[str, Any], int]:

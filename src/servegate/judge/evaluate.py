@@ -31,7 +31,7 @@ from servegate.judge.baselines import (
     load_baseline,
     read_outcomes,
     run_identity,
-    validate_baseline,
+    upgrade_baseline,
 )
 from servegate.judge.block_checks import block_pendings
 from servegate.judge.checks import Check
@@ -184,7 +184,7 @@ def _baseline(run: Run, run_dir: Path, notes: list[str], baseline_file: Path | N
     (only the in-run claims are judged then). Raises :class:`BaselineError`."""
     if baseline_doc is not None:
         label = Path(str(baseline_doc.get("provenance", {}).get("source_run", "<given>")))
-        baseline = validate_baseline(baseline_doc, label)
+        baseline = upgrade_baseline(baseline_doc, label)
         ensure_matches(baseline, label, run, str(run_dir))
         notes.append(f"baseline {label}: {len(baseline.get('points', []))} points")
         return baseline, label

@@ -5,7 +5,7 @@ over the block's requests (mean TTFT, median TPOT, p99, ...). Every check reads 
 instead of regrouping the raw points. Where the blocks sit in the design is kept with them:
 ``start`` (which server start) and ``block`` (its index within that start for this mode and
 concurrency). Points from designs before blocks existed count as one block per server start
-(``start`` = repeat, ``block`` = 0); baselines store ``starts`` beside their per-repeat values.
+(``start`` = repeat, ``block`` = 0); baselines store each block's value with its start.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from servegate.core.metrics import finite_number
+from servegate.core.results import point_slot
 
 Key = tuple[str, str, int, str]          # (arm, mode, concurrency, metric)
 Slot = tuple[int, int]                   # (start, block)
@@ -98,12 +99,6 @@ def paired_matrices(current: dict[Slot, float], reference: dict[Slot, float]
             as_matrix({s: reference[s] for s in common}))
 
 
-def point_slot(point: dict[str, Any]) -> Slot:
-    """(start, block) of a run.json point; before blocks: one block per start (the repeat)."""
-    repeat = int(point.get("repeat", 0))
-    return int(point.get("start", repeat)), int(point.get("block", 0))
-
-
 def evidence_from_run(run: dict[str, Any], label: str = "run") -> Evidence:
     design = run.get("design") or {}
     evidence = Evidence(label, in_server=bool(design.get("in_server")))
@@ -117,23 +112,17 @@ def evidence_from_run(run: dict[str, Any], label: str = "run") -> Evidence:
 
 
 def evidence_from_baseline(baseline: dict[str, Any]) -> Evidence:
-    """A stored baseline's per-block values (``starts`` beside ``repeats``; older baselines:
-    each repeat its own start)."""
+    """A stored baseline's block values: each metric's ``blocks`` with the ``starts`` they ran
+    in (schema 3; older files are upgraded on read), block indexes counted within each start."""
     evidence = Evidence("baseline", in_server=bool((baseline.get("design") or {})
                                                    .get("in_server")))
     for point in baseline.get("points", []):
-        repeats = [int(r) for r in point.get("repeats", [])]
-        starts = [int(s) for s in point.get("starts", repeats)]
         for metric, entry in (point.get("metrics") or {}).items():
-            values = entry.get("repeats", [])
-            ids = repeats if len(repeats) == len(values) else list(range(len(values)))
-            slot_starts = [int(s) for s in entry["starts"]] if "starts" in entry else (
-                starts if len(starts) == len(values) else ids)
             seen: dict[int, int] = defaultdict(int)
-            for start, value in zip(slot_starts, values, strict=True):
-                block = seen[start]
-                seen[start] += 1
+            for start, value in zip(entry["starts"], entry["blocks"], strict=True):
+                block = seen[int(start)]
+                seen[int(start)] += 1
                 if finite_number(value):
-                    evidence.add("", point["mode"], int(point["concurrency"]), metric, start,
-                                 block, float(value))
+                    evidence.add("", point["mode"], int(point["concurrency"]), metric,
+                                 int(start), block, float(value))
     return evidence

@@ -1,8 +1,9 @@
-"""summary.md: one table per concurrency, a row per mode (and repeat), for a human reviewer."""
+"""summary.md: one table per concurrency, a row per mode and block (start, block within it),
+for a human reviewer."""
 
 from __future__ import annotations
 
-from servegate.core.results import MODES, Point, Run
+from servegate.core.results import MODES, Point, Run, point_slot
 
 
 def _f(value: float | None, digits: int = 1) -> str:
@@ -28,18 +29,19 @@ def render(run: Run) -> str:
     lines += [f"- status: **{status}**, {len(points)} points", ""]
     for conc in sorted({p["concurrency"] for p in points}):
         lines += [f"## concurrency {conc}", "",
-                  "| mode | repeat | TTFT mean ms | TTFT median ms | TTFT p99 ms | TPOT median ms "
+                  "| mode | start | block | TTFT mean ms | TTFT median ms | TTFT p99 ms | TPOT median ms "
                   "| ITL median ms | output tok/s | aligned | saturated | min saturated | "
                   "exact fill |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         # one arm default for every point (single-tree runs have none): any default sorts alike
         for p in sorted((p for p in points if p["concurrency"] == conc),
                         key=lambda p: (p.get("arm", ""),  # pragma: no mutate
-                                       MODES.index(p["mode"]), p["repeat"])):
+                                       MODES.index(p["mode"]), point_slot(p))):
             m, a = p["metrics"], p["alignment"]
             aligned = f"{a['aligned_fraction']:.0%}" if a["saturated_batches"] else "n/a"
             lines.append(
-                f"| {_label(p)} | {p['repeat']} | {_f(m.get('mean_ttft_ms'))} | "
+                f"| {_label(p)} | {point_slot(p)[0]} | {point_slot(p)[1]} | "
+                f"{_f(m.get('mean_ttft_ms'))} | "
                 f"{_f(m.get('median_ttft_ms'))} | {_f(m.get('p99_ttft_ms'))} | "
                 f"{_f(m.get('median_tpot_ms'), 2)} | {_f(m.get('median_itl_ms'), 2)} | "
                 f"{_f(m.get('output_throughput'))} | {aligned} | {a['saturated_batches']} | "

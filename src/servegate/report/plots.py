@@ -70,7 +70,7 @@ def _vs_concurrency(run: Run, baseline: dict[str, Any] | None, metric: str,
             base.sort(key=lambda p: p["concurrency"])
             bx = [p["concurrency"] for p in base]
             values = np.array([p["metrics"][metric]["value"] for p in base])
-            reps = [p["metrics"][metric]["repeats"] for p in base]
+            reps = [p["metrics"][metric]["blocks"] for p in base]
             spread = np.array([p["metrics"][metric].get("spread") or 0.0 for p in base])
             low = np.minimum(values - spread, [min(r) for r in reps])
             high = np.maximum(values + spread, [max(r) for r in reps])
