@@ -39,6 +39,7 @@ def _servegate(session: nox.Session, python: str, *args: str, **kwargs: object) 
 @nox.session(reuse_venv=True)
 def unit(session: nox.Session) -> None:
     """Lint and unit tests that need no sglang (fast; runs before the sglang env is built)."""
+    envbuild.ensure_chromium(log=session.log)    # the site's browser test; best effort, never fails
     session.install("-e", ".[test]")
     session.run("ruff", "check", ".")
     session.run("lint-imports")  # the layers contract in pyproject.toml

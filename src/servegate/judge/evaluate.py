@@ -40,6 +40,7 @@ from servegate.judge.family import BONFERRONI, decide
 from servegate.judge.judgement import Judgement
 from servegate.judge.pending import Pending
 from servegate.judge.stats import run_seed
+from servegate.measure.interference import BUSY_PCT, contention_pct, is_busy
 
 
 def judge_config_for_run(run: dict[str, Any], suites_dir: Path = SUITES_DIR) -> JudgeConfig:
@@ -58,9 +59,6 @@ def judge_config_for_run(run: dict[str, Any], suites_dir: Path = SUITES_DIR) -> 
     return parse_judge_table(table, f"{source} (as recorded in run.json)")
 
 
-BUSY_PCT = 5.0          # another process's CPU share that makes a block's timing suspect
-
-
 def interference_note(points: list[dict[str, Any]]) -> str | None:
     """What else used the machine during the blocks (run.json ``machine``), beside the verdict:
     a share of the CPU taken by other processes or stolen by the hypervisor slows a server
@@ -68,14 +66,12 @@ def interference_note(points: list[dict[str, Any]]) -> str | None:
     busy = []
     for point in points:
         machine = point.get("machine") or {}
-        other = float(machine.get("other_cpu_pct") or 0.0)
-        steal = float(machine.get("cpu_steal_pct") or 0.0)
         gpu = int(machine.get("other_gpu_processes") or 0)
-        if other + steal >= BUSY_PCT or gpu:
+        if is_busy(machine):
             where = f"{point.get('mode')}@c{point.get('concurrency')}"
             if "block" in point:
                 where += f" s{point.get('start')} b{point.get('block')}"
-            busy.append((other + steal, gpu, where))
+            busy.append((contention_pct(machine), gpu, where))
     if not busy:
         return None
     worst = max(busy)

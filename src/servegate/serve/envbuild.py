@@ -227,3 +227,72 @@ def gpu_present() -> bool:
     if os.environ.get("SERVEGATE_RUNNER", "").lower() == "cpu":
         return False
     return Path("/dev/kfd").exists() or Path("/dev/nvidiactl").exists()
+
+
+CHROMIUM_INSTALL_LOG = Path("/tmp/servegate-chromium-install.log")
+CHROMIUM_STEP_TIMEOUT_S = 900
+
+
+def _logged_runner(log_file: Path) -> Callable[[list[str]], int]:
+    """Run a command with its output appended to ``log_file``: its exit code (124 on a timeout,
+    127 when it or the log could not be opened)."""
+    def run(argv: list[str]) -> int:
+        try:
+            with open(log_file, "a") as out:
+                out.write(f"$ {' '.join(argv)}\n")
+                out.flush()
+                try:
+                    return subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL,
+                                          timeout=CHROMIUM_STEP_TIMEOUT_S).returncode
+                except subprocess.TimeoutExpired as err:
+                    out.write(f"{err}\n")
+                    return 124
+        except OSError:
+            return 127
+    return run
+
+
+def ensure_chromium(log: Callable[[str], None] = print, *,
+                    which: Callable[[str], str | None] = shutil.which,
+                    run: Callable[[list[str]], int] | None = None,
+                    euid: Callable[[], int] = os.geteuid,
+                    log_file: Path = CHROMIUM_INSTALL_LOG) -> bool:
+    """Best effort: headless Chromium for the history site's browser test
+    (``tests/unit/history/test_site.py``), Debian's ``chromium`` through apt. Already there
+    (``$SERVEGATE_CHROMIUM``, ``chromium`` or ``chromium-browser`` on PATH), no ``apt-get``, or
+    neither root nor passwordless sudo: left as it is, and the log says why. A failed install is
+    logged (its output in ``log_file``), never raised: the test then skips naming why. True when
+    Chromium is there afterwards."""
+    found = os.environ.get("SERVEGATE_CHROMIUM") or which("chromium") or which("chromium-browser")
+    if found:
+        log(f"[servegate env] chromium: {found} (the browser test runs)")
+        return True
+    if not which("apt-get"):
+        log("[servegate env] chromium: not installed and no apt-get here: the browser test "
+            "will be skipped")
+        return False
+    run = run or _logged_runner(log_file)
+    as_root = ["env"]
+    if euid() != 0:
+        if not which("sudo") or run(["sudo", "-n", "true"]) != 0:
+            log("[servegate env] chromium: not installed, and neither root nor passwordless sudo "
+                "to install it: the browser test will be skipped")
+            return False
+        as_root = ["sudo", "-n", "env"]
+    log(f"[servegate env] chromium: installing Debian's package (apt-get; output in {log_file})")
+    for argv in ([*as_root, "apt-get", "update", "-qq"],
+                 [*as_root, "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq",
+                  "chromium"]):
+        code = run(argv)
+        if code != 0:
+            log(f"[servegate env] chromium: could not install it ({' '.join(argv)} exited {code}; "
+                f"see {log_file}): the browser test will be skipped")
+            return False
+    installed = which("chromium")
+    if not installed:
+        log(f"[servegate env] chromium: apt-get installed the package but no chromium is on PATH "
+            f"(see {log_file}): the browser test will be skipped")
+        return False
+    log(f"[servegate env] chromium: installed {installed}")
+    return True

@@ -6,7 +6,10 @@ new virtual environment from the base interpreter (as a new user's ``python``), 
 The shared CPU environment is keyed by the lock's pins, so the clone reuses it. Then it checks the
 whole pipeline's output: the run.json contract, the alignment read back from the real sglang
 server, GSM8K per mode with every question (from the packaged copy), the paired analysis, a
-verdict against the stored baseline, and that no process of the run is left behind.
+verdict against the stored baseline, and that no process of the run is left behind. The verdict's
+speed (exit 0: no regression against the committed baseline; the no-op TOSTs) is asserted last,
+and skipped naming the measured share when the run's own interference record has more than a
+quarter of its blocks busy (``tests/contention.py``); everything else is asserted either way.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from contention import skip_if_contended
 from repo_files import REPO_ROOT
 
 from servegate.accuracy.report import paired_analysis
@@ -85,30 +89,22 @@ def _check_points(run: dict, run_dir: Path) -> None:
 
 
 def _check_verdict(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 20 (a): the no-op claim gates and passes in a family of at most 10; issue 22:
-    compare prints at most 25 lines, headline first; GSM8K is paired with the baseline."""
+    """The verdict's functional facts. Issue 20 (a): the no-op claim's prefill check (the
+    batches' alignment, read back from the server) gates and passes in a family of at most 10;
+    issue 22: compare prints at most 25 lines, headline first; GSM8K is paired with the
+    baseline."""
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert verdict["family"]["method"] == "holm" and verdict["family"]["size"] <= 10
     primary = [c for c in verdict["checks"] if c["primary"]]
     noop = [c for c in primary if c["name"].startswith("no-op:")]
     prefill = [c for c in noop if c["metric"] == "aligned_fraction"]
     assert len(prefill) == 1 and prefill[0]["gate"] and prefill[0]["verdict"] == "pass"
-    # The equivalence TOSTs (mean TTFT, the claim's metric, and mean E2E) gate only when their
-    # power rule is met: calibrated on 95 / 83 / 74 % of runs at block log-sd 0.04 / 0.065 / 0.09
-    # (8 block pairs, family of the 3 no-op claims, docs/judge.md); measured 2026-12-01: 4 of 7
-    # real runs (the 3 others at block log-sd 0.08-0.095). A gating TOST passes with about its
-    # power (>= 80 %), so one run in several leaves a gating TOST inconclusive: CI 2026-12-01
-    # 21:56, TOST power 88 %, on/off x0.922 [0.845, 1.005] (12 other runs that day: x0.95-1.03).
-    # Asserted: none is a regression, and a TOST whose power is >= 99 % passes.
     tost = {c["metric"]: c for c in noop if c["metric"] != "aligned_fraction"}
     assert set(tost) == {"mean_ttft_ms", "mean_e2e_latency_ms"}, tost
-    for metric, check in tost.items():
-        assert check["verdict"] in {"pass", "inconclusive"}, (metric, check)
-        if check["gate"] and _tost_power(check) >= 0.99:
-            assert check["verdict"] == "pass", (metric, check)
     print("\nno-op TOSTs: " + ", ".join(
         f"{m} {c['verdict']} (gating {c['gate']}, power {100 * _tost_power(c):.0f}%, "
         f"x{c['ratio']:.3f} {c['interval']})" for m, c in tost.items()))
+    assert not [c for c in verdict["checks"] if c["verdict"] == "error"], verdict["checks"]
     accuracy = [c for c in verdict["checks"] if c["kind"] == "accuracy"]
     assert accuracy and all(c["reason"].startswith("paired on") for c in accuracy), accuracy
     capsys.readouterr()
@@ -116,6 +112,36 @@ def _check_verdict(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out.splitlines()
     assert len(out) <= 25, "\n".join(out)
     assert out[0].split(" ")[0] in {"PASS", "IMPROVEMENT", "INCONCLUSIVE", "REGRESSION"}
+
+
+def _check_verdict_speed(run_dir: Path, code: int, verdict_lines: list[str]) -> None:
+    """The verdict's speed, asserted only after the contention check: the README main command
+    exits 0 against the committed baseline (no regression) and the no-op TOSTs hold.
+
+    The equivalence TOSTs (mean TTFT, the claim's metric, and mean E2E) gate only when their
+    power rule is met: calibrated on 95 / 83 / 74 % of runs at block log-sd 0.04 / 0.065 / 0.09
+    (8 block pairs, family of the 3 no-op claims, docs/judge.md); measured 2026-12-01: 4 of 7
+    real runs (the 3 others at block log-sd 0.08-0.095). A gating TOST passes with about its
+    power (>= 80 %), so one run in several leaves a gating TOST inconclusive: CI 2026-12-01
+    21:56, TOST power 88 %, on/off x0.922 [0.845, 1.005] (12 other runs that day: x0.95-1.03).
+    Asserted: none is a regression, and a TOST whose power is >= 99 % passes."""
+    verdict = json.loads((run_dir / "verdict.json").read_text())
+    assert code == 0, "README main command exited {}\n{}".format(code, "\n".join(verdict_lines))
+    assert verdict["overall"] in {"pass", "improvement", "inconclusive"}
+    tost = {c["metric"]: c for c in verdict["checks"] if c["primary"]
+            and c["name"].startswith("no-op:") and c["metric"] != "aligned_fraction"}
+    for metric, check in tost.items():
+        assert check["verdict"] in {"pass", "inconclusive"}, (metric, check)
+        if check["gate"] and _tost_power(check) >= 0.99:
+            assert check["verdict"] == "pass", (metric, check)
+
+
+def _judged_exit(run_dir: Path) -> int | None:
+    """The judge's exit code recorded in the run's verdict.json (None: no verdict written)."""
+    try:
+        return int(json.loads((run_dir / "verdict.json").read_text())["exit_code"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _tost_power(check: dict) -> float:
@@ -166,12 +192,15 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path,
                           env={**_user_env(tag), **_history(store)},
                           capture_output=True, text=True, timeout=2400)
     elapsed = time.monotonic() - started
-    if proc.returncode != 0:
-        verdicts = [line for line in proc.stdout.splitlines()
-                    if line.strip().startswith(("REGRESSION", "ERROR"))]
+    verdicts = [line for line in proc.stdout.splitlines()
+                if line.strip().startswith(("REGRESSION", "ERROR"))]
+    lines = proc.stdout.strip().splitlines()
+    run_dir = Path(lines[-1]) if lines else clone / "results" / "none"   # last line: the run folder
+    # A regression verdict (nox's exit 1 from bench's judged exit 1) is speed: its functional
+    # facts are still asserted below, the exit code itself after the contention check.
+    if proc.returncode != 0 and _judged_exit(run_dir) != 1:
         pytest.fail(f"README main command exited {proc.returncode}\n" + "\n".join(verdicts)
                     + f"\n--- stderr tail ---\n{proc.stderr[-4000:]}", pytrace=False)
-    run_dir = Path(proc.stdout.strip().splitlines()[-1])        # last line: the run folder
     assert run_dir.parent == clone / "results" and run_dir.name.startswith("cpu-cpu-")
 
     run = load_run(run_dir)
@@ -184,7 +213,6 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path,
     assert suite.gsm8k.questions is not None
     _check_gsm8k(run_dir, run, suite.gsm8k.questions, clone.resolve())
     verdict = json.loads((run_dir / "verdict.json").read_text())
-    assert verdict["overall"] in {"pass", "improvement", "inconclusive"}
     assert verdict["checks"]
     _check_verdict(run_dir, capsys)
     summary = (run_dir / "summary.md").read_text()
@@ -198,3 +226,6 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path,
     assert run["run_id"] == run_dir.name and run["servegate_commit"]
     assert _tagged_processes(tag) == []
     print(f"fresh clone, README main command: {elapsed:.0f} s")
+    skip_if_contended(run_dir, what=f"the verdict against the committed baseline (exit "
+                      f"{proc.returncode}, overall {verdict['overall']}) and the no-op TOSTs")
+    _check_verdict_speed(run_dir, proc.returncode, verdicts)

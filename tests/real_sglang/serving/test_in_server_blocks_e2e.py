@@ -18,7 +18,9 @@ passing, is asserted on the README main command's run (one server for all three 
     TTFT (+4.6 s at +75 %), so the reliable size stays cheap. 4 blocks, not 6 (2026-12-01 22:40,
     for CI time): the rule then picks +150 % (power 1.000 at block log-sd 0.12; 6 blocks: +100 %,
     0.995), 4 blocks fewer of ~8 s for 1.9 s more per forced block. Asserted: the interval
-    excludes no change and points up (slower).
+    excludes no change and points up (slower); skipped, naming the measured share, when the
+    run's own interference record has more than a quarter of its blocks busy
+    (``tests/contention.py``).
 (c) The mode switch itself: forced blocks' saturated prefill batches are exactly the chunk, off
     blocks' are not; every block names the acknowledgement it ran under, from every scheduler
     process, with the gate the mode implies, and the server log has every acknowledgement.
@@ -31,6 +33,7 @@ import time
 from pathlib import Path
 
 import pytest
+from contention import skip_if_contended
 from injected_delays import decode_delay_ms
 from repo_files import REPO_ROOT
 from servegate_cli import run_servegate
@@ -118,13 +121,16 @@ def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
 
     verdict = json.loads((run_dir / "verdict.json").read_text())
     checks = {c["name"]: c for c in verdict["checks"]}
-    # (b) the injected forced slowdown: the interval excludes no change, pointing up
     experiment = checks[f"experiment: forced@c2 {METRIC} vs off"]
-    low, high = experiment["interval"]
-    assert low > 1.0 and experiment["ratio"] > 1.0, experiment
     assert experiment["primary"] is False and experiment["gate"] is False
+    low, high = experiment["interval"]
     print(f"\nin-server e2e: {seconds:.0f} s, injected +{100 * effect:.0f}% median TPOT "
           f"({delay_ms:.1f} ms per decode batch in forced blocks; sized for 99 % at block log-sd "
           f"{NOISY_BLOCK_CV}; the 80 % size at the typical noise is "
           f"+{100 * (typical_80 or 0):.0f}%): forced/off ratio "
           f"{experiment['ratio']:.3f} [{low:.3f}, {high:.3f}]")
+    # (b) the injected forced slowdown: the interval excludes no change, pointing up (a speed
+    # assertion: skipped, naming the share, when the run's own record says the machine was busy)
+    skip_if_contended(run_dir, what=f"the injected forced slowdown's interval excludes no change "
+                      f"(measured x{experiment['ratio']:.3f} [{low:.3f}, {high:.3f}])")
+    assert low > 1.0 and experiment["ratio"] > 1.0, experiment

@@ -99,6 +99,32 @@ def test_scripts_are_strict_bash(script: Path) -> None:
     assert script.stat().st_mode & 0o111, "not executable"
 
 
+def test_ci_run_is_exactly_the_readme_test_command() -> None:
+    """.ci/run runs the README's test command and nothing else: what that command needs (the
+    site's browser test's Chromium included) it installs itself, so CI proves the README."""
+    readme = (REPO / "README.md").read_text().splitlines()
+    [command] = [line.split("#", 1)[0].strip() for line in readme
+                 if line.startswith("python -m pip install nox && python -m nox -s tests")]
+    lines = [line for line in (REPO / ".ci" / "run").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines == ["set -euo pipefail", 'cd "$(dirname "$0")/.."', command]
+
+
+def test_the_readme_test_command_installs_chromium_before_the_unit_tests() -> None:
+    """``nox -s tests`` requires ``unit``, whose first step is envbuild.ensure_chromium (best
+    effort) and which runs the browser test (tests/unit/history/test_site.py)."""
+    import ast
+
+    tree = ast.parse((REPO / "noxfile.py").read_text())
+    sessions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    [requires] = [kw.value for d in sessions["tests"].decorator_list if isinstance(d, ast.Call)
+                  for kw in d.keywords if kw.arg == "requires"]
+    assert ast.literal_eval(requires) == ["unit"]
+    calls = [ast.unparse(node.func) for node in ast.walk(sessions["unit"])
+             if isinstance(node, ast.Call)]
+    assert calls.index("envbuild.ensure_chromium") < calls.index("session.run")
+
+
 BAD_ARGUMENTS = {
     "ci/run-in-container.sh": ["--no-such-option"],
     "ci/wait-gpu-idle.sh": ["--no-such-option"],

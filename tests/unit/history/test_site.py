@@ -307,8 +307,8 @@ def test_bad_options_exit_2(tmp_path: Path, seeded_store: SeededStore,
 # href/src instead. The DevTools protocol would see both, at the price of a websocket client.
 #
 # Chromium: ``$SERVEGATE_CHROMIUM``, else ``chromium`` on PATH (Debian's package, installed by
-# ``.ci/run`` where apt can). Without it (or when ``chromium --version`` fails) the tests are
-# skipped, naming why.
+# ``nox -s unit``, and so by the README test command, where apt can: envbuild.ensure_chromium).
+# Without it (or when ``chromium --version`` fails) the tests are skipped, naming why.
 
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -330,8 +330,9 @@ def chromium() -> str:
     found = os.environ.get("SERVEGATE_CHROMIUM") or shutil.which("chromium") \
         or shutil.which("chromium-browser")
     if not found:
-        pytest.skip("headless Chromium not found: `apt-get install -y chromium` (Debian; .ci/run "
-                    "does it where apt is available) or set SERVEGATE_CHROMIUM")
+        pytest.skip("headless Chromium not found: `apt-get install -y chromium` (Debian; `nox -s "
+                    "unit` does it where apt can: root or passwordless sudo) or set "
+                    "SERVEGATE_CHROMIUM")
     try:
         probe = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30,
                                stdin=subprocess.DEVNULL)

@@ -264,3 +264,20 @@ def test_run_returns_output_only_for_a_clean_exit() -> None:
     assert interference._run([sys.executable, "-c", "print('ok')"]) == "ok\n"
     assert interference._run([sys.executable, "-c", "import sys; sys.exit(3)"]) is None
     assert interference._run(["/no/such/tool"]) is None
+
+
+def test_contention_is_other_processes_plus_steal_a_missing_share_counting_zero() -> None:
+    assert interference.contention_pct({"other_cpu_pct": 3.25, "cpu_steal_pct": 1.5}) == 4.75
+    assert interference.contention_pct({"cpu_steal_pct": 2.0}) == 2.0
+    assert interference.contention_pct({"other_cpu_pct": None}) == 0.0
+    assert interference.contention_pct({}) == 0.0
+
+
+def test_a_block_is_busy_from_busy_pct_of_others_cpu_or_any_other_gpu_user() -> None:
+    below = interference.BUSY_PCT - 0.01
+    assert not interference.is_busy({"other_cpu_pct": below})
+    assert interference.is_busy({"other_cpu_pct": interference.BUSY_PCT})       # at the line
+    assert interference.is_busy({"other_cpu_pct": below / 2, "cpu_steal_pct": below / 2 + 0.01})
+    assert interference.is_busy({"other_gpu_processes": 1})
+    assert not interference.is_busy({"other_gpu_processes": 0, "wall_s": 9.0})
+    assert not interference.is_busy({})

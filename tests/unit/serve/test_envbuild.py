@@ -204,3 +204,124 @@ def test_comment_edits_keep_the_environment(tmp_path: Path) -> None:
     assert envbuild.lock_pins(lock) == before
     lock.write_text("a==1\nb==3\n")
     assert envbuild.lock_pins(lock) != before
+
+
+# --------------------------------------------------------------------------- ensure_chromium
+
+class _Machine:
+    """What ensure_chromium sees: programs on PATH, its effective uid, and every command it ran
+    (each answered with the exit code the test chose; installing puts chromium on PATH)."""
+
+    def __init__(self, *programs: str, euid: int = 1000, codes: dict[str, int] | None = None,
+                 package_has_binary: bool = True):
+        self.programs = set(programs)
+        self.uid = euid
+        self.codes = codes or {}
+        self.package_has_binary = package_has_binary
+        self.ran: list[list[str]] = []
+        self.lines: list[str] = []
+
+    def which(self, name: str) -> str | None:
+        return f"/usr/bin/{name}" if name in self.programs else None
+
+    def run(self, argv: list[str]) -> int:
+        self.ran.append(argv)
+        step = "install" if "install" in argv else "update" if "update" in argv else argv[-1]
+        code = self.codes.get(step, 0)
+        if step == "install" and code == 0 and self.package_has_binary:
+            self.programs.add("chromium")
+        return code
+
+    def ensure(self, tmp_path: Path) -> bool:
+        return envbuild.ensure_chromium(self.lines.append, which=self.which, run=self.run,
+                                        euid=lambda: self.uid, log_file=tmp_path / "apt.log")
+
+
+UPDATE = ["apt-get", "update", "-qq"]
+INSTALL = ["DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq", "chromium"]
+
+
+@pytest.fixture
+def no_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SERVEGATE_CHROMIUM", raising=False)
+
+
+@pytest.mark.parametrize("name", ["chromium", "chromium-browser"])
+def test_chromium_already_on_path_is_left_alone(tmp_path: Path, no_override: None,
+                                               name: str) -> None:
+    machine = _Machine(name, "apt-get", euid=0)
+    assert machine.ensure(tmp_path) is True
+    assert machine.ran == []
+    assert machine.lines == [f"[servegate env] chromium: /usr/bin/{name} (the browser test runs)"]
+
+
+def test_an_explicit_chromium_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVEGATE_CHROMIUM", "/opt/chrome/chrome")
+    machine = _Machine("apt-get", euid=0)
+    assert machine.ensure(tmp_path) is True and machine.ran == []
+    assert "/opt/chrome/chrome" in machine.lines[0]
+
+
+def test_without_apt_nothing_is_run_and_the_log_says_why(tmp_path: Path,
+                                                         no_override: None) -> None:
+    machine = _Machine("sudo", euid=0)
+    assert machine.ensure(tmp_path) is False
+    assert machine.ran == []
+    assert machine.lines == ["[servegate env] chromium: not installed and no apt-get here: the "
+                             "browser test will be skipped"]
+
+
+@pytest.mark.parametrize("programs, ran", [
+    (("apt-get",), []),                                           # no sudo at all
+    (("apt-get", "sudo"), [["sudo", "-n", "true"]]),              # sudo wants a password
+])
+def test_neither_root_nor_passwordless_sudo_installs_nothing(
+        tmp_path: Path, no_override: None, programs: tuple[str, ...],
+        ran: list[list[str]]) -> None:
+    machine = _Machine(*programs, euid=1000, codes={"true": 1})
+    assert machine.ensure(tmp_path) is False
+    assert machine.ran == ran
+    assert "neither root nor passwordless sudo" in machine.lines[-1]
+
+
+def test_root_installs_debians_package_through_apt(tmp_path: Path, no_override: None) -> None:
+    machine = _Machine("apt-get", euid=0)
+    assert machine.ensure(tmp_path) is True
+    assert machine.ran == [["env", *UPDATE], ["env", *INSTALL]]
+    assert machine.lines[-1] == "[servegate env] chromium: installed /usr/bin/chromium"
+
+
+def test_passwordless_sudo_installs_through_sudo(tmp_path: Path, no_override: None) -> None:
+    machine = _Machine("apt-get", "sudo", euid=1000)
+    assert machine.ensure(tmp_path) is True
+    assert machine.ran == [["sudo", "-n", "true"], ["sudo", "-n", "env", *UPDATE],
+                           ["sudo", "-n", "env", *INSTALL]]
+
+
+@pytest.mark.parametrize("failing, ran", [("update", [["env", *UPDATE]]),
+                                          ("install", [["env", *UPDATE], ["env", *INSTALL]])])
+def test_a_failed_install_is_logged_never_raised(tmp_path: Path, no_override: None,
+                                                 failing: str, ran: list[list[str]]) -> None:
+    machine = _Machine("apt-get", euid=0, codes={failing: 100})
+    assert machine.ensure(tmp_path) is False
+    assert machine.ran == ran
+    assert machine.lines[-1] == (
+        f"[servegate env] chromium: could not install it ({' '.join(ran[-1])} exited 100; see "
+        f"{tmp_path / 'apt.log'}): the browser test will be skipped")
+
+
+def test_a_package_without_a_chromium_on_path_is_not_called_installed(
+        tmp_path: Path, no_override: None) -> None:
+    machine = _Machine("apt-get", euid=0, package_has_binary=False)
+    assert machine.ensure(tmp_path) is False
+    assert "no chromium is on PATH" in machine.lines[-1]
+
+
+def test_the_install_steps_output_goes_to_the_log_file(tmp_path: Path) -> None:
+    log_file = tmp_path / "apt.log"
+    run = envbuild._logged_runner(log_file)
+    assert run([sys.executable, "-c", "print('step out'); raise SystemExit(3)"]) == 3
+    assert run([str(tmp_path / "no-such-program")]) == 127
+    text = log_file.read_text()
+    assert "step out\n" in text and text.startswith(f"$ {sys.executable} -c")
+    assert envbuild._logged_runner(tmp_path / "missing" / "apt.log")(["true"]) == 127
