@@ -30,12 +30,9 @@ class JudgeConfig:
     floors: dict[str, float] = field(default_factory=dict)
     default_floor: float = DEFAULT_FLOOR
     confidence: float = 0.95
-    bootstrap_resamples: int = 2000
     seed: int = 20240611
-    # repeats per arm for the repeats path (a t test over whole repeats); fewer: per-request
-    # samples plus a run-to-run variance term (the key keeps its historical name)
-    min_repeats_for_repeat_bootstrap: int = 2
-    # assumed run-to-run CV (CPU A/A: 4.5-7.5 %), pooled with the repeats' own spread; it is worth
+    # assumed run-to-run (start-level) CV (CPU A/A: 4.5-7.5 %), pooled with the starts' own
+    # spread; it is worth
     # run_to_run_cv_dof degrees of freedom (10: as if measured from 11 server starts)
     run_to_run_cv: float = 0.05
     run_to_run_cv_dof: float = 10.0
@@ -87,6 +84,8 @@ _TOP_KEYS = ("metrics", "floors", "default_floor", "confidence", "bootstrap_resa
              "min_repeats_for_repeat_bootstrap", "accuracy_floor", "run_to_run_cv",
              "run_to_run_cv_dof", "claims", "family", "family_method", "aggregate_metrics",
              "interaction_cv", "interaction_cv_dof")
+# Keys of the request-level judge retired with it (issue 30): read, ignored, named as such.
+RETIRED_KEYS = ("bootstrap_resamples", "min_repeats_for_repeat_bootstrap")
 _CLAIM_KEYS = ("gated_min_ttft_improvement", "gated_ttft_metric", "gated_claim_concurrency",
                "noop_margin", "noop_metrics", "noop_min_power", "accuracy_noninferiority_margin",
                "experiment_metrics")
@@ -135,10 +134,8 @@ def _parse_value(key: str, value: Any, where: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, float) or not 0.5 <= value < 1:
             raise JudgeConfigError(f"{where}: expected a float in [0.5, 1), got {value!r}")
         return value
-    if key in ("bootstrap_resamples", "seed", "min_repeats_for_repeat_bootstrap",
-               "gated_claim_concurrency"):
-        low = {"bootstrap_resamples": 200, "seed": 0,
-               "min_repeats_for_repeat_bootstrap": 2, "gated_claim_concurrency": 1}[key]
+    if key in ("seed", "gated_claim_concurrency"):
+        low = {"seed": 0, "gated_claim_concurrency": 1}[key]
         return _integer(value, where, low)
     if key == "gated_ttft_metric":
         if not isinstance(value, str) or "ttft" not in value:
@@ -175,6 +172,10 @@ def parse_judge_table(table: dict[str, Any], source: str) -> JudgeConfig:
                     raise JudgeConfigError(
                         f"{cwhere}: unknown key (known: {', '.join(_CLAIM_KEYS)})")
                 values[ckey] = _parse_value(ckey, cvalue, cwhere)
+            continue
+        if key in RETIRED_KEYS:
+            deprecated.append(f"{where}: retired with the request-level judge (every run is "
+                              "judged on blocks); ignored")
             continue
         values[key] = _parse_value(key, value, where)
     if "metrics" not in values and values.get("floors"):
