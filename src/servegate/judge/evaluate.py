@@ -1,6 +1,9 @@
-"""Judge one run folder: its suite's [judge] table, its baseline and its A/B claims, every
-interval Bonferroni-corrected over the checks judged together. Pure decision: nothing is written
-(the report writers and ``servegate compare`` do that)."""
+"""Judge one run folder: its suite's [judge] table, its baseline and its A/B claims. With a
+``[judge] family`` only that family's checks gate, decided together by Holm's step-down
+(``family_method``, default ``holm``; ``servegate.judge.family``), while every other check is
+reported at the plain confidence level; without one every counted check gates,
+Bonferroni-corrected over the checks judged together. Pure decision: nothing is written (the
+report writers and ``servegate compare`` do that)."""
 
 from __future__ import annotations
 
