@@ -19,7 +19,6 @@ from pathlib import Path
 from servegate.core.errors import ServegateError
 from servegate.serve.support import locate_sglang
 
-
 SGLANG_SRC = "--sglang-src"
 
 

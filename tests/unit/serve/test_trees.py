@@ -1,5 +1,5 @@
-"""``--sglang-src`` (and ``--base`` / ``--head``): resolving a tree (checkout or unpacked package; version, git commit, dirty)
-and the admission commands that take one."""
+"""``--sglang-src`` (and ``--base`` / ``--head``): resolving a tree (checkout or unpacked package;
+version, git commit, dirty) and the admission commands that take one."""
 
 from __future__ import annotations
 
