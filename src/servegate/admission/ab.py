@@ -214,7 +214,8 @@ def ab_main(argv: list[str]) -> int:
     from servegate.serve.detect import RunnerError, detect
 
     try:
-        trees = {"base": resolve_tree(args.base), "head": resolve_tree(args.head)}
+        trees = {"base": resolve_tree(args.base, "--base"),
+                 "head": resolve_tree(args.head, "--head")}
         suite = load_suite(args.suite)
         runner_class = get(detect(args.runner).runner_class)
     except (TreeError, SuiteError, RunnerError) as err:

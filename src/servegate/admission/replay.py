@@ -212,7 +212,7 @@ def load_sglang_tree(tree: SglangTree) -> Sglang:
     """Import sglang from ``tree``, first on ``sys.path``; a failure names the tree and import."""
     loaded = sys.modules.get("sglang")
     if loaded is not None and Path(next(iter(loaded.__path__))).resolve() != tree.package_dir.resolve():
-        raise TreeError(f"--sglang-src {tree.path}: this process already imported sglang from "
+        raise TreeError(f"{tree.flag} {tree.path}: this process already imported sglang from "
                         f"{next(iter(loaded.__path__))}; a tree needs its own process")
     root = str(tree.import_root)
     if root in sys.path:
@@ -223,7 +223,7 @@ def load_sglang_tree(tree: SglangTree) -> Sglang:
     except Exception as err:  # any failure while importing the tree is reported
         raise TreeError(describe_import_failure(tree, err)) from err
     if Path(sg.package_dir).resolve() != tree.package_dir.resolve():
-        raise TreeError(f"--sglang-src {tree.path}: sglang was imported from {sg.package_dir}, "
+        raise TreeError(f"{tree.flag} {tree.path}: sglang was imported from {sg.package_dir}, "
                         f"expected {tree.package_dir}")
     return sg
 

@@ -88,7 +88,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def _trees(args: argparse.Namespace) -> dict[str, SglangTree | None]:
     """Arm -> the sglang tree its servers import ("" with no tree: the environment's sglang)."""
     if args.base is not None:
-        return {"base": resolve_tree(args.base), "head": resolve_tree(args.head)}
+        return {"base": resolve_tree(args.base, "--base"), "head": resolve_tree(args.head, "--head")}
     return {"": resolve_tree(args.sglang_src) if args.sglang_src is not None else None}
 
 @contextlib.contextmanager

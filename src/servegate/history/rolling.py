@@ -100,9 +100,11 @@ def night_ratio_interval(current: Sequence[float], series: PooledSeries,
                          confidence: float) -> tuple[float, float, float]:
     """current / reference as (estimate, low, high), tonight against the pooled nights.
 
-    For the judge when a run has too few repeats to bootstrap: tonight is one more night, so
-    its mean's log differs from the N nights' mean log by ``cv * sqrt(1 + 1/N)`` (cv the
-    night-to-night log-sd, N - 1 degrees of freedom: a t interval).
+    For a run with too few repeats for the judge's t test over repeats (fewer than
+    ``min_repeats_for_repeat_bootstrap``) and no stored per-request samples: tonight is one more
+    night, so its mean's log differs from the N nights' mean log by ``cv * sqrt(1 + 1/N)`` (cv
+    the night-to-night log-sd, N - 1 degrees of freedom: a t interval). ``compare --baseline
+    history:N`` does not call it: it judges against :func:`as_baseline`.
     """
     if series.cv is None or series.cv_dof < 1:
         raise HistoryError(f"{series.mode}@c{series.concurrency} {series.metric}: needs >= 2 "
@@ -179,8 +181,9 @@ def _entry(series: PooledSeries, all_runs: tuple[str, ...]) -> dict[str, Any]:
 def as_baseline(rolling: RollingBaseline) -> dict[str, Any]:
     """The window as a baseline document (same shape as ``judge.baselines``; validates there).
 
-    Per metric: ``value`` the pooled mean, ``repeats`` every pooled repeat (so the judge
-    bootstraps over nights x repeats), ``spread`` their sd, ``cv`` the night-to-night log-sd with
+    Per metric: ``value`` the pooled mean, ``repeats`` every pooled repeat (so the judge's
+    t interval runs over nights x repeats; with no ``starts`` stored, the block judge counts each
+    value as its own server start), ``spread`` their sd, ``cv`` the night-to-night log-sd with
     ``cv_dof`` = N - 1 (the measured replacement for ``run_to_run_cv``). Per-request samples
     are not kept in the history, so ``requests`` is empty. Accuracy pools the nights' questions.
     """

@@ -16,7 +16,7 @@ nights in ``servegate calibrate``; one in the judge) and returns arrays over the
   prior weighted by degrees of freedom; with one start only the prior speaks, and the estimate
   says so (``between_source``). A paired comparison of two modes inside the same starts takes
   differences first: the start component cancels and only a start x mode interaction remains,
-  whose prior is the suite's ``[design] interaction_cv``.
+  whose prior is the suite's ``[judge] interaction_cv`` (with ``interaction_cv_dof``).
 - Degrees of freedom: Welch-Satterthwaite over the components.
 """
 

@@ -1,4 +1,5 @@
-"""An sglang source tree as the code under test: resolve ``--sglang-src PATH`` without importing it.
+"""An sglang source tree as the code under test: resolve ``--sglang-src PATH`` (or head vs base's
+``--base`` / ``--head PATH``) without importing it.
 
 PATH is an sglang checkout (the package lives in ``PATH/python/sglang``) or an unpacked sglang
 package (``PATH/sglang``, e.g. a wheel unpacked). The folder that holds ``sglang/`` goes first on
@@ -18,9 +19,11 @@ from pathlib import Path
 from servegate.core.errors import ServegateError
 from servegate.serve.support import locate_sglang
 
+SGLANG_SRC = "--sglang-src"
+
 
 class TreeError(ServegateError, ValueError):
-    """``--sglang-src`` does not name a usable sglang tree; the message names the path."""
+    """A tree option does not name a usable sglang tree; the message names the flag and path."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class SglangTree:
     has_gate: bool          # schedule_policy._use_exact_chunk_fill exists (sglang >= 0.5.20)
     commit: str | None      # HEAD of the git checkout holding the tree; None if not a checkout
     dirty: bool | None      # tracked files modified in that checkout; None if not a checkout
+    flag: str = SGLANG_SRC  # the option the path came from: errors about the tree name it
 
     def record(self) -> dict[str, object]:
         """What run outputs record about the code under test."""
@@ -46,12 +50,12 @@ class SglangTree:
         return os.pathsep.join(parts)
 
 
-def _import_root(path: Path) -> Path:
+def _import_root(path: Path, flag: str) -> Path:
     for candidate in (path, path / "python"):
         if (candidate / "sglang" / "__init__.py").is_file():
             return candidate
     raise TreeError(
-        f"--sglang-src {path}: not an sglang tree: expected an unpacked package "
+        f"{flag} {path}: not an sglang tree: expected an unpacked package "
         f"({path / 'sglang' / '__init__.py'}) or a checkout ({path / 'python' / 'sglang' / '__init__.py'})")
 
 
@@ -79,19 +83,21 @@ def _git_state(import_root: Path) -> tuple[str | None, bool | None]:
     return commit, (bool(status) if status is not None else None)
 
 
-def resolve_tree(path: str | os.PathLike[str]) -> SglangTree:
-    """Resolve ``--sglang-src PATH`` (checkout or unpacked package) without importing sglang."""
+def resolve_tree(path: str | os.PathLike[str], flag: str = SGLANG_SRC) -> SglangTree:
+    """Resolve ``PATH`` (checkout or unpacked package) without importing sglang; ``flag`` is the
+    option it was given with (``--sglang-src``, ``--base``, ``--head``), named by every error."""
     given = Path(path).expanduser().absolute()
     if not given.is_dir():
-        raise TreeError(f"--sglang-src {given}: no such directory")
-    root = _import_root(given)
+        raise TreeError(f"{flag} {given}: no such directory")
+    root = _import_root(given, flag)
     info = locate_sglang([str(root)])
     if info.package_dir.resolve() != (root / "sglang").resolve():
-        raise TreeError(f"--sglang-src {given}: sglang resolved to {info.package_dir}, "
+        raise TreeError(f"{flag} {given}: sglang resolved to {info.package_dir}, "
                         f"expected {root / 'sglang'}")
     commit, dirty = _git_state(root)
     return SglangTree(path=given, import_root=root, package_dir=root / "sglang",
-                      version=info.version, has_gate=info.has_gate, commit=commit, dirty=dirty)
+                      version=info.version, has_gate=info.has_gate, commit=commit, dirty=dirty,
+                      flag=flag)
 
 
 def describe_import_failure(tree: SglangTree, err: BaseException) -> str:
@@ -111,5 +117,5 @@ def describe_import_failure(tree: SglangTree, err: BaseException) -> str:
         frame = frame.tb_next
     missing = getattr(err, "name", None) if isinstance(err, ImportError) else None
     detail = f"{type(err).__name__}: {err}" + (f" (module {missing!r})" if missing else "")
-    return (f"--sglang-src {tree.path}: sglang {tree.version} does not import over this "
+    return (f"{tree.flag} {tree.path}: sglang {tree.version} does not import over this "
             f"environment: importing sglang's scheduler failed{where}: {detail}")

@@ -51,6 +51,6 @@ def test_compare_gates_off_and_on_off_gfx95_and_honours_expect_change() -> None:
 def test_bad_input_exits_2_naming_the_option(tmp_path: Path) -> None:
     proc = _ab("--base", tmp_path, "--head", tmp_path)
     assert proc.returncode == 2
-    assert f"--sglang-src {tmp_path}: not an sglang tree" in proc.stderr
+    assert f"--base {tmp_path}: not an sglang tree" in proc.stderr
     proc = _ab("--base", tmp_path, "--head", tmp_path, "--expect-change", "x:sometimes")
     assert proc.returncode == 2 and "--expect-change" in proc.stderr and "MODE one of" in proc.stderr

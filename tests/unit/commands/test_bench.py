@@ -80,6 +80,12 @@ def test_input_errors_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                        "--results-dir", str(tmp_path)]) == 2
     assert "--modes: 'fast'" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())                  # no run folder for input errors
+    (tmp_path / "base" / "sglang").mkdir(parents=True)     # a tree; the head is not one
+    (tmp_path / "base" / "sglang" / "__init__.py").write_text("")
+    assert bench.main(["--base", str(tmp_path / "base"), "--head", str(tmp_path / "nothing"),
+                       "--results-dir", str(tmp_path / "results")]) == 2
+    assert f"--head {tmp_path / 'nothing'}: no such directory" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.usefixtures("no_model_prep")

@@ -1,5 +1,5 @@
-"""``--sglang-src``: resolving a tree (checkout or unpacked package; version, git commit, dirty)
-and the admission commands that take one."""
+"""``--sglang-src`` (and ``--base`` / ``--head``): resolving a tree (checkout or unpacked package;
+version, git commit, dirty) and the admission commands that take one."""
 
 from __future__ import annotations
 
@@ -64,3 +64,11 @@ def test_not_a_tree_is_named(tmp_path: Path, make: str) -> None:
         path.mkdir()
     with pytest.raises(TreeError, match=f"--sglang-src {path}"):
         resolve_tree(path)
+
+
+@pytest.mark.parametrize("flag", ["--base", "--head"])
+def test_a_bad_tree_is_named_by_the_flag_it_came_from(tmp_path: Path, flag: str) -> None:
+    with pytest.raises(TreeError, match=f"^{flag} {tmp_path}: not an sglang tree") as err:
+        resolve_tree(tmp_path, flag)
+    assert "--sglang-src" not in str(err.value)
+    assert resolve_tree(_package(tmp_path / "pkg"), flag).flag == flag
