@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from servegate.config.judge import gated_floors
 from servegate.history.changepoints import Detection, detect
 from servegate.history.noise import Budget, budget, log_spread
 from servegate.history.store import ACCURACY_METRIC, Problem, Record, SeriesKey, group_series
@@ -62,19 +63,6 @@ def stable_nights(report: Detection, nights: Sequence[Record]) -> list[Record]:
             if start <= i < end and i not in set(report.transients)]
 
 
-def _floors(suite: str) -> tuple[dict[str, float], str]:
-    """Gated metrics -> practical floor from the suite's [judge] table (reason when unusable)."""
-    from servegate.config.judge import load_judge_table
-    from servegate.core.errors import ServegateError
-    from servegate.core.paths import SUITES_DIR
-
-    try:
-        config = load_judge_table(SUITES_DIR / f"{suite}.toml")
-    except (ServegateError, ValueError, OSError) as err:
-        return {}, f"no floors: {err}"
-    return {metric: config.floor(metric) for metric in config.metrics}, ""
-
-
 def _minutes_per_repeat(durations: Sequence[Record] | None) -> float | None:
     if not durations:
         return None
@@ -94,7 +82,7 @@ def analyse(records: Sequence[Record], *, alpha: float = 0.05,
             continue
         detection = detect([night.values for night in nights])
         if suite not in floors_by_suite:
-            floors_by_suite[suite] = _floors(suite)
+            floors_by_suite[suite] = gated_floors(suite)
         floors, why = floors_by_suite[suite]
         found: Budget | None = None
         note = ""
