@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from judge_runs import make_run
+from unit.judge.block_runs import write_block_run
 
 from servegate.core.paths import REPO_ROOT
 from servegate.history.cli import main
@@ -28,8 +29,8 @@ CPU_BASELINE = REPO_ROOT / "baselines" / "cpu" / "smollm2-135m" / "cpu.json"
 
 
 CONTRACT_KEYS = {"schema_version", "run_id", "time", "runner_class", "model", "suite", "mode",
-                 "concurrency", "metric", "values", "sglang_version", "sglang_commit",
-                 "servegate_commit"}
+                 "concurrency", "metric", "values", "starts", "blocks", "design",
+                 "sglang_version", "sglang_commit", "servegate_commit"}
 
 
 def _run_from_cpu_baseline(run_dir: Path) -> tuple[Path, dict[str, Any]]:
@@ -82,6 +83,10 @@ def test_add_real_cpu_run_shape_one_line_per_point_metric(tmp_path: Path) -> Non
         assert line["sglang_version"] == baseline["provenance"]["sglang"]
         assert line["sglang_commit"] == baseline["provenance"]["sglang_commit"]
         assert line["time"] == baseline["provenance"]["run_started_at"]
+        # a run from before [design]: each repeat its own server start, one block each
+        assert line["starts"] == list(range(len(line["values"])))
+        assert line["blocks"] == [0] * len(line["values"])
+        assert line["design"]["in_server"] is False and line["design"]["blocks"] == 1
     accuracy = {x["mode"]: x for x in lines if x["metric"] == ACCURACY_METRIC}
     assert set(accuracy) == set(baseline["accuracy"])
     for mode, line in accuracy.items():
@@ -146,3 +151,86 @@ def test_line_whose_run_id_disagrees_with_its_file_is_named(tmp_path: Path) -> N
     problems = read_store(store).problems
     assert [(p.path.name, p.line) for p in problems] == [("copied.jsonl", 1)]
     assert "does not match the file name" in problems[0].message
+
+
+def _as_schema_1(path: Path) -> None:
+    """Rewrite a store file as schema 1 wrote it: values alone, no starts, blocks or design."""
+    lines = []
+    for line in _lines(path):
+        for key in ("starts", "blocks", "design"):
+            del line[key]
+        lines.append(json.dumps({**line, "schema_version": 1}, sort_keys=True) + "\n")
+    path.write_text("".join(lines))
+
+
+def test_in_server_run_keeps_every_value_with_its_start_and_block_and_the_design(
+        tmp_path: Path) -> None:
+    run_dir = write_block_run(tmp_path / "blocks-1", starts=2, blocks=3, concurrencies=(2,),
+                              accuracy={"off": {"n": 20, "correct": 15}})
+    points = json.loads((run_dir / "run.json").read_text())["points"]
+    store = tmp_path / "store"
+    add_run(run_dir, store)
+    [record] = [r for r in read_store(store).records
+                if (r.mode, r.concurrency, r.metric) == ("on", 2, "mean_ttft_ms")]
+    expected = {(p["start"], p["block"]): p["metrics"]["mean_ttft_ms"] for p in points
+                if p["mode"] == "on"}
+    assert dict(zip(zip(record.starts, record.blocks, strict=True), record.values,
+                    strict=True)) == expected
+    assert record.starts == (0, 0, 0, 1, 1, 1) and record.blocks == (0, 1, 2, 0, 1, 2)
+    assert record.by_start() == {s: tuple(expected[(s, b)] for b in range(3)) for s in (0, 1)}
+    assert record.design is not None and record.design.to_json() == {
+        "in_server": True, "starts": 2, "blocks": 3}
+    [accuracy] = [r for r in read_store(store).records if r.metric == ACCURACY_METRIC]
+    assert accuracy.values == (0.75,) and accuracy.design == record.design
+
+
+def test_a_schema_1_store_is_read_each_value_its_own_start_and_still_publishes(
+        tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    for night in range(3):
+        path = add_run(make_run(tmp_path / f"cpu-cpu-{night}", seed=night, repeats=3), store).path
+        _as_schema_1(path)
+    contents = read_store(store, strict=True)
+    assert contents.problems == [] and contents.records
+    for record in contents.records:
+        n = len(record.values)
+        assert record.starts == tuple(range(n)) and record.blocks == (0,) * n
+        assert record.design is not None and record.design.to_json() == {
+            "in_server": False, "starts": n, "blocks": 1}
+    assert main(["report", "--store", str(store)]) == 0
+    assert main(["publish", "--store", str(store), "--out", str(tmp_path / "site")]) == 0
+    assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_adding_a_run_stored_at_schema_1_rewrites_it_with_its_levels(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run_dir = write_block_run(tmp_path / "blocks-1", starts=2, blocks=3)
+    path = add_run(run_dir, store).path
+    current = path.read_text()
+    _as_schema_1(path)
+    again = add_run(run_dir, store)
+    assert again.status == "upgraded" and path.read_text() == current
+    assert add_run(run_dir, store).status == "unchanged"
+    other = write_block_run(tmp_path / "other" / "blocks-1", starts=2, blocks=3, seed=7)
+    _as_schema_1(path)
+    old = path.read_text()
+    with pytest.raises(HistoryError, match="already in the store"):
+        add_run(other, store)                   # another run's values: refused, untouched
+    assert path.read_text() == old
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"starts": [0]}, "starts must be a list of"),
+    ({"blocks": [0, -1]}, "blocks must be a list of"),
+    ({"design": {"in_server": True, "starts": 0, "blocks": 6}}, "design.starts must be"),
+    ({"design": None}, "design must be an object"),
+    ({"schema_version": "2"}, "schema_version must be an integer"),
+])
+def test_a_line_with_bad_levels_is_named(tmp_path: Path, edit: dict[str, Any],
+                                         message: str) -> None:
+    store = tmp_path / "store"
+    path = add_run(make_run(tmp_path / "cpu-cpu-1", repeats=2), store).path
+    [first, *rest] = _lines(path)
+    path.write_text("".join(json.dumps(line) + "\n" for line in [{**first, **edit}, *rest]))
+    [problem] = read_store(store).problems
+    assert problem.line == 1 and problem.message.startswith(message)
