@@ -47,7 +47,8 @@ class PooledSeries:
     concurrency: int | None
     metric: str
     run_ids: tuple[str, ...]
-    values: tuple[float, ...]           # every repeat of every night in the window
+    values: tuple[float, ...]           # every block of every night in the window
+    starts: tuple[int, ...]             # each value's server start, numbered across the window
     night_means: tuple[float, ...]
     cv: float | None                    # log-sd of the night means (ddof 1); None with 1 night
     cv_dof: int                         # nights - 1
@@ -96,27 +97,12 @@ def window(nights: Sequence[Record], count: int) -> tuple[list[Record], str | No
     return accepted[-count:], stopped_at
 
 
-def night_ratio_interval(current: Sequence[float], series: PooledSeries,
-                         confidence: float) -> tuple[float, float, float]:
-    """current / reference as (estimate, low, high), tonight against the pooled nights.
-
-    For the judge when a run has too few repeats to bootstrap: tonight is one more night, so
-    its mean's log differs from the N nights' mean log by ``cv * sqrt(1 + 1/N)`` (cv the
-    night-to-night log-sd, N - 1 degrees of freedom: a t interval).
-    """
-    if series.cv is None or series.cv_dof < 1:
-        raise HistoryError(f"{series.mode}@c{series.concurrency} {series.metric}: needs >= 2 "
-                           f"nights in the history window for a night-to-night spread, "
-                           f"has {len(series.run_ids)}")
-    values = np.asarray(current, dtype=float)
-    if values.size == 0 or np.any(values <= 0):
-        raise HistoryError(f"{series.metric}: current values must be positive, got {current}")
-    centre = float(np.log(values).mean() - np.log(np.asarray(series.night_means)).mean())
-    from scipy import stats
-
-    half = float(stats.t.ppf(0.5 + confidence / 2, series.cv_dof)) * series.cv \
-        * math.sqrt(1.0 + 1.0 / len(series.night_means))
-    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
+def window_starts(nights: Sequence[Record]) -> tuple[int, ...]:
+    """Each value's server start numbered across the nights (night after night, each night's
+    starts in their order): every night's starts are server starts of their own."""
+    numbers: dict[tuple[int, int], int] = {}
+    return tuple(numbers.setdefault((i, start), len(numbers))
+                 for i, night in enumerate(nights) for start in night.starts)
 
 
 def rolling_baseline(records: Iterable[Record], runner_class: str, model: str, suite: str, *,
@@ -137,6 +123,7 @@ def rolling_baseline(records: Iterable[Record], runner_class: str, model: str, s
             mode=key[3], concurrency=key[4], metric=key[5],
             run_ids=tuple(night.run_id for night in chosen),
             values=tuple(v for night in chosen for v in night.values),
+            starts=window_starts(chosen),
             night_means=tuple(means), cv=cv, cv_dof=len(chosen) - 1, stopped_at=stopped_at,
             n=tuple(night.n or 0 for night in chosen) if key[5] == ACCURACY_METRIC else ()))
     if not pooled:
@@ -171,6 +158,7 @@ def _entry(series: PooledSeries, all_runs: tuple[str, ...]) -> dict[str, Any]:
         "cv_dof": series.cv_dof,
         "n_repeats": int(values.size),
         "repeats": [round(float(v), 6) for v in values],
+        "starts": list(series.starts),
         # only when this series' window differs from provenance.run_ids (a change point)
         **({"nights": list(series.run_ids)} if series.run_ids != all_runs else {}),
     }
@@ -179,10 +167,12 @@ def _entry(series: PooledSeries, all_runs: tuple[str, ...]) -> dict[str, Any]:
 def as_baseline(rolling: RollingBaseline) -> dict[str, Any]:
     """The window as a baseline document (same shape as ``judge.baselines``; validates there).
 
-    Per metric: ``value`` the pooled mean, ``repeats`` every pooled repeat (so the judge
-    bootstraps over nights x repeats), ``spread`` their sd, ``cv`` the night-to-night log-sd with
-    ``cv_dof`` = N - 1 (the measured replacement for ``run_to_run_cv``). Per-request samples
-    are not kept in the history, so ``requests`` is empty. Accuracy pools the nights' questions.
+    Per metric: ``value`` the pooled mean, ``repeats`` every pooled block value and ``starts``
+    its server start (numbered across the nights, :func:`window_starts`), so the judge reads the
+    window as server starts of blocks (servegate.judge.evidence) and measures both levels from
+    it; ``spread`` their sd, ``cv`` the night-to-night log-sd with ``cv_dof`` = N - 1 (the
+    measured replacement for ``run_to_run_cv``). Per-request samples are not kept in the
+    history, so ``requests`` is empty. Accuracy pools the nights' questions.
     """
     points: dict[tuple[str, int], dict[str, Any]] = {}
     accuracy: dict[str, dict[str, Any]] = {}
