@@ -10,9 +10,11 @@ else). Pure functions of the analysed store: no wall-clock stamp.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Mapping, Sequence
 
 from servegate.history.changepoints import DEFAULT_CONFIRM_NIGHTS
+from servegate.history.noise import MAX_BLOCKS
 from servegate.history.pages import (
     GENERATOR,
     GENERATOR_META,
@@ -190,6 +192,8 @@ def _transients(report: SeriesReport) -> str:
 
 
 def _noise(report: SeriesReport, alpha: float) -> str:
+    """The noise budget by level: the start and block levels measured from the nights, today's
+    design, what it resolves and what the floor would need."""
     found = report.budget
     if found is None:
         return f'<p class="muted">{_e(report.budget_note or "no noise budget")}</p>'
@@ -197,21 +201,33 @@ def _noise(report: SeriesReport, alpha: float) -> str:
     def pct(value: float) -> str:
         return f"{value * 100:.2f} %"
 
-    minutes = found.minutes_needed
+    def dof(value: float | None) -> str:
+        return "exact" if value is None else f"{value:.1f}".removesuffix(".0")
+
+    levels, minutes = found.levels, found.minutes_needed
+    block = (f"{pct(math.sqrt(levels.block_var))} ({dof(levels.block_dof)} degrees of freedom)"
+             if levels.block_dof > 0 else "not measured (one block per server start)")
     rows = [
-        ("run-to-run spread (log-sd of a repeat)", pct(found.spread.sigma)),
-        ("from", f"{found.spread.values} value(s) of {found.spread.nights} night(s) at the "
-                 f"current level, {found.spread.dof} degrees of freedom"),
+        ("start level (log-sd between server starts)",
+         f"{pct(math.sqrt(levels.start_var))} ({levels.start_dof} degrees of freedom)"),
+        ("block level (log-sd between blocks of a start, winsorized)", block),
+        ("from", f"{levels.starts} server start(s) x {levels.blocks} block(s) of "
+                 f"{levels.nights} night(s) at the current level"),
+        (f"spread of one start of {found.blocks} block(s) (a repeat)",
+         f"{pct(found.sigma)} ({dof(found.dof)} degrees of freedom)"),
         ("practical floor", pct(found.floor)),
-        ("repeats per arm today", str(found.repeats_today)),
-        ("floor reachable with today's repeats", pct(found.reachable_floor)),
-        ("repeats needed for the floor", "more than 1000" if found.repeats_needed is None
-         else str(found.repeats_needed)),
+        ("design per arm today", f"{found.repeats_today} start(s) x {found.blocks} block(s)"),
+        ("floor reachable with today's design", pct(found.reachable_floor)),
+        (f"repeats needed for the floor (server starts of {found.blocks} block(s))",
+         "more than 1000" if found.repeats_needed is None else str(found.repeats_needed)),
+        (f"blocks per start needed at {found.repeats_today} start(s)",
+         f"more than {MAX_BLOCKS}: the start level decides" if found.blocks_needed is None
+         else str(found.blocks_needed)),
         ("serving minutes per arm for that", "-" if minutes is None else f"{minutes:.1f}"),
     ]
     items = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in rows)
-    return (f'<p class="muted">80 % power, two-sided alpha {alpha}, n repeats against n, log '
-            f"scale (docs/history.md, Noise budget).</p><dl>{items}</dl>")
+    return (f'<p class="muted">80 % power, two-sided alpha {alpha}, n server starts of b blocks '
+            f"against as many, log scale (docs/history.md, Noise budget).</p><dl>{items}</dl>")
 
 
 def _nights_table(report: SeriesReport, base: str | None) -> str:
