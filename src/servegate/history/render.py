@@ -24,8 +24,9 @@ from servegate.history.pages import (
     artifact_href,
     slug,
 )
+from servegate.history.records import ACCURACY_METRIC, Record
 from servegate.history.report import SeriesReport, change_point_json
-from servegate.history.store import ACCURACY_METRIC, Problem, Record
+from servegate.history.store import Problem
 from servegate.history.svg import effect_class, fmt, series_chart_svg, short_commit, sparkline_svg
 from servegate.history.verdict import RECENT_NIGHTS, Verdict, group_verdict
 

@@ -20,7 +20,8 @@ from typing import Any
 from servegate.config.judge import gated_floors
 from servegate.history.changepoints import Detection, detect
 from servegate.history.noise import Budget, budget, measure_levels
-from servegate.history.store import ACCURACY_METRIC, Problem, Record, SeriesKey, group_series
+from servegate.history.records import ACCURACY_METRIC, Record
+from servegate.history.store import Problem, SeriesKey, group_series
 
 
 @dataclass(frozen=True)

@@ -26,14 +26,8 @@ import numpy as np
 
 from servegate.core.results import MODES
 from servegate.history.changepoints import detect
-from servegate.history.store import (
-    ACCURACY_METRIC,
-    HistoryError,
-    Problem,
-    Record,
-    group_series,
-    read_store,
-)
+from servegate.history.records import ACCURACY_METRIC, Record
+from servegate.history.store import HistoryError, Problem, group_series, read_store
 from servegate.judge.baselines import BASELINE_SCHEMA_VERSION, point_sort_key
 
 DEFAULT_NIGHTS = 5

@@ -37,9 +37,10 @@ from servegate.history.pages import (
     check_artifacts_base,
     series_pages,
 )
+from servegate.history.records import Record
 from servegate.history.render import STYLE_CSS, render_index, render_series
 from servegate.history.report import analyse
-from servegate.history.store import HistoryError, Problem, Record, read_store
+from servegate.history.store import HistoryError, Problem, read_store
 
 
 @dataclass(frozen=True)

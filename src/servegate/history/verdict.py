@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servegate.history.changepoints import DEFAULT_CONFIRM_NIGHTS
+from servegate.history.records import Record
 from servegate.history.report import SeriesReport, effect, stable_nights
-from servegate.history.store import Record
 
 RECENT_NIGHTS = 7           # a confirmed change stays flagged on the index for a week of nights
 

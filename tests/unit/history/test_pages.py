@@ -7,8 +7,9 @@ import pytest
 
 from servegate.history.changepoints import detect
 from servegate.history.pages import artifact_href, check_artifacts_base, series_pages
+from servegate.history.records import Record
 from servegate.history.report import SeriesReport
-from servegate.history.store import HistoryError, Record
+from servegate.history.store import HistoryError
 
 
 def _report(model: str, suite: str, metric: str) -> SeriesReport:

@@ -16,14 +16,8 @@ from unit.judge.block_runs import write_block_run
 
 from servegate.core.paths import REPO_ROOT
 from servegate.history.cli import main
-from servegate.history.store import (
-    ACCURACY_METRIC,
-    STORE_SCHEMA_VERSION,
-    HistoryError,
-    RunRefusedError,
-    add_run,
-    read_store,
-)
+from servegate.history.records import ACCURACY_METRIC, STORE_SCHEMA_VERSION
+from servegate.history.store import HistoryError, RunRefusedError, add_run, read_store
 
 CPU_BASELINE = REPO_ROOT / "baselines" / "cpu" / "smollm2-135m" / "cpu.json"
 
@@ -163,27 +157,6 @@ def _as_schema_1(path: Path) -> None:
     path.write_text("".join(lines))
 
 
-def test_in_server_run_keeps_every_value_with_its_start_and_block_and_the_design(
-        tmp_path: Path) -> None:
-    run_dir = write_block_run(tmp_path / "blocks-1", starts=2, blocks=3, concurrencies=(2,),
-                              accuracy={"off": {"n": 20, "correct": 15}})
-    points = json.loads((run_dir / "run.json").read_text())["points"]
-    store = tmp_path / "store"
-    add_run(run_dir, store)
-    [record] = [r for r in read_store(store).records
-                if (r.mode, r.concurrency, r.metric) == ("on", 2, "mean_ttft_ms")]
-    expected = {(p["start"], p["block"]): p["metrics"]["mean_ttft_ms"] for p in points
-                if p["mode"] == "on"}
-    assert dict(zip(zip(record.starts, record.blocks, strict=True), record.values,
-                    strict=True)) == expected
-    assert record.starts == (0, 0, 0, 1, 1, 1) and record.blocks == (0, 1, 2, 0, 1, 2)
-    assert record.by_start() == {s: tuple(expected[(s, b)] for b in range(3)) for s in (0, 1)}
-    assert record.design is not None and record.design.to_json() == {
-        "in_server": True, "starts": 2, "blocks": 3}
-    [accuracy] = [r for r in read_store(store).records if r.metric == ACCURACY_METRIC]
-    assert accuracy.values == (0.75,) and accuracy.design == record.design
-
-
 def test_a_schema_1_store_is_read_each_value_its_own_start_and_still_publishes(
         tmp_path: Path) -> None:
     store = tmp_path / "store"
@@ -217,20 +190,3 @@ def test_adding_a_run_stored_at_schema_1_rewrites_it_with_its_levels(tmp_path: P
     with pytest.raises(HistoryError, match="already in the store"):
         add_run(other, store)                   # another run's values: refused, untouched
     assert path.read_text() == old
-
-
-@pytest.mark.parametrize(("edit", "message"), [
-    ({"starts": [0]}, "starts must be a list of"),
-    ({"blocks": [0, -1]}, "blocks must be a list of"),
-    ({"design": {"in_server": True, "starts": 0, "blocks": 6}}, "design.starts must be"),
-    ({"design": None}, "design must be an object"),
-    ({"schema_version": "2"}, "schema_version must be an integer"),
-])
-def test_a_line_with_bad_levels_is_named(tmp_path: Path, edit: dict[str, Any],
-                                         message: str) -> None:
-    store = tmp_path / "store"
-    path = add_run(make_run(tmp_path / "cpu-cpu-1", repeats=2), store).path
-    [first, *rest] = _lines(path)
-    path.write_text("".join(json.dumps(line) + "\n" for line in [{**first, **edit}, *rest]))
-    [problem] = read_store(store).problems
-    assert problem.line == 1 and problem.message.startswith(message)

@@ -9,8 +9,8 @@ import pytest
 from history_site_store import LAST_SERIES, NIGHTS, STEP_SERIES
 
 from servegate.history.changepoints import detect
+from servegate.history.records import Record
 from servegate.history.report import SeriesReport
-from servegate.history.store import Record
 from servegate.history.verdict import Verdict, group_verdict, latest_ratio, night_verdict
 
 
