@@ -53,10 +53,6 @@ class Levels:
     starts: int             # server starts measured
     blocks: int             # blocks per start used (the fewest any start had)
 
-    @property
-    def values(self) -> int:
-        return self.starts * self.blocks
-
     def _noise(self) -> dict[str, float]:
         return {"between_var": self.start_var, "block_var": self.block_var}
 
