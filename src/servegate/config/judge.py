@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from servegate.config._schema import ConfigError, load_toml
+from servegate.core.errors import ServegateError
 from servegate.core.metrics import direction
+from servegate.core.paths import SUITES_DIR
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "mean_ttft_ms", "median_tpot_ms", "mean_e2e_latency_ms", "output_throughput")
@@ -201,3 +203,19 @@ def load_judge_table(path: Path) -> JudgeConfig:
     if not isinstance(table, dict):
         raise JudgeConfigError(f"{path}: [judge] must be a table")
     return parse_judge_table(table, str(path))
+
+
+def gated_floors(suite: str, suites_dir: Path = SUITES_DIR) -> tuple[dict[str, float], str]:
+    """The metrics ``suites/<suite>.toml``'s ``[judge]`` table gates, each with its practical
+    floor (the defaults when the file or the table is absent), and ``""``; or ``({}, why)``
+    when the file does not parse.
+
+    The one reading of "which metrics are gated, at what floor" for readers that know a run only
+    by its suite's name (the history's noise budget and its site): the judge reads the same
+    table, as run.json recorded it, through :class:`JudgeConfig`.
+    """
+    try:
+        config = load_judge_table(Path(suites_dir) / f"{suite}.toml")
+    except (ServegateError, ValueError, OSError) as err:
+        return {}, f"no floors: {err}"
+    return {metric: config.floor(metric) for metric in config.metrics}, ""

@@ -80,7 +80,9 @@ def _parser() -> argparse.ArgumentParser:
 def _add(args: argparse.Namespace, out: TextIO) -> int:
     store = args.store or default_store()
     result = add_run(args.run_dir, store)
-    verb = "added" if result.status == "added" else "already in the store (unchanged)"
+    verb = {"added": "added", "unchanged": "already in the store (unchanged)",
+            "upgraded": "already in the store at an older schema: rewritten with its levels"
+            }[result.status]
     print(f"history: {args.run_dir} {verb}: {result.path} ({result.lines} lines)", file=out)
     return EXIT_OK
 

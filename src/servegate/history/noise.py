@@ -1,23 +1,40 @@
-"""Noise budget: from a measured run-to-run spread, the repeats a floor needs and the floor reachable.
+"""Noise budget: from the nights' noise at each level, the server starts a floor needs and the
+floor reachable.
 
-Why: the suites *assume* a run-to-run CV (``run_to_run_cv``) and pick repeats by habit; the
-nights measure it. The design judged is the gate's: the current run's ``n`` repeats against a
-reference with as many, on the log scale (a ratio), two-sided at ``alpha``. With log-sd ``s`` per
-repeat the difference of means has sd ``s * sqrt(2 / n)``; the spread comes from the history
-(``dof`` degrees of freedom, many nights), not from the ``n`` repeats, so the test statistic is
-a t with ``dof`` degrees of freedom and the power to see ``delta = ln(1 + floor)`` is the
-noncentral t's: ``P(|T| > t(1 - alpha/2, dof))`` with noncentrality ``delta / (s sqrt(2/n))``.
-For large ``dof`` this is the normal formula ``n = 2 (z(1-alpha/2) + z(power))^2 s^2 / delta^2``.
+Why: the suites *assume* their noise (``run_to_run_cv``, the design's starts x blocks) and pick
+the design by habit; the nights measure it. The noise has two levels (servegate.judge.nested,
+judge/budget.py): between server starts (a start's level: night to night and start to start
+within a night) and between the blocks of one start. They are measured here with the judge's
+own estimator (:func:`servegate.judge.nested.nested_mean` over every stable night's starts x
+blocks, no prior): the start level from the spread of the starts' means less the block part
+they carry (``starts - 1`` degrees of freedom), the block level from the spread inside each
+start (the trimmed blocks less one per start). Counting the blocks of one start as independent
+repeats would credit a design with the block level's resolution when the start level decides.
+
+The design judged is the gate's: the current run's ``n`` server starts of ``b`` blocks against a
+reference with as many, on the log scale (a ratio), two-sided at ``alpha``. One start's mean of
+``b`` blocks has log-sd ``s = sqrt(start_var + block_var / (0.6 b))`` (the trimmed mean's
+efficiency, as judge/budget.py), so the difference of means has sd ``s * sqrt(2 / n)``. The
+levels come from the history, not from the ``n`` starts, so the test statistic is a t with the
+Welch-Satterthwaite degrees of freedom of the two levels and the power to see
+``delta = ln(1 + floor)`` is the noncentral t's: ``P(|T| > t(1 - alpha/2, dof))`` with
+noncentrality ``delta / (s sqrt(2/n))``. For large ``dof`` this is the normal formula
+``n = 2 (z(1-alpha/2) + z(power))^2 s^2 / delta^2``. A store written before the levels (schema 1:
+each value its own start) has one block per start: the start level is then the spread of every
+value, what this budget measured before.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, stats
+
+from servegate.judge.budget import EFFICIENCY, MAX_BLOCKS, variance
+from servegate.judge.nested import Component, nested_mean, satterthwaite
 
 POWER = 0.80
 ALPHA = 0.05
@@ -25,25 +42,58 @@ MAX_REPEATS = 1000
 
 
 @dataclass(frozen=True)
-class Spread:
-    """Run-to-run log-sd of single repeats and the degrees of freedom it rests on."""
+class Levels:
+    """The nights' noise by level (log scale), each with its degrees of freedom."""
 
-    sigma: float
-    dof: int
+    start_var: float        # between server starts (a start's level; nights' starts pooled)
+    start_dof: int          # server starts - 1
+    block_var: float        # between the blocks of one start (winsorized; 0: not measured)
+    block_dof: float        # trimmed blocks - starts (0: one block per start, not measured)
     nights: int
-    values: int
+    starts: int             # server starts measured
+    blocks: int             # blocks per start used (the fewest any start had)
+
+    def _noise(self) -> dict[str, float]:
+        return {"between_var": self.start_var, "block_var": self.block_var}
+
+    def sigma(self, blocks: int) -> float:
+        """Log-sd of one server start's mean of ``blocks`` blocks (a repeat of that design)."""
+        return math.sqrt(variance(self._noise(), 1, blocks))
+
+    def dof(self, blocks: int) -> float | None:
+        """Welch-Satterthwaite degrees of freedom of :meth:`sigma` (None: exact, no noise)."""
+        parts = (Component(np.asarray(self.start_var), np.asarray(float(self.start_dof)),
+                           "start"),
+                 Component(np.asarray(self.block_var / (EFFICIENCY * blocks)),
+                           np.asarray(self.block_dof if self.block_dof > 0 else np.inf),
+                           "block"))
+        dof = float(satterthwaite(parts))
+        return dof if math.isfinite(dof) else None
 
 
-def log_spread(nights: Sequence[Sequence[float]]) -> Spread | None:
-    """Pooled log-sd of every repeat around the mean of the nights given (None: < 2 values)."""
-    logs = np.log(np.asarray([v for night in nights for v in night], dtype=float))
-    if logs.size < 2:
+def measure_levels(nights: Sequence[Mapping[int, Sequence[float]]]) -> Levels | None:
+    """The levels of the nights given (each: its values per server start, blocks in order);
+    None below two server starts (the start level is then not measured).
+
+    Every start keeps the fewest blocks any start has (as the judge's ``as_matrix``), so a
+    store mixing nights of one block per start (schema 1) with in-server nights measures the
+    block level only once those older nights left the current level."""
+    rows = [list(values) for night in nights for values in night.values() if values]
+    if len(rows) < 2:
         return None
-    return Spread(float(np.std(logs, ddof=1)), int(logs.size - 1), len(nights), int(logs.size))
+    blocks = min(len(row) for row in rows)
+    logs = np.log(np.asarray([row[:blocks] for row in rows], dtype=float))[None]
+    found = nested_mean(logs, prior_var=0.0, prior_dof=0.0)
+    block_dof = found.scalar("block_df")
+    measured = blocks >= 2 and math.isfinite(block_dof)
+    return Levels(start_var=found.scalar("measured_between_var"), start_dof=len(rows) - 1,
+                  block_var=found.scalar("block_var") if measured else 0.0,
+                  block_dof=block_dof if measured else 0.0, nights=len(nights),
+                  starts=len(rows), blocks=blocks)
 
 
 def power(repeats: int, floor: float, sigma: float, alpha: float = ALPHA,
-          dof: int | None = None) -> float:
+          dof: float | None = None) -> float:
     """Probability that an ``n``-vs-``n`` repeat comparison detects a change of ``floor``."""
     if repeats < 1 or floor <= 0:
         raise ValueError(f"repeats must be >= 1 and floor > 0, got {repeats}, {floor}")
@@ -59,7 +109,7 @@ def power(repeats: int, floor: float, sigma: float, alpha: float = ALPHA,
 
 
 def repeats_needed(floor: float, sigma: float, *, target: float = POWER, alpha: float = ALPHA,
-                   dof: int | None = None, limit: int = MAX_REPEATS) -> int | None:
+                   dof: float | None = None, limit: int = MAX_REPEATS) -> int | None:
     """Smallest repeats per arm with ``power >= target`` (None: more than ``limit``)."""
     if power(limit, floor, sigma, alpha, dof) < target:
         return None
@@ -74,7 +124,7 @@ def repeats_needed(floor: float, sigma: float, *, target: float = POWER, alpha: 
 
 
 def reachable_floor(repeats: int, sigma: float, *, target: float = POWER,
-                    alpha: float = ALPHA, dof: int | None = None) -> float:
+                    alpha: float = ALPHA, dof: float | None = None) -> float:
     """The smallest relative change ``repeats`` per arm detect with ``target`` power."""
     if sigma <= 0:
         return 0.0
@@ -88,16 +138,39 @@ def reachable_floor(repeats: int, sigma: float, *, target: float = POWER,
     return float(optimize.brentq(gap, 1e-12, high, xtol=1e-9))
 
 
+def blocks_needed(starts: int, floor: float, levels: Levels, *, target: float = POWER,
+                  alpha: float = ALPHA, limit: int = MAX_BLOCKS) -> int | None:
+    """Fewest blocks per start with ``power >= target`` at ``starts`` server starts per arm
+    (None: more than ``limit``; the start level alone then keeps the floor out of reach)."""
+    for blocks in range(1, limit + 1):
+        if power(starts, floor, levels.sigma(blocks), alpha, levels.dof(blocks)) >= target:
+            return blocks
+    return None
+
+
 @dataclass(frozen=True)
 class Budget:
-    """One gated (series, floor): what today's design resolves and what the floor would need."""
+    """One gated (series, floor): what today's design resolves and what the floor would need.
 
-    spread: Spread
+    A repeat is one server start of today's ``blocks`` blocks: ``repeats_today`` and
+    ``repeats_needed`` count server starts per arm."""
+
+    levels: Levels
     floor: float
-    repeats_today: int
-    repeats_needed: int | None
+    blocks: int                     # blocks per start today (the latest night)
+    repeats_today: int              # server starts per arm today
+    repeats_needed: int | None      # server starts of ``blocks`` blocks the floor needs
+    blocks_needed: int | None       # blocks per start the floor needs at today's starts
     reachable_floor: float
-    minutes_per_repeat: float | None
+    minutes_per_repeat: float | None   # serving minutes of one start's blocks
+
+    @property
+    def sigma(self) -> float:
+        return self.levels.sigma(self.blocks)
+
+    @property
+    def dof(self) -> float | None:
+        return self.levels.dof(self.blocks)
 
     @property
     def minutes_needed(self) -> float | None:
@@ -106,10 +179,13 @@ class Budget:
         return self.repeats_needed * self.minutes_per_repeat
 
 
-def budget(spread: Spread, floor: float, repeats_today: int,
-           minutes_per_repeat: float | None, alpha: float = ALPHA) -> Budget:
-    return Budget(spread, floor, repeats_today,
-                  repeats_needed(floor, spread.sigma, alpha=alpha, dof=spread.dof),
-                  reachable_floor(max(1, repeats_today), spread.sigma, alpha=alpha,
-                                  dof=spread.dof),
-                  minutes_per_repeat)
+def budget(levels: Levels, floor: float, starts_today: int, blocks_today: int,
+           minutes_per_block: float | None, alpha: float = ALPHA) -> Budget:
+    """The budget of today's design (``starts_today`` x ``blocks_today`` per arm)."""
+    blocks = max(1, blocks_today)
+    sigma, dof = levels.sigma(blocks), levels.dof(blocks)
+    return Budget(levels, floor, blocks, starts_today,
+                  repeats_needed(floor, sigma, alpha=alpha, dof=dof),
+                  blocks_needed(max(1, starts_today), floor, levels, alpha=alpha),
+                  reachable_floor(max(1, starts_today), sigma, alpha=alpha, dof=dof),
+                  None if minutes_per_block is None else minutes_per_block * blocks)

@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from servegate.config.judge import gated_floors
 from servegate.history.changepoints import Detection, detect
-from servegate.history.noise import Budget, budget, log_spread
-from servegate.history.store import ACCURACY_METRIC, Problem, Record, SeriesKey, group_series
+from servegate.history.noise import Budget, budget, measure_levels
+from servegate.history.records import ACCURACY_METRIC, Record
+from servegate.history.store import Problem, SeriesKey, group_series
 
 
 @dataclass(frozen=True)
@@ -62,20 +64,8 @@ def stable_nights(report: Detection, nights: Sequence[Record]) -> list[Record]:
             if start <= i < end and i not in set(report.transients)]
 
 
-def _floors(suite: str) -> tuple[dict[str, float], str]:
-    """Gated metrics -> practical floor from the suite's [judge] table (reason when unusable)."""
-    from servegate.config.judge import load_judge_table
-    from servegate.core.errors import ServegateError
-    from servegate.core.paths import SUITES_DIR
-
-    try:
-        config = load_judge_table(SUITES_DIR / f"{suite}.toml")
-    except (ServegateError, ValueError, OSError) as err:
-        return {}, f"no floors: {err}"
-    return {metric: config.floor(metric) for metric in config.metrics}, ""
-
-
-def _minutes_per_repeat(durations: Sequence[Record] | None) -> float | None:
+def _minutes_per_block(durations: Sequence[Record] | None) -> float | None:
+    """The latest night's mean client ``duration`` of a block, in minutes."""
     if not durations:
         return None
     latest = durations[-1].values
@@ -94,7 +84,7 @@ def analyse(records: Sequence[Record], *, alpha: float = 0.05,
             continue
         detection = detect([night.values for night in nights])
         if suite not in floors_by_suite:
-            floors_by_suite[suite] = _floors(suite)
+            floors_by_suite[suite] = gated_floors(suite)
         floors, why = floors_by_suite[suite]
         found: Budget | None = None
         note = ""
@@ -105,13 +95,16 @@ def analyse(records: Sequence[Record], *, alpha: float = 0.05,
         elif not detection.analysed:
             note = detection.reason
         else:
-            spread = log_spread([night.values for night in stable_nights(detection, nights)])
-            if spread is None:
-                note = "fewer than 2 values at the current level"
+            levels = measure_levels([night.by_start()
+                                     for night in stable_nights(detection, nights)])
+            if levels is None:
+                note = "fewer than 2 server starts at the current level"
             else:
+                today = nights[-1].by_start()
                 durations = grouped.get((runner, model, suite, mode, conc, "duration"))
-                found = budget(spread, floors[metric], len(nights[-1].values),
-                               _minutes_per_repeat(durations), alpha)
+                found = budget(levels, floors[metric], len(today),
+                               min(len(v) for v in today.values()),
+                               _minutes_per_block(durations), alpha)
         reports.append(SeriesReport(key, tuple(nights), detection, found, note))
     return reports
 
@@ -142,13 +135,21 @@ def change_point_json(report: SeriesReport) -> list[dict[str, Any]]:
 def _budget_json(found: Budget | None, note: str) -> dict[str, Any] | None:
     if found is None:
         return {"note": note} if note else None
+    levels = found.levels
     return {
-        "sigma": _round(found.spread.sigma), "dof": found.spread.dof,
-        "nights": found.spread.nights, "floor": found.floor,
+        "sigma": _round(found.sigma), "dof": _round(found.dof, 2),
+        "nights": levels.nights, "floor": found.floor,
         "repeats_today": found.repeats_today, "repeats_needed": found.repeats_needed,
+        "blocks_today": found.blocks, "blocks_needed": found.blocks_needed,
         "reachable_floor": _round(found.reachable_floor),
         "minutes_per_repeat": _round(found.minutes_per_repeat, 3),
         "minutes_needed": _round(found.minutes_needed, 3),
+        "levels": {
+            "start": {"sigma": _round(math.sqrt(levels.start_var)), "dof": levels.start_dof,
+                      "starts": levels.starts},
+            "block": {"sigma": _round(math.sqrt(levels.block_var)),
+                      "dof": _round(levels.block_dof, 2), "blocks_per_start": levels.blocks},
+        },
     }
 
 
@@ -172,7 +173,8 @@ def to_json(reports: Sequence[SeriesReport], problems: Sequence[Problem],
         })
     return {"series": series, "problems": [str(p) for p in problems],
             "noise_design": {"power": 0.8, "alpha": alpha, "two_sided": True,
-                             "arms": "n repeats vs n repeats, log scale"}}
+                             "arms": "n server starts of b blocks vs as many, log scale; "
+                                     "start and block levels measured apart"}}
 
 
 def _pct(value: float | None) -> str:
@@ -201,18 +203,22 @@ def render_text(reports: Sequence[SeriesReport], problems: Sequence[Problem],
     budgets = [r for r in reports if r.budget is not None]
     if budgets:
         lines.append("")
-        lines.append(f"noise budget (80 % power, two-sided alpha {alpha}, n repeats vs n, "
-                     "spread of the nights at the current level):")
-        lines.append(f"  {'series':<58} {'sd':>7} {'df':>4} {'floor':>7} {'today':>5} "
-                     f"{'reach':>8} {'needed':>6} {'minutes':>8}")
+        lines.append(f"noise budget (80 % power, two-sided alpha {alpha}, n server starts of "
+                     "b blocks vs as many; levels of the nights at the current level):")
+        lines.append(f"  {'series':<58} {'start sd':>8} {'df':>4} {'block sd':>8} {'df':>5} "
+                     f"{'floor':>7} {'today':>6} {'reach':>8} {'starts':>6} {'minutes':>8}")
         for report in budgets:
             found = report.budget
             assert found is not None
+            levels = found.levels
             needed = "-" if found.repeats_needed is None else str(found.repeats_needed)
             minutes = found.minutes_needed
+            block = (f"{_pct(math.sqrt(levels.block_var)):>8} {levels.block_dof:>5.0f}"
+                     if levels.block_dof > 0 else f"{'-':>8} {'-':>5}")
             lines.append(
-                f"  {report.label:<58} {_pct(found.spread.sigma):>7} {found.spread.dof:>4} "
-                f"{_pct(found.floor):>7} {found.repeats_today:>5} "
+                f"  {report.label:<58} {_pct(math.sqrt(levels.start_var)):>8} "
+                f"{levels.start_dof:>4} {block} {_pct(found.floor):>7} "
+                f"{f'{found.repeats_today}x{found.blocks}':>6} "
                 f"{_pct(found.reachable_floor):>8} {needed:>6} "
                 f"{'-' if minutes is None else f'{minutes:.1f}':>8}")
     if problems:

@@ -26,14 +26,8 @@ import numpy as np
 
 from servegate.core.results import MODES
 from servegate.history.changepoints import detect
-from servegate.history.store import (
-    ACCURACY_METRIC,
-    HistoryError,
-    Problem,
-    Record,
-    group_series,
-    read_store,
-)
+from servegate.history.records import ACCURACY_METRIC, Record
+from servegate.history.store import HistoryError, Problem, group_series, read_store
 from servegate.judge.baselines import BASELINE_SCHEMA_VERSION, point_sort_key
 
 DEFAULT_NIGHTS = 5
@@ -47,7 +41,8 @@ class PooledSeries:
     concurrency: int | None
     metric: str
     run_ids: tuple[str, ...]
-    values: tuple[float, ...]           # every repeat of every night in the window
+    values: tuple[float, ...]           # every block of every night in the window
+    starts: tuple[int, ...]             # each value's server start, numbered across the window
     night_means: tuple[float, ...]
     cv: float | None                    # log-sd of the night means (ddof 1); None with 1 night
     cv_dof: int                         # nights - 1
@@ -96,29 +91,12 @@ def window(nights: Sequence[Record], count: int) -> tuple[list[Record], str | No
     return accepted[-count:], stopped_at
 
 
-def night_ratio_interval(current: Sequence[float], series: PooledSeries,
-                         confidence: float) -> tuple[float, float, float]:
-    """current / reference as (estimate, low, high), tonight against the pooled nights.
-
-    For a run with too few repeats for the judge's t test over repeats (fewer than
-    ``min_repeats_for_repeat_bootstrap``) and no stored per-request samples: tonight is one more
-    night, so its mean's log differs from the N nights' mean log by ``cv * sqrt(1 + 1/N)`` (cv
-    the night-to-night log-sd, N - 1 degrees of freedom: a t interval). ``compare --baseline
-    history:N`` does not call it: it judges against :func:`as_baseline`.
-    """
-    if series.cv is None or series.cv_dof < 1:
-        raise HistoryError(f"{series.mode}@c{series.concurrency} {series.metric}: needs >= 2 "
-                           f"nights in the history window for a night-to-night spread, "
-                           f"has {len(series.run_ids)}")
-    values = np.asarray(current, dtype=float)
-    if values.size == 0 or np.any(values <= 0):
-        raise HistoryError(f"{series.metric}: current values must be positive, got {current}")
-    centre = float(np.log(values).mean() - np.log(np.asarray(series.night_means)).mean())
-    from scipy import stats
-
-    half = float(stats.t.ppf(0.5 + confidence / 2, series.cv_dof)) * series.cv \
-        * math.sqrt(1.0 + 1.0 / len(series.night_means))
-    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
+def window_starts(nights: Sequence[Record]) -> tuple[int, ...]:
+    """Each value's server start numbered across the nights (night after night, each night's
+    starts in their order): every night's starts are server starts of their own."""
+    numbers: dict[tuple[int, int], int] = {}
+    return tuple(numbers.setdefault((i, start), len(numbers))
+                 for i, night in enumerate(nights) for start in night.starts)
 
 
 def rolling_baseline(records: Iterable[Record], runner_class: str, model: str, suite: str, *,
@@ -139,6 +117,7 @@ def rolling_baseline(records: Iterable[Record], runner_class: str, model: str, s
             mode=key[3], concurrency=key[4], metric=key[5],
             run_ids=tuple(night.run_id for night in chosen),
             values=tuple(v for night in chosen for v in night.values),
+            starts=window_starts(chosen),
             night_means=tuple(means), cv=cv, cv_dof=len(chosen) - 1, stopped_at=stopped_at,
             n=tuple(night.n or 0 for night in chosen) if key[5] == ACCURACY_METRIC else ()))
     if not pooled:
@@ -171,8 +150,9 @@ def _entry(series: PooledSeries, all_runs: tuple[str, ...]) -> dict[str, Any]:
         "spread": None if spread is None else round(spread, 6),
         "cv": None if series.cv is None else round(series.cv, 6),
         "cv_dof": series.cv_dof,
-        "n_repeats": int(values.size),
-        "repeats": [round(float(v), 6) for v in values],
+        "n_blocks": int(values.size),
+        "blocks": [round(float(v), 6) for v in values],
+        "starts": list(series.starts),
         # only when this series' window differs from provenance.run_ids (a change point)
         **({"nights": list(series.run_ids)} if series.run_ids != all_runs else {}),
     }
@@ -181,11 +161,12 @@ def _entry(series: PooledSeries, all_runs: tuple[str, ...]) -> dict[str, Any]:
 def as_baseline(rolling: RollingBaseline) -> dict[str, Any]:
     """The window as a baseline document (same shape as ``judge.baselines``; validates there).
 
-    Per metric: ``value`` the pooled mean, ``repeats`` every pooled repeat (so the judge's
-    t interval runs over nights x repeats; with no ``starts`` stored, the block judge counts each
-    value as its own server start), ``spread`` their sd, ``cv`` the night-to-night log-sd with
-    ``cv_dof`` = N - 1 (the measured replacement for ``run_to_run_cv``). Per-request samples
-    are not kept in the history, so ``requests`` is empty. Accuracy pools the nights' questions.
+    Per metric: ``value`` the pooled mean, ``blocks`` every pooled block value and ``starts``
+    its server start (numbered across the nights, :func:`window_starts`), so the judge reads the
+    window as server starts of blocks (servegate.judge.evidence) and measures both levels from
+    it; ``spread`` their sd, ``cv`` the night-to-night log-sd with ``cv_dof`` = N - 1 (the
+    measured replacement for ``run_to_run_cv``). Per-request samples are not kept in the
+    history, so ``requests`` is empty. Accuracy pools the nights' questions.
     """
     points: dict[tuple[str, int], dict[str, Any]] = {}
     accuracy: dict[str, dict[str, Any]] = {}
@@ -201,12 +182,9 @@ def as_baseline(rolling: RollingBaseline) -> dict[str, Any]:
         if series.mode not in MODES or series.concurrency is None:
             continue
         point = points.setdefault((series.mode, series.concurrency), {
-            "mode": series.mode, "concurrency": series.concurrency, "repeats": [],
+            "mode": series.mode, "concurrency": series.concurrency,
             "metrics": {}, "requests": {}})
         point["metrics"][series.metric] = _entry(series, rolling.run_ids)
-    for point in points.values():
-        longest = max(entry["n_repeats"] for entry in point["metrics"].values())
-        point["repeats"] = list(range(longest))
     cvs = [s.cv for s in rolling.series if s.cv is not None and math.isfinite(s.cv)]
     return {
         "schema_version": BASELINE_SCHEMA_VERSION,

@@ -1,23 +1,20 @@
 """The history store: a directory with one JSON-lines file per accepted run (a contract).
 
-``<store>/<run_id>.jsonl``, one line per (mode, concurrency, metric)::
-
-    {"schema_version": 1, "run_id", "time", "runner_class", "model", "suite", "mode",
-     "concurrency", "metric", "values": [one per repeat], "sglang_version", "sglang_commit",
-     "servegate_commit"}
-
-plus one GSM8K line per mode: ``metric = "gsm8k_accuracy"``, ``values = [accuracy]`` and ``n``.
+``<store>/<run_id>.jsonl``, one line per (mode, concurrency, metric), every value with its
+server start and block, plus a GSM8K line per mode (the line's model and its schema versions:
+servegate.history.records).
 
 Why one file per run: parallel nightly cells never write the same file, so merging two stores
 is copying files (a git push of one never conflicts with another's). Files are written
-atomically and never rewritten: adding the same run again is a no-op when the content is
-identical and a refusal when it differs. Reading skips a malformed line but names it
-(``file:line: what``); ``strict`` reading turns it into an error.
+atomically and not rewritten: adding the same run again is a no-op when the content is
+identical, an upgrade when the file is the same run at an older schema (the values agree; the
+file is rewritten at the current schema, gaining the levels), and a refusal when it differs.
+Reading skips a malformed line but names it (``file:line: what``); ``strict`` reading turns it
+into an error.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -27,16 +24,18 @@ from typing import Any, Literal
 
 from servegate.core.atomic import write_text
 from servegate.core.errors import ServegateError
-from servegate.core.metrics import finite_number
 from servegate.core.results import Run, load_run, unusable_reasons
-from servegate.judge.baselines import group_points, point_sort_key, run_identity
+from servegate.history.records import (
+    STORE_SCHEMA_VERSION,
+    Record,
+    dumps_records,
+    parse_line,
+    records_from_run,
+)
+from servegate.judge.baselines import point_sort_key, run_identity
 
-STORE_SCHEMA_VERSION = 1
-ACCURACY_METRIC = "gsm8k_accuracy"
 SUFFIX = ".jsonl"
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_OPTIONAL_TEXT = ("sglang_version", "sglang_commit", "servegate_commit")
-_TEXT = ("run_id", "time", "runner_class", "model", "suite", "mode", "metric")
 
 
 class HistoryError(ServegateError, ValueError):
@@ -49,41 +48,6 @@ class RunRefusedError(HistoryError):
     def __init__(self, run_dir: Path, reasons: list[str]) -> None:
         self.reasons = reasons
         super().__init__(f"refusing to add {run_dir} to the history: " + "; ".join(reasons))
-
-
-@dataclass(frozen=True)
-class Record:
-    """One store line: one metric of one (mode, concurrency) of one run, per repeat."""
-
-    run_id: str
-    time: str
-    runner_class: str
-    model: str
-    suite: str
-    mode: str
-    concurrency: int | None
-    metric: str
-    values: tuple[float, ...]
-    sglang_version: str | None = None
-    sglang_commit: str | None = None
-    servegate_commit: str | None = None
-    n: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "schema_version": STORE_SCHEMA_VERSION, "run_id": self.run_id, "time": self.time,
-            "runner_class": self.runner_class, "model": self.model, "suite": self.suite,
-            "mode": self.mode, "concurrency": self.concurrency, "metric": self.metric,
-            "values": list(self.values), "sglang_version": self.sglang_version,
-            "sglang_commit": self.sglang_commit, "servegate_commit": self.servegate_commit,
-        }
-        if self.n is not None:
-            data["n"] = self.n
-        return data
-
-    @property
-    def identity(self) -> tuple[str, str, str]:
-        return (self.runner_class, self.model, self.suite)
 
 
 @dataclass(frozen=True)
@@ -108,7 +72,7 @@ class StoreContents:
 class AddResult:
     path: Path
     lines: int
-    status: Literal["added", "unchanged"]
+    status: Literal["added", "unchanged", "upgraded"]
 
 
 # ---------------------------------------------------------------- writing
@@ -125,50 +89,6 @@ def refusal_reasons(run: Run) -> list[str]:
     if not isinstance(run.get("started_at") or run.get("finished_at"), str):
         reasons.append("run.json has no started_at/finished_at time")
     return reasons
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def records_from_run(run: Run, run_id: str) -> list[Record]:
-    """The store lines of a run (pure): every metric finite in every repeat, then accuracy."""
-    runner, model, suite = run_identity(run)
-    fingerprint = run.get("fingerprint") or {}
-    common: dict[str, Any] = {
-        "run_id": run_id, "time": str(run.get("started_at") or run.get("finished_at")),
-        "runner_class": runner, "model": model, "suite": suite,
-        "sglang_version": _text(fingerprint.get("sglang")),
-        "sglang_commit": _text(fingerprint.get("sglang_commit")),
-        "servegate_commit": _text(run.get("servegate_commit"))     # type: ignore[arg-type]
-        or _text(fingerprint.get("servegate_commit")),
-    }
-    records = []
-    for (mode, concurrency), points in sorted(group_points(run).items(),
-                                              key=lambda kv: point_sort_key(kv[0])):
-        names = sorted({name for point in points for name in point.get("metrics", {})})
-        for name in names:
-            values = [point["metrics"].get(name) for point in points]
-            if all(finite_number(v) for v in values):
-                records.append(Record(mode=mode, concurrency=concurrency, metric=name,
-                                      values=tuple(float(v) for v in values), **common))
-    for mode, result in sorted((run.get("accuracy") or {}).items()):
-        n, correct = result.get("n"), result.get("correct")
-        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-            continue
-        counted = isinstance(correct, int) and not isinstance(correct, bool)
-        accuracy: Any = correct / n if counted and correct is not None else result.get("accuracy")
-        if finite_number(accuracy):
-            conc = result.get("concurrency")
-            records.append(Record(mode=mode, concurrency=conc if isinstance(conc, int) else None,
-                                  metric=ACCURACY_METRIC, values=(float(accuracy),), n=n,
-                                  **common))
-    return records
-
-
-def dumps_records(records: Iterable[Record]) -> str:
-    return "".join(json.dumps(r.to_json(), sort_keys=True, allow_nan=False) + "\n"
-                   for r in records)
 
 
 def check_store_dir(store: Path, *, must_exist: bool) -> None:
@@ -200,53 +120,37 @@ def add_run(run_dir: Path, store: Path) -> AddResult:
     text = dumps_records(records)
     target = store / f"{run_id}{SUFFIX}"
     if target.exists():
-        if target.read_text(encoding="utf-8") == text:
+        existing = target.read_text(encoding="utf-8")
+        if existing == text:
             return AddResult(target, len(records), "unchanged")
-        raise HistoryError(f"{target}: a different run with id {run_id!r} is already in the "
-                           "store; nothing was rewritten (rename the run folder to add it)")
+        if not _older_copy(existing, target, records):
+            raise HistoryError(f"{target}: a different run with id {run_id!r} is already in the "
+                               "store; nothing was rewritten (rename the run folder to add it)")
+        write_text(target, text)
+        return AddResult(target, len(records), "upgraded")
     write_text(target, text)
     return AddResult(target, len(records), "added")
 
 
+def _content(record: Record) -> tuple[Any, ...]:
+    """What a line says about the run apart from the levels (what schema 1 could hold)."""
+    return (series_key(record), record.run_id, record.time, record.values, record.n,
+            record.sglang_version, record.sglang_commit, record.servegate_commit)
+
+
+def _older_copy(existing: str, path: Path, records: list[Record]) -> bool:
+    """``existing`` is this run written at an older schema: every line readable, one at least
+    older than the current schema, and the same values as ``records``."""
+    parsed = [parse_line(raw, path, path.name[: -len(SUFFIX)])
+              for raw in existing.splitlines() if raw.strip()]
+    if not parsed or any(isinstance(line, str) for line in parsed):
+        return False
+    lines = [line for line in parsed if not isinstance(line, str)]
+    return (any(found < STORE_SCHEMA_VERSION for _, found in lines)
+            and [_content(r) for r, _ in lines] == [_content(r) for r in records])
+
+
 # ---------------------------------------------------------------- reading
-
-
-def _parse_line(raw: str, path: Path) -> Record | str:
-    """A Record, or what is wrong with the line."""
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as err:
-        return f"not valid JSON ({err.msg} at column {err.colno})"
-    if not isinstance(data, dict):
-        return f"expected a JSON object, got {type(data).__name__}"
-    version = data.get("schema_version")
-    if version != STORE_SCHEMA_VERSION:
-        return f"schema_version {version!r}, expected {STORE_SCHEMA_VERSION}"
-    for key in _TEXT:
-        if not isinstance(data.get(key), str) or not data[key]:
-            return f"{key} must be a non-empty string, got {data.get(key)!r}"
-    for key in _OPTIONAL_TEXT:
-        if data.get(key) is not None and not isinstance(data[key], str):
-            return f"{key} must be a string or null, got {data[key]!r}"
-    conc = data.get("concurrency")
-    if conc is not None and (isinstance(conc, bool) or not isinstance(conc, int) or conc < 1):
-        return f"concurrency must be an integer >= 1 or null, got {conc!r}"
-    values = data.get("values")
-    if not isinstance(values, list) or not values or not all(finite_number(v) for v in values):
-        return f"values must be a non-empty list of numbers, got {values!r}"
-    n = data.get("n")
-    if data["metric"] == ACCURACY_METRIC and (isinstance(n, bool) or not isinstance(n, int)
-                                              or n < 1):
-        return f"n must be an integer >= 1 on a {ACCURACY_METRIC} line, got {n!r}"
-    if data["run_id"] != path.name[: -len(SUFFIX)]:
-        return f"run_id {data['run_id']!r} does not match the file name"
-    return Record(run_id=data["run_id"], time=data["time"], runner_class=data["runner_class"],
-                  model=data["model"], suite=data["suite"], mode=data["mode"], concurrency=conc,
-                  metric=data["metric"], values=tuple(float(v) for v in values),
-                  sglang_version=data.get("sglang_version"),
-                  sglang_commit=data.get("sglang_commit"),
-                  servegate_commit=data.get("servegate_commit"),
-                  n=n if isinstance(n, int) and not isinstance(n, bool) else None)
 
 
 def store_files(store: Path) -> list[Path]:
@@ -269,11 +173,11 @@ def read_store(store: Path, *, strict: bool = False) -> StoreContents:
         for number, raw in enumerate(lines, start=1):
             if not raw.strip():
                 continue
-            parsed = _parse_line(raw, path)
+            parsed = parse_line(raw, path, path.name[: -len(SUFFIX)])
             if isinstance(parsed, str):
                 contents.problems.append(Problem(path, number, parsed))
             else:
-                contents.records.append(parsed)
+                contents.records.append(parsed[0])
     if strict and contents.problems:
         first = contents.problems[0]
         more = len(contents.problems) - 1

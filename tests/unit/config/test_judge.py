@@ -12,6 +12,7 @@ from servegate.config.judge import (
     FAMILY_METHODS,
     FAMILY_SELECTORS,
     JudgeConfigError,
+    gated_floors,
     load_judge_table,
     parse_judge_table,
 )
@@ -124,3 +125,16 @@ def test_blocks_design_judge_keys_validated(tmp_path: Path, line: str, needle: s
     path = write_suite(tmp_path, tail=DESIGN + f"[judge]\n{line}\n")
     with pytest.raises(JudgeConfigError, match=re.escape(needle)):
         load(path)
+
+
+def test_gated_floors_reads_the_suite_by_name_and_names_why_when_it_does_not_parse(
+        tmp_path: Path) -> None:
+    _suite(tmp_path, "[judge]\nfloors = { mean_ttft_ms = 0.1 }\nmetrics = ['mean_ttft_ms', "
+                     "'median_tpot_ms']\n")
+    floors, why = gated_floors("s", tmp_path / "suites")
+    assert floors == {"mean_ttft_ms": 0.1, "median_tpot_ms": 0.05} and why == ""
+    defaults, _ = gated_floors("absent", tmp_path / "suites")      # no file: the defaults
+    assert set(defaults) == set(load_judge_table(tmp_path / "none.toml").metrics)
+    _suite(tmp_path, "[judge]\nconfidence = 'high'\n")
+    floors, why = gated_floors("s", tmp_path / "suites")
+    assert floors == {} and why.startswith("no floors: ") and "confidence" in why

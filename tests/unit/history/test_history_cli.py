@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,10 @@ import numpy as np
 import pytest
 from judge_runs import make_run
 from synthetic_nights import NIGHTS, STEP, STEP_AT, nightly_store
+from unit.judge.block_runs import write_block_run
 
 from servegate.history.cli import main
-from servegate.history.store import read_store
+from servegate.history.store import add_run, read_store
 
 SERIES_KEYS = {"runner", "model", "suite", "mode", "concurrency", "metric", "n", "change_points"}
 
@@ -89,6 +91,30 @@ def test_noise_budget_uses_the_measured_spread_of_the_current_level(tmp_path: Pa
     stepped = _series(doc, "off", 4, "mean_ttft_ms")
     assert stepped["noise"]["dof"] < budget["dof"]
     assert stepped["noise"]["sigma"] < 0.04
+
+
+def test_noise_budget_of_in_server_nights_reads_the_start_and_block_levels_apart(
+        tmp_path: Path) -> None:
+    """Six nights of 2 server starts x 6 blocks, start log-sd 5 %, block log-sd 0.5 %: the
+    budget sees 12 starts (11 degrees of freedom), not 72 independent repeats."""
+    store = tmp_path / "store"
+    for night in range(6):
+        add_run(write_block_run(tmp_path / f"blocks-{night}", starts=2, blocks=6, seed=10 + night,
+                                start_sd=0.05, block_sd=0.005,
+                                started_at=f"2026-12-0{night + 1}T12:00:00+00:00"), store)
+    code, doc = _report_json(store)
+    assert code == 0
+    series = _series(doc, "on", 2, "mean_ttft_ms")
+    assert series["change_points"] == series["transients"] == []     # one level: every night
+    budget = series["noise"]
+    start, block = budget["levels"]["start"], budget["levels"]["block"]
+    assert (start["starts"], start["dof"], block["blocks_per_start"]) == (12, 11, 6)
+    assert start["sigma"] > 0.025 and block["sigma"] < 0.01 and block["dof"] > 20
+    assert (budget["repeats_today"], budget["blocks_today"]) == (2, 6)
+    assert budget["sigma"] == pytest.approx(
+        math.sqrt(start["sigma"] ** 2 + block["sigma"] ** 2 / (0.6 * 6)), rel=1e-3)
+    assert budget["blocks_needed"] is None             # the start level decides
+    assert budget["dof"] < 20
 
 
 def test_plots_one_png_per_metric_and_runner(tmp_path: Path) -> None:

@@ -4,22 +4,18 @@ change pooled into a baseline, judged like a stored one; stores from synthetic_n
 from __future__ import annotations
 
 import io
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 from synthetic_nights import night_run, nightly_store
+from unit.judge.block_runs import write_block_run
 
 from servegate.history.cli import main
-from servegate.history.rolling import (
-    as_baseline,
-    night_ratio_interval,
-    rolling_baseline,
-    rolling_from_store,
-)
-from servegate.history.store import read_store
+from servegate.history.rolling import as_baseline, rolling_baseline, rolling_from_store
+from servegate.history.store import add_run, read_store
 from servegate.judge.baselines import validate_baseline
+from servegate.judge.evidence import as_matrix, evidence_from_baseline
 
 
 def test_rolling_pools_the_last_nights_after_the_confirmed_change(tmp_path: Path) -> None:
@@ -77,14 +73,24 @@ def test_rolling_baseline_is_a_valid_baseline_and_the_judge_uses_it(tmp_path: Pa
     assert verdicts[("on", 4, "mean_ttft_ms")] != "regression"
 
 
-def test_night_ratio_interval_covers_the_true_ratio(tmp_path: Path) -> None:
-    store = nightly_store(tmp_path, seed=10, nights=12, step_at=99)
-    rolling = rolling_from_store(store, "cpu", "smollm2-135m", "nightly-synthetic", nights=10)
-    series = next(s for s in rolling.series if (s.mode, s.concurrency, s.metric)
-                  == ("on", 2, "mean_ttft_ms"))
-    reference = math.exp(float(np.mean(np.log(series.night_means))))
-    estimate, low, high = night_ratio_interval([reference * 1.5], series, 0.95)
-    assert estimate == pytest.approx(1.5)
-    assert low < 1.5 < high and low > 1.2                 # 2 % noise: 50 % is far outside
-    _, low_same, high_same = night_ratio_interval([reference], series, 0.95)
-    assert low_same < 1 < high_same
+def test_rolling_baseline_keeps_each_nights_server_starts_apart(tmp_path: Path) -> None:
+    """Three in-server nights of 2 starts x 3 blocks: the judge reads the window as 6 server
+    starts of 3 blocks each, not as 18 independent values."""
+    store = tmp_path / "store"
+    for night in range(3):
+        add_run(write_block_run(tmp_path / f"blocks-{night}", starts=2, blocks=3, seed=night,
+                                started_at=f"2026-12-0{night + 1}T12:00:00+00:00"), store)
+    rolling = rolling_from_store(store, "mi300x", "smollm2-135m", "blocks-synthetic", nights=3)
+    series = next(s for s in rolling.series
+                  if (s.mode, s.concurrency, s.metric) == ("on", 2, "mean_ttft_ms"))
+    assert series.starts == (0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5)
+    document = as_baseline(rolling)
+    validate_baseline(document, tmp_path / "history.json")
+    evidence = evidence_from_baseline(document)
+    matrix = as_matrix(evidence.slots("", "on", 2, "mean_ttft_ms"))
+    assert matrix.shape == (1, 6, 3)
+    records = sorted((r for r in read_store(store).records
+                      if (r.mode, r.concurrency, r.metric) == ("on", 2, "mean_ttft_ms")),
+                     key=lambda r: r.time)
+    rows = [values for r in records for values in r.by_start().values()]
+    assert np.allclose(matrix[0], np.round(rows, 6))

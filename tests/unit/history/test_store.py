@@ -12,24 +12,19 @@ from typing import Any
 
 import pytest
 from judge_runs import make_run
+from unit.judge.block_runs import write_block_run
 
 from servegate.core.paths import REPO_ROOT
 from servegate.history.cli import main
-from servegate.history.store import (
-    ACCURACY_METRIC,
-    STORE_SCHEMA_VERSION,
-    HistoryError,
-    RunRefusedError,
-    add_run,
-    read_store,
-)
+from servegate.history.records import ACCURACY_METRIC, STORE_SCHEMA_VERSION
+from servegate.history.store import HistoryError, RunRefusedError, add_run, read_store
 
 CPU_BASELINE = REPO_ROOT / "baselines" / "cpu" / "smollm2-135m" / "cpu.json"
 
 
 CONTRACT_KEYS = {"schema_version", "run_id", "time", "runner_class", "model", "suite", "mode",
-                 "concurrency", "metric", "values", "sglang_version", "sglang_commit",
-                 "servegate_commit"}
+                 "concurrency", "metric", "values", "starts", "blocks", "design",
+                 "sglang_version", "sglang_commit", "servegate_commit"}
 
 
 def _run_from_cpu_baseline(run_dir: Path) -> tuple[Path, dict[str, Any]]:
@@ -82,6 +77,10 @@ def test_add_real_cpu_run_shape_one_line_per_point_metric(tmp_path: Path) -> Non
         assert line["sglang_version"] == baseline["provenance"]["sglang"]
         assert line["sglang_commit"] == baseline["provenance"]["sglang_commit"]
         assert line["time"] == baseline["provenance"]["run_started_at"]
+        # a run from before [design]: each repeat its own server start, one block each
+        assert line["starts"] == list(range(len(line["values"])))
+        assert line["blocks"] == [0] * len(line["values"])
+        assert line["design"]["in_server"] is False and line["design"]["blocks"] == 1
     accuracy = {x["mode"]: x for x in lines if x["metric"] == ACCURACY_METRIC}
     assert set(accuracy) == set(baseline["accuracy"])
     for mode, line in accuracy.items():
@@ -146,3 +145,48 @@ def test_line_whose_run_id_disagrees_with_its_file_is_named(tmp_path: Path) -> N
     problems = read_store(store).problems
     assert [(p.path.name, p.line) for p in problems] == [("copied.jsonl", 1)]
     assert "does not match the file name" in problems[0].message
+
+
+def _as_schema_1(path: Path) -> None:
+    """Rewrite a store file as schema 1 wrote it: values alone, no starts, blocks or design."""
+    lines = []
+    for line in _lines(path):
+        for key in ("starts", "blocks", "design"):
+            del line[key]
+        lines.append(json.dumps({**line, "schema_version": 1}, sort_keys=True) + "\n")
+    path.write_text("".join(lines))
+
+
+def test_a_schema_1_store_is_read_each_value_its_own_start_and_still_publishes(
+        tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    for night in range(3):
+        path = add_run(make_run(tmp_path / f"cpu-cpu-{night}", seed=night, repeats=3), store).path
+        _as_schema_1(path)
+    contents = read_store(store, strict=True)
+    assert contents.problems == [] and contents.records
+    for record in contents.records:
+        n = len(record.values)
+        assert record.starts == tuple(range(n)) and record.blocks == (0,) * n
+        assert record.design is not None and record.design.to_json() == {
+            "in_server": False, "starts": n, "blocks": 1}
+    assert main(["report", "--store", str(store)]) == 0
+    assert main(["publish", "--store", str(store), "--out", str(tmp_path / "site")]) == 0
+    assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_adding_a_run_stored_at_schema_1_rewrites_it_with_its_levels(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run_dir = write_block_run(tmp_path / "blocks-1", starts=2, blocks=3)
+    path = add_run(run_dir, store).path
+    current = path.read_text()
+    _as_schema_1(path)
+    again = add_run(run_dir, store)
+    assert again.status == "upgraded" and path.read_text() == current
+    assert add_run(run_dir, store).status == "unchanged"
+    other = write_block_run(tmp_path / "other" / "blocks-1", starts=2, blocks=3, seed=7)
+    _as_schema_1(path)
+    old = path.read_text()
+    with pytest.raises(HistoryError, match="already in the store"):
+        add_run(other, store)                   # another run's values: refused, untouched
+    assert path.read_text() == old

@@ -1,0 +1,264 @@
+"""One line of the history store: a metric of one (mode, concurrency) of one run, every value with
+its server start and block (a contract; servegate.history.store keeps the files).
+
+Schema 2 (keys sorted when written)::
+
+    {"schema_version": 2, "run_id", "time", "runner_class", "model", "suite", "mode",
+     "concurrency", "metric", "values": [one per block], "starts": [its server start],
+     "blocks": [its block within that start], "design": {"in_server", "starts", "blocks"},
+     "sglang_version", "sglang_commit", "servegate_commit"}
+
+plus one GSM8K line per mode: ``metric = "gsm8k_accuracy"``, ``values = [accuracy]`` and ``n``.
+
+Why every value keeps its start and block: the noise lives at two levels (server start, block
+within a start; servegate.judge.nested), and a history that flattens them counts the blocks of
+one start as independent repeats. ``design`` is the night's: its starts, blocks per start and
+whether every mode ran inside the same server starts.
+
+Schema 1 stored ``values`` alone (in repeat order). Reading upgrades such a line in memory
+(servegate.core.versioned) the way the judge reads a run or a baseline from before blocks
+(servegate.judge.evidence.point_slot): each value its own server start (start = its index,
+the repeat), block 0, ``design = {"in_server": false, "starts": len(values), "blocks": 1}``.
+A schema-1 line written from an in-server run cannot be told apart: its blocks become starts
+(what schema 1 claimed anyway).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from servegate.core.metrics import finite_number
+from servegate.core.results import Run
+from servegate.core.versioned import Schema, SchemaVersionError
+from servegate.judge.baselines import group_points, point_sort_key, run_identity
+from servegate.judge.evidence import point_slot
+
+# 2: every value with its server start and block, and the night's design (schema 1: values only)
+STORE_SCHEMA_VERSION = 2
+ACCURACY_METRIC = "gsm8k_accuracy"
+_OPTIONAL_TEXT = ("sglang_version", "sglang_commit", "servegate_commit")
+_TEXT = ("run_id", "time", "runner_class", "model", "suite", "mode", "metric")
+
+
+@dataclass(frozen=True)
+class Design:
+    """A night's design: server starts, blocks per start and mode, every mode in each start."""
+
+    in_server: bool
+    starts: int
+    blocks: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"in_server": self.in_server, "starts": self.starts, "blocks": self.blocks}
+
+
+@dataclass(frozen=True)
+class Record:
+    """One store line: one metric of one (mode, concurrency) of one run, every value with its
+    server start and its block within that start.
+
+    ``starts`` / ``blocks`` left empty mean what schema 1 meant: each value its own start
+    (start = its index), block 0; ``design`` left out is then derived from them. Both are
+    filled in on construction."""
+
+    run_id: str
+    time: str
+    runner_class: str
+    model: str
+    suite: str
+    mode: str
+    concurrency: int | None
+    metric: str
+    values: tuple[float, ...]
+    starts: tuple[int, ...] = ()
+    blocks: tuple[int, ...] = ()
+    design: Design | None = None
+    sglang_version: str | None = None
+    sglang_commit: str | None = None
+    servegate_commit: str | None = None
+    n: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.starts:
+            object.__setattr__(self, "starts", tuple(range(len(self.values))))
+        if not self.blocks:
+            object.__setattr__(self, "blocks", (0,) * len(self.values))
+        if not len(self.values) == len(self.starts) == len(self.blocks):
+            raise ValueError(f"{self.metric}: {len(self.values)} values, {len(self.starts)} "
+                             f"starts, {len(self.blocks)} blocks: expected one of each per value")
+        if self.design is None:
+            per_start = max((len(v) for v in self.by_start().values()), default=1)
+            object.__setattr__(self, "design", Design(False, len(set(self.starts)), per_start))
+
+    def by_start(self) -> dict[int, tuple[float, ...]]:
+        """The values of each server start, starts in order, each start's blocks in order."""
+        grouped: dict[int, list[tuple[int, float]]] = defaultdict(list)
+        for start, block, value in zip(self.starts, self.blocks, self.values, strict=True):
+            grouped[start].append((block, value))
+        return {start: tuple(v for _, v in sorted(grouped[start], key=lambda bv: bv[0]))
+                for start in sorted(grouped)}
+
+    def to_json(self) -> dict[str, Any]:
+        assert self.design is not None          # filled in by __post_init__
+        data: dict[str, Any] = {
+            "schema_version": STORE_SCHEMA_VERSION, "run_id": self.run_id, "time": self.time,
+            "runner_class": self.runner_class, "model": self.model, "suite": self.suite,
+            "mode": self.mode, "concurrency": self.concurrency, "metric": self.metric,
+            "values": list(self.values), "starts": list(self.starts),
+            "blocks": list(self.blocks), "design": self.design.to_json(),
+            "sglang_version": self.sglang_version,
+            "sglang_commit": self.sglang_commit, "servegate_commit": self.servegate_commit,
+        }
+        if self.n is not None:
+            data["n"] = self.n
+        return data
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        return (self.runner_class, self.model, self.suite)
+
+
+# ---------------------------------------------------------------- a run's lines
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def night_design(run: Run) -> Design:
+    """The run's design as run.json records it (``[design]``); before that, read from its
+    points: each repeat its own server start, one block each."""
+    recorded = run.get("design") or {}
+    starts, blocks = recorded.get("starts"), recorded.get("blocks")
+    if isinstance(starts, int) and isinstance(blocks, int) and starts >= 1 and blocks >= 1:
+        return Design(bool(recorded.get("in_server")), starts, blocks)
+    slots = [point_slot(dict(point)) for point in run.get("points", [])]
+    return Design(False, len({start for start, _ in slots}) or 1,
+                  max((block for _, block in slots), default=0) + 1)
+
+
+def records_from_run(run: Run, run_id: str) -> list[Record]:
+    """The store lines of a run (pure): every metric finite in every block, then accuracy."""
+    runner, model, suite = run_identity(run)
+    fingerprint = run.get("fingerprint") or {}
+    common: dict[str, Any] = {
+        "run_id": run_id, "time": str(run.get("started_at") or run.get("finished_at")),
+        "runner_class": runner, "model": model, "suite": suite, "design": night_design(run),
+        "sglang_version": _text(fingerprint.get("sglang")),
+        "sglang_commit": _text(fingerprint.get("sglang_commit")),
+        "servegate_commit": _text(run.get("servegate_commit"))     # type: ignore[arg-type]
+        or _text(fingerprint.get("servegate_commit")),
+    }
+    records = []
+    for (mode, concurrency), points in sorted(group_points(run).items(),
+                                              key=lambda kv: point_sort_key(kv[0])):
+        slots = [point_slot(point) for point in points]
+        names = sorted({name for point in points for name in point.get("metrics", {})})
+        for name in names:
+            values = [point["metrics"].get(name) for point in points]
+            if all(finite_number(v) for v in values):
+                records.append(Record(mode=mode, concurrency=concurrency, metric=name,
+                                      values=tuple(float(v) for v in values),
+                                      starts=tuple(start for start, _ in slots),
+                                      blocks=tuple(block for _, block in slots), **common))
+    for mode, result in sorted((run.get("accuracy") or {}).items()):
+        n, correct = result.get("n"), result.get("correct")
+        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+            continue
+        counted = isinstance(correct, int) and not isinstance(correct, bool)
+        accuracy: Any = correct / n if counted and correct is not None else result.get("accuracy")
+        if finite_number(accuracy):
+            conc = result.get("concurrency")
+            records.append(Record(mode=mode, concurrency=conc if isinstance(conc, int) else None,
+                                  metric=ACCURACY_METRIC, values=(float(accuracy),), n=n,
+                                  **common))
+    return records
+
+
+def dumps_records(records: Iterable[Record]) -> str:
+    return "".join(json.dumps(r.to_json(), sort_keys=True, allow_nan=False) + "\n"
+                   for r in records)
+
+
+# ---------------------------------------------------------------- reading a line
+
+
+def _line_v1_to_v2(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Schema 1 kept ``values`` alone, in repeat order: each value its own server start
+    (start = repeat), block 0, as the judge reads a run from before blocks."""
+    values = data.get("values")
+    count = len(values) if isinstance(values, list) else 0
+    return {**data, "starts": list(range(count)), "blocks": [0] * count,
+            "design": {"in_server": False, "starts": max(count, 1), "blocks": 1}}
+
+
+SCHEMA = Schema("history store line", "schema_version", STORE_SCHEMA_VERSION,
+                      {1: _line_v1_to_v2})
+
+
+def _index_list(value: Any, count: int) -> bool:
+    return isinstance(value, list) and len(value) == count and all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+
+
+def _design(value: Any) -> Design | str:
+    if not isinstance(value, dict) or not isinstance(value.get("in_server"), bool):
+        return f"design must be an object with in_server, starts and blocks, got {value!r}"
+    for key in ("starts", "blocks"):
+        number = value.get(key)
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            return f"design.{key} must be an integer >= 1, got {number!r}"
+    return Design(value["in_server"], value["starts"], value["blocks"])
+
+
+def parse_line(raw: str, path: Path, run_id: str) -> tuple[Record, int] | str:
+    """(the Record, the schema version the line was written at), or what is wrong with it
+    (``path`` names the file in a schema error; ``run_id`` is the one its file name gives)."""
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as err:
+        return f"not valid JSON ({err.msg} at column {err.colno})"
+    if not isinstance(data, dict):
+        return f"expected a JSON object, got {type(data).__name__}"
+    try:
+        data, found = SCHEMA.upgrade(data, path)
+    except SchemaVersionError as err:
+        return str(err).removeprefix(f"{path}: ")
+    for key in _TEXT:
+        if not isinstance(data.get(key), str) or not data[key]:
+            return f"{key} must be a non-empty string, got {data.get(key)!r}"
+    for key in _OPTIONAL_TEXT:
+        if data.get(key) is not None and not isinstance(data[key], str):
+            return f"{key} must be a string or null, got {data[key]!r}"
+    conc = data.get("concurrency")
+    if conc is not None and (isinstance(conc, bool) or not isinstance(conc, int) or conc < 1):
+        return f"concurrency must be an integer >= 1 or null, got {conc!r}"
+    values = data.get("values")
+    if not isinstance(values, list) or not values or not all(finite_number(v) for v in values):
+        return f"values must be a non-empty list of numbers, got {values!r}"
+    for key in ("starts", "blocks"):
+        if not _index_list(data.get(key), len(values)):
+            return (f"{key} must be a list of {len(values)} integers >= 0 (one per value), "
+                    f"got {data.get(key)!r}")
+    design = _design(data.get("design"))
+    if isinstance(design, str):
+        return design
+    n = data.get("n")
+    if data["metric"] == ACCURACY_METRIC and (isinstance(n, bool) or not isinstance(n, int)
+                                              or n < 1):
+        return f"n must be an integer >= 1 on a {ACCURACY_METRIC} line, got {n!r}"
+    if data["run_id"] != run_id:
+        return f"run_id {data['run_id']!r} does not match the file name"
+    return Record(run_id=data["run_id"], time=data["time"], runner_class=data["runner_class"],
+                  model=data["model"], suite=data["suite"], mode=data["mode"], concurrency=conc,
+                  metric=data["metric"], values=tuple(float(v) for v in values),
+                  starts=tuple(data["starts"]), blocks=tuple(data["blocks"]), design=design,
+                  sglang_version=data.get("sglang_version"),
+                  sglang_commit=data.get("sglang_commit"),
+                  servegate_commit=data.get("servegate_commit"),
+                  n=n if isinstance(n, int) and not isinstance(n, bool) else None), found
