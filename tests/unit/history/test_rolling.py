@@ -53,8 +53,8 @@ def test_rolling_baseline_is_a_valid_baseline_and_the_judge_uses_it(tmp_path: Pa
     assert prov["run_ids"] == [f"nightly-cpu-9-{n:03d}" for n in range(3, 8)]
     point = next(p for p in document["points"] if (p["mode"], p["concurrency"]) == ("on", 4))
     entry = point["metrics"]["mean_ttft_ms"]
-    assert entry["n_repeats"] == 15 and entry["cv_dof"] == 4
-    assert entry["value"] == pytest.approx(float(np.mean(entry["repeats"])), rel=1e-5)
+    assert entry["n_blocks"] == 15 and entry["cv_dof"] == 4
+    assert entry["value"] == pytest.approx(float(np.mean(entry["blocks"])), rel=1e-5)
     accuracy = document["accuracy"]["off"]
     assert accuracy["n"] == 250
     assert accuracy["correct"] == sum(40 + n % 3 for n in range(3, 8))

@@ -33,11 +33,11 @@ def _run_from_cpu_baseline(run_dir: Path) -> tuple[Path, dict[str, Any]]:
     prov = baseline["provenance"]
     points = []
     for point in baseline["points"]:
-        for repeat in range(max(e["n_repeats"] for e in point["metrics"].values())):
+        for repeat in range(max(e["n_blocks"] for e in point["metrics"].values())):
             points.append({
                 "mode": point["mode"], "concurrency": point["concurrency"], "repeat": repeat,
                 "order": len(points),
-                "metrics": {name: entry["repeats"][repeat]
+                "metrics": {name: entry["blocks"][repeat]
                             for name, entry in point["metrics"].items()},
             })
     run = {
@@ -65,7 +65,7 @@ def test_add_real_cpu_run_shape_one_line_per_point_metric(tmp_path: Path) -> Non
     assert [f.name for f in files] == ["cpu-cpu-20261130T130823Z.jsonl"]
     lines = _lines(files[0])
     perf = [line for line in lines if line["metric"] != ACCURACY_METRIC]
-    expected = {(p["mode"], p["concurrency"], name): entry["repeats"]
+    expected = {(p["mode"], p["concurrency"], name): entry["blocks"]
                 for p in baseline["points"] for name, entry in p["metrics"].items()}
     assert {(x["mode"], x["concurrency"], x["metric"]): x["values"] for x in perf} == expected
     for line in lines:
