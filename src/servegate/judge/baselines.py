@@ -318,24 +318,45 @@ def _baseline_v1_to_v2(data: dict[str, Any], path: Path) -> dict[str, Any]:
     return {**data, "runner_class": model}
 
 
+def _v2_starts(entry: dict[str, Any], point: dict[str, Any], n: int) -> Any:
+    """The start of each of a v2 metric's ``n`` values: its own ``starts`` (in-server), else the
+    point's ``starts`` or repeat numbers where they count ``n`` (before blocks a repeat was its
+    own start), else one start per value in order (a repeat lacked the metric)."""
+    if "starts" in entry:
+        return entry["starts"]
+    for candidate in (point.get("starts"), point.get("repeats")):
+        if isinstance(candidate, list) and len(candidate) == n:
+            return candidate
+    return list(range(n))
+
+
+def _v2_metric(entry: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
+    """A v2 metric entry renamed: ``repeats`` -> ``blocks``, ``n_repeats`` -> ``n_blocks`` (as
+    written: validation still compares it with the values), each value's start beside it."""
+    values = entry.get("repeats")
+    starts = _v2_starts(entry, point, len(values) if isinstance(values, list) else 0)
+    rest = {k: v for k, v in entry.items() if k not in ("repeats", "n_repeats", "starts")}
+    return {**rest, "n_blocks": entry.get("n_repeats"), "blocks": values, "starts": starts}
+
+
 def _baseline_v2_to_v3(data: dict[str, Any], _path: Path) -> dict[str, Any]:
     """v2 kept every block under ``repeats`` (``n_repeats``), their starts only in-server: each
-    value becomes a block of its start (a repeat of the design before blocks: its own start)."""
-    points = []
-    for point in data.get("points", []):
-        ids = [int(r) for r in point.get("repeats", [])]
-        point_starts = [int(s) for s in point.get("starts", ids)]
-        metrics = {}
-        for name, entry in (point.get("metrics") or {}).items():
-            values = list(entry.get("repeats", []))
-            starts = entry.get("starts") or (point_starts if len(point_starts) == len(values)
-                                             else list(range(len(values))))
-            rest = {k: v for k, v in entry.items() if k not in ("repeats", "n_repeats", "starts")}
-            metrics[name] = {**rest, "n_blocks": len(values), "blocks": values,
-                             "starts": [int(s) for s in starts]}
-        points.append({**{k: v for k, v in point.items() if k not in ("repeats", "starts")},
-                       "metrics": metrics})
-    return {**data, "points": points}
+    value becomes a block of its start (a repeat of the design before blocks: its own start).
+    Values are carried as they are, never coerced: a malformed v2 file fails validation at the
+    field, not in here."""
+    points = data.get("points")
+    if not isinstance(points, list):
+        return data
+    upgraded = []
+    for point in points:
+        if isinstance(point, dict) and isinstance(point.get("metrics"), dict):
+            metrics = {}
+            for name, entry in point["metrics"].items():
+                metrics[name] = _v2_metric(entry, point) if isinstance(entry, dict) else entry
+            point = {**{k: v for k, v in point.items() if k not in ("repeats", "starts")},
+                     "metrics": metrics}
+        upgraded.append(point)
+    return {**data, "points": upgraded}
 
 
 BASELINE_SCHEMA = Schema("baseline", "schema_version", BASELINE_SCHEMA_VERSION,

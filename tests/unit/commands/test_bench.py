@@ -18,7 +18,8 @@ from servegate.commands.bench_context import Context
 from servegate.config import load_suite, suite_path
 from servegate.serve.process import ServerError
 
-# suites/cpu.toml before [design] (a server start per mode and repeat: bench_legacy.run_slot)
+# suites/cpu.toml before [design]: its [suite].repeats = 1 is read as [design] starts = 1,
+# blocks = 1, and it runs through the in-server executor like every suite (issue 30)
 LEGACY_CPU = LEGACY_SUITES / "cpu.toml"
 
 
@@ -58,7 +59,7 @@ def test_infra_failure_exit_2_with_log_tail(monkeypatch: pytest.MonkeyPatch, tmp
         raise ServerError("server exited with code 1 before it was ready (log: x)",
                           "ImportError: cannot import name 'foo' from 'sgl_kernel'")
 
-    monkeypatch.setattr(bench, "run_slot", broken)      # the legacy suite: a start per mode
+    monkeypatch.setattr(bench, "run_in_server", broken)  # an older suite: in-server too
     code = bench.main(["--suite", str(LEGACY_CPU), "--results-dir", str(tmp_path)])
     run_dir, err = _last_line(capsys)
     assert code == 2
@@ -66,7 +67,10 @@ def test_infra_failure_exit_2_with_log_tail(monkeypatch: pytest.MonkeyPatch, tmp
     assert err.strip().splitlines()[-1].startswith("servegate bench: ServerError: server exited")
     run = json.loads((run_dir / "run.json").read_text())
     assert run["complete"] is False and "ServerError" in run["error"]
-    assert run["suite"] == "cpu" and run["design"]["in_server"] is False
+    assert run["suite"] == "cpu"
+    assert {k: run["design"][k] for k in ("in_server", "starts", "blocks", "unit")} == {
+        "in_server": True, "starts": 1, "blocks": 1, "unit": "block"}
+    assert "suite.repeats = 1 read as [design] starts = 1, blocks = 1" in run["design"]["note"]
 
 
 def test_input_errors_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -225,39 +229,53 @@ def _in_server_cpu(tmp_path: Path, starts: int) -> Path:
     return path
 
 
-def _slot_runner(monkeypatch: pytest.MonkeyPatch, design: str, runner: Any) -> None:
-    """``runner`` replaces the slot function of ``design``; the other one must not be called."""
-    def wrong_path(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"a {design} suite ran a slot of the other design")
+def _legacy_cpu(tmp_path: Path, repeats: int) -> Path:
+    """The older cpu suite ([suite].repeats, no [design]) with ``repeats`` repeats: read as that
+    many server starts of one block of every mode."""
+    text = LEGACY_CPU.read_text()
+    assert "repeats = 1\n" in text
+    path = tmp_path / "legacy" / "cpu.toml"
+    path.parent.mkdir()
+    path.write_text(text.replace("repeats = 1\n", f"repeats = {repeats}\n", 1))
+    return path
 
-    used, unused = (("run_slot", "run_in_server") if design == "legacy"
-                    else ("run_in_server", "run_slot"))
-    monkeypatch.setattr(bench, used, runner)
-    monkeypatch.setattr(bench, unused, wrong_path)
+
+def _slot_runner(monkeypatch: pytest.MonkeyPatch, runner: Any) -> None:
+    """``runner`` replaces the in-server executor, which runs every single-tree suite, older
+    ones too; the live-pair executor (head vs base only) must not be called."""
+    def wrong_path(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a single-tree suite ran a live pair")
+
+    monkeypatch.setattr(bench, "run_in_server", runner)
+    monkeypatch.setattr(bench, "run_live_pair", wrong_path)
 
 
 @pytest.mark.usefixtures("no_model_prep_without_history")
-@pytest.mark.parametrize(("design", "slots"), [("legacy", 3), ("in-server", 2)])
+@pytest.mark.parametrize(("design", "slots"), [("legacy", 2), ("in-server", 2)])
 def test_run_is_not_complete_while_any_slot_runs(monkeypatch: pytest.MonkeyPatch,
                                                  tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str],
                                                  design: str, slots: int) -> None:
-    """legacy: a start per mode (3 modes, 1 repeat); in-server: 2 starts of every mode."""
-    suite = LEGACY_CPU if design == "legacy" else _in_server_cpu(tmp_path, starts=2)
+    """Two starts of every mode: [design] starts = 2, or an older suite's repeats = 2."""
+    suite = (_legacy_cpu(tmp_path, repeats=2) if design == "legacy"
+             else _in_server_cpu(tmp_path, starts=2))
     seen: list[tuple[object, object]] = []
+    modes: list[tuple[str, ...]] = []
 
     def slot_reading_run_json(ctx: Context, slot: Any, *args: object,
                               **kwargs: object) -> None:
         on_disk = _run_json(ctx)
         seen.append((on_disk["complete"], on_disk.get("finished_at")))
+        modes.append(tuple(sorted({p.mode for p in slot.points})))
 
-    _slot_runner(monkeypatch, design, slot_reading_run_json)
+    _slot_runner(monkeypatch, slot_reading_run_json)
     code = bench.main(["--suite", str(suite), "--results-dir", str(tmp_path / "results"),
                        "--no-compare", "--skip-accuracy"])
     run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0
     assert len(seen) == slots                               # every slot of the cpu suite ran
     assert seen == [(False, None)] * len(seen)              # none saw a finished run
+    assert modes == [("forced", "off", "on")] * slots       # every mode inside each start
     run = json.loads((run_dir / "run.json").read_text())
     assert run["complete"] is True and run["finished_at"] and "error" not in run
 
@@ -267,8 +285,9 @@ def test_run_is_not_complete_while_any_slot_runs(monkeypatch: pytest.MonkeyPatch
 def test_failure_in_the_last_slot_leaves_the_run_incomplete(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], design: str) -> None:
-    """Three slots: legacy, one server start per mode; in-server, three starts."""
-    suite = LEGACY_CPU if design == "legacy" else _in_server_cpu(tmp_path, starts=3)
+    """Three slots: three starts of every mode ([design] starts = 3, or repeats = 3)."""
+    suite = (_legacy_cpu(tmp_path, repeats=3) if design == "legacy"
+             else _in_server_cpu(tmp_path, starts=3))
     calls: list[int] = []
 
     def last_slot_fails(ctx: Context, slot: Any, *args: object, **kwargs: object) -> None:
@@ -276,7 +295,7 @@ def test_failure_in_the_last_slot_leaves_the_run_incomplete(
         if len(calls) == 3:
             raise RuntimeError("boom in the last slot")
 
-    _slot_runner(monkeypatch, design, last_slot_fails)
+    _slot_runner(monkeypatch, last_slot_fails)
     code = bench.main(["--suite", str(suite), "--results-dir", str(tmp_path / "results"),
                        "--no-compare", "--skip-accuracy", "--modes", "off,on,forced"])
     run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])

@@ -23,7 +23,6 @@ def test_bench_judges_in_run_claims_without_a_baseline(
     """No stored baseline for cpu-gfx95: bench still judges (the suite has [judge.claims]) and
     returns the judge's code; a suite with neither is not judged (exit 0)."""
     monkeypatch.setattr(bench, "ensure_gguf_model", lambda name, package_file: tmp_path / "m")
-    monkeypatch.setattr(bench, "run_slot", lambda *a, **k: None)
     monkeypatch.setattr(bench, "run_in_server", lambda *a, **k: None)
     monkeypatch.setattr(bench, "_require_gate", lambda *args: None)
     monkeypatch.setattr(bench, "add_to_history", lambda ctx: None)

@@ -16,7 +16,7 @@ ROOT = REPO_ROOT
 MODELS = ROOT / "models"
 
 
-# suites/cpu.toml before [design] (it still has [suite].repeats)
+# suites/cpu.toml before [design] (it still has [suite].repeats, read as [design] starts)
 LEGACY_CPU = ROOT / "tests" / "data" / "suites" / "legacy" / "cpu.toml"
 
 
@@ -54,13 +54,26 @@ def test_shipped_suites_load() -> None:
         "nightly": (Design(starts=2, blocks=6, warmup_blocks=1), 1, ())}
     assert all(s.effective_design is s.design and s.design.in_server for s in designs.values())
     assert designs["nightly"].effective_design.starts > 1
-    # the judge's validation suite keeps the design before [design]: a start per mode and repeat
-    for name in ("cpu-gate",):
-        suite = load_suite(suite_path(name))
-        assert (suite.design, suite.repeats) == (None, 1), name
-        assert suite.effective_design == Design(starts=1, blocks=1, in_server=False), name
-        assert len(suite.notes) == 1 and "suite.repeats = 1" in suite.notes[0], name
+    # the judge's validation suite is on [design] too (issue 30): one start of one block
+    gate = load_suite(suite_path("cpu-gate"))
+    assert (gate.design, gate.repeats, gate.notes) == (Design(starts=1, blocks=1), 1, ())
+    assert gate.design.in_server and gate.effective_design is gate.design
+    assert gate.judge.run_to_run_cv == 0.08 and gate.judge_table is not None
     assert cpu.load.range_ratio == 1.0          # absent: the client's old fixed lengths
+
+
+@pytest.mark.parametrize(("name", "repeats"), [("cpu", 1), ("premerge", 1), ("nightly", 3)])
+def test_old_format_suites_load_through_the_upgrade(name: str, repeats: int) -> None:
+    """The fixtures in tests/data/suites/legacy/ ([suite].repeats, no [design]): each repeat is
+    read as a server start of one block of every mode, with a note saying so."""
+    path = LEGACY_CPU.parent / f"{name}.toml"
+    text = path.read_text()
+    assert f"\nrepeats = {repeats}\n" in text and "\n[design]\n" not in text
+    suite = load_suite(path)
+    assert (suite.name, suite.design, suite.repeats) == (
+        name, Design(starts=repeats, blocks=1, in_server=True), 1)
+    assert len(suite.notes) == 1 and suite.notes[0].startswith(
+        f"{path}: suite.repeats = {repeats} read as [design] starts = {repeats}, blocks = 1")
 
 
 def test_shipped_profiles_cover_runner_classes() -> None:

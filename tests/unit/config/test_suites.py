@@ -31,14 +31,20 @@ def test_warmup_blocks_are_read_and_never_negative(tmp_path: Path) -> None:
                                         "warmup_blocks = -1\n"))
 
 
-def test_legacy_repeats_keep_their_meaning_with_a_note(tmp_path: Path) -> None:
-    path = write_suite(tmp_path, repeats="repeats = 2")
+@pytest.mark.parametrize("repeats", [1, 3])
+def test_legacy_repeats_are_read_as_starts_of_one_block_with_a_note(tmp_path: Path,
+                                                                    repeats: int) -> None:
+    """The design before [design] (a server start per mode and repeat) is retired: an older
+    suite's repeats become that many starts of one block, every mode inside each start."""
+    path = write_suite(tmp_path, repeats=f"repeats = {repeats}")
     suite = load(path)
-    assert suite.design is None and suite.repeats == 2
-    assert suite.effective_design == Design(starts=2, blocks=1, in_server=False)
-    assert suite.effective_design.record()["unit"] == "server start per mode and repeat"
-    assert len(suite.notes) == 1
-    assert str(path) in suite.notes[0] and "suite.repeats = 2" in suite.notes[0]
+    assert suite.design == Design(starts=repeats, blocks=1, in_server=True)
+    assert suite.effective_design is suite.design and suite.repeats == 1
+    assert suite.design.record() == {"in_server": True, "starts": repeats, "blocks": 1,
+                                     "warmup_blocks": 0, "unit": "block"}
+    assert suite.notes == (f"{path}: suite.repeats = {repeats} read as [design] starts = "
+                           f"{repeats}, blocks = 1 (every mode inside each start); write a "
+                           "[design] table instead",)
 
 
 def test_design_and_repeats_are_exclusive(tmp_path: Path) -> None:

@@ -46,7 +46,8 @@ def test_round_trip_and_layout(tmp_path):
     run = load_run(tmp_path / "run")
     values = [p["metrics"]["mean_ttft_ms"] for p in run["points"]
               if p["mode"] == "on" and p["concurrency"] == 4]
-    assert entry["n_repeats"] == 2
+    assert entry["n_blocks"] == 2 and entry["blocks"] == pytest.approx(values, abs=1e-6)
+    assert entry["starts"] == [0, 1]                    # before blocks: a repeat is its start
     assert entry["value"] == pytest.approx(sum(values) / 2, rel=1e-6)
     assert entry["spread"] is not None and entry["spread"] > 0
     assert len(point["requests"]["ttft_ms"]) == 120
@@ -60,7 +61,8 @@ def test_stable_key_order_and_one_line_lists(tmp_path):
     assert bl.dumps_baseline(json.loads(text)) == text           # idempotent
     top_keys = [k for k in json.loads(text)]
     assert top_keys == sorted(top_keys)
-    assert '"repeats": [' in text and '"ttft_ms": [' in text
+    assert '"blocks": [' in text and '"starts": [' in text and '"ttft_ms": [' in text
+    assert '"repeats"' not in text and '"n_repeats"' not in text
     ttft_line = next(line for line in text.splitlines() if '"ttft_ms": [' in line)
     assert ttft_line.rstrip().rstrip(",").endswith("]")         # the whole list on one line
     assert len(text.splitlines()) < 600
@@ -104,8 +106,10 @@ def test_wrong_runner_or_model_names_both(tmp_path):
     (lambda d: d["points"][0].__setitem__("mode", "sideways"), "points[0].mode"),
     (lambda d: d["provenance"].pop("source_run"), "provenance.source_run"),
     (lambda d: d.__setitem__("runner_class", ""), "runner_class"),
-    (lambda d: d["points"][2]["metrics"]["median_tpot_ms"]["repeats"].pop(),
-     "points[2].metrics.median_tpot_ms.repeats"),
+    (lambda d: d["points"][2]["metrics"]["median_tpot_ms"]["blocks"].pop(),
+     "points[2].metrics.median_tpot_ms.blocks"),
+    (lambda d: d["points"][2]["metrics"]["median_tpot_ms"]["starts"].pop(),
+     "points[2].metrics.median_tpot_ms.starts"),
 ])
 def test_malformed_file_names_file_and_field(tmp_path, mutate, field):
     path, _doc = _stored(tmp_path)
@@ -224,7 +228,8 @@ def test_judge_seed_varies_by_run_and_is_recorded(tmp_path):
 
 
 # The baseline document built from a run (servegate.judge.baselines.baseline_from_run), field
-# by field against a hand-written run.json: per-metric entries (mean, sample spread, CV, repeats),
+# by field against a hand-written run.json: per-metric entries (mean, sample spread, CV, every
+# block's value with its start),
 # the capped request sample, accuracy with its per-question outcomes, and the provenance with the
 # token scrubbed (issue 15).
 
@@ -253,16 +258,18 @@ def _run(**extra: Any) -> dict[str, Any]:
 
 def test_points_in_order_with_metric_entries() -> None:
     doc = baseline_from_run(_run(), Path("results/r"))    # type: ignore[arg-type]
-    assert [(p["mode"], p["concurrency"], p["repeats"]) for p in doc["points"]] == [
-        ("off", 2, [0]), ("off", 4, [0, 1]), ("on", 4, [0])]
+    assert [(p["mode"], p["concurrency"]) for p in doc["points"]] == [
+        ("off", 2), ("off", 4), ("on", 4)]
+    assert all(set(p) == {"mode", "concurrency", "metrics", "requests"} for p in doc["points"])
     entry = doc["points"][1]["metrics"]["mean_ttft_ms"]
     spread = float(np.std([10.0, 11.0], ddof=1))           # 0.707107
     assert entry == {"value": 10.5, "spread": round(spread, 6),
-                     "cv": round(spread / 10.5, 6), "n_repeats": 2, "repeats": [10.0, 11.0]}
+                     "cv": round(spread / 10.5, 6), "n_blocks": 2, "blocks": [10.0, 11.0],
+                     "starts": [0, 1]}                     # in repeat order, not file order
     assert set(doc["points"][1]["metrics"]) == {"mean_ttft_ms"}    # NaN and bool dropped
     single = doc["points"][0]["metrics"]["mean_ttft_ms"]
-    assert single == {"value": 5.0, "spread": None, "cv": None, "n_repeats": 1,
-                      "repeats": [5.0]}
+    assert single == {"value": 5.0, "spread": None, "cv": None, "n_blocks": 1,
+                      "blocks": [5.0], "starts": [0]}
 
 
 def test_a_zero_mean_has_no_cv() -> None:
@@ -291,7 +298,7 @@ def test_request_samples_pooled_rounded_counted_and_capped() -> None:
 def test_provenance_and_identity_with_the_token_scrubbed() -> None:
     doc = baseline_from_run(_run(), Path("results/r"), forced_reasons=["why"])  # type: ignore[arg-type]
     assert (doc["schema_version"], doc["runner_class"], doc["model_profile"], doc["suite"],
-            doc["chunk_size"], doc["page_size"]) == (2, "mi300x", "glm", "nightly", 16384, 64)
+            doc["chunk_size"], doc["page_size"]) == (3, "mi300x", "glm", "nightly", 16384, 64)
     prov = doc["provenance"]
     assert TOKEN not in json.dumps(doc)
     assert prov["command"] == ["servegate", "bench", "--token", "<redacted>"]
@@ -348,10 +355,10 @@ def test_run_identity_falls_back_to_the_fingerprint_and_empty_names() -> None:
 
 
 def test_the_stored_text_is_sorted_two_space_utf8_with_number_lists_on_one_line() -> None:
-    doc = {"b": {"note": "MI355X · gfx950", "repeats": [1.5, 2, 3.25]}, "a": None}
+    doc = {"b": {"note": "MI355X · gfx950", "blocks": [1.5, 2, 3.25]}, "a": None}
     assert dumps_baseline(doc) == (
-        '{\n  "a": null,\n  "b": {\n    "note": "MI355X · gfx950",\n'
-        '    "repeats": [1.5, 2, 3.25]\n  }\n}\n')
+        '{\n  "a": null,\n  "b": {\n    "blocks": [1.5, 2, 3.25],\n'
+        '    "note": "MI355X · gfx950"\n  }\n}\n')
     with pytest.raises(ValueError):
         dumps_baseline({"value": float("nan")})
 
@@ -360,7 +367,7 @@ def test_metric_entries_keep_six_decimals() -> None:
     doc = baseline_from_run(_run(points=[_point("off", 4, 0, 1.23456789, []),
                                          _point("off", 4, 1, 2.0, [])]), Path("r"))
     entry = doc["points"][0]["metrics"]["mean_ttft_ms"]
-    assert entry["repeats"] == [1.234568, 2.0]
+    assert entry["blocks"] == [1.234568, 2.0]
     assert entry["value"] == round((1.23456789 + 2.0) / 2, 6) == 1.617284
 
 
@@ -393,12 +400,12 @@ PATH = Path("baselines/mi300x/glm/nightly.json")
 
 def _valid() -> dict[str, Any]:
     return {
-        "schema_version": 2, "runner_class": "mi300x", "model_profile": "glm", "suite": "nightly",
+        "schema_version": 3, "runner_class": "mi300x", "model_profile": "glm", "suite": "nightly",
         "provenance": {"created_at": "2026-11-30T00:00:00+00:00", "source_run": "results/x"},
         "points": [{
             "mode": "off", "concurrency": 1,
-            "metrics": {"mean_ttft_ms": {"value": 10.0, "n_repeats": 1, "repeats": [10.0],
-                                         "spread": None}},
+            "metrics": {"mean_ttft_ms": {"value": 10.0, "n_blocks": 1, "blocks": [10.0],
+                                         "starts": [0], "spread": None}},
             "requests": {"ttft_ms": [9.0, 11.0]}}],
         "accuracy": {"off": {"n": 2, "correct": 2,
                              "outcomes": {"ids": [3, 7], "correct": "11"}}},
@@ -425,7 +432,7 @@ M = "points/0/metrics/mean_ttft_ms"
 
 
 @pytest.mark.parametrize(("where", "value", "message"), [
-    ("schema_version", 1, "schema_version must be 2, got 1"),
+    ("schema_version", 2, "schema_version must be 3, got 2"),     # validation never upgrades
     ("runner_class", "", "runner_class must be a non-empty string, got ''"),
     ("model_profile", 3, "model_profile must be a non-empty string, got 3"),
     ("suite", DELETE, "suite must be a non-empty string, got None"),
@@ -444,26 +451,30 @@ M = "points/0/metrics/mean_ttft_ms"
     (f"{M}/value", "10", "points[0].metrics.mean_ttft_ms.value must be a number, got '10'"),
     (f"{M}/value", float("nan"), "points[0].metrics.mean_ttft_ms.value must be a number, "
                                  "got nan"),
-    (f"{M}/n_repeats", 0, "points[0].metrics.mean_ttft_ms.n_repeats must be an integer >= 1, "
-                          "got 0"),
-    (f"{M}/repeats", [10.0, 11.0], "points[0].metrics.mean_ttft_ms.repeats must be a list of 1 "
-                                   "numbers, got [10.0, 11.0]"),
-    (f"{M}/repeats", [None], "points[0].metrics.mean_ttft_ms.repeats must be a list of 1 "
-                             "numbers, got [None]"),
+    (f"{M}/n_blocks", 0, "points[0].metrics.mean_ttft_ms.n_blocks must be an integer >= 1, "
+                         "got 0"),
+    (f"{M}/n_blocks", True, "points[0].metrics.mean_ttft_ms.n_blocks must be an integer >= 1, "
+                            "got True"),
+    (f"{M}/n_blocks", DELETE, "points[0].metrics.mean_ttft_ms.n_blocks must be an integer >= 1, "
+                              "got None"),
+    (f"{M}/blocks", [10.0, 11.0], "points[0].metrics.mean_ttft_ms.blocks must be a list of 1 "
+                                  "numbers (one per block), got [10.0, 11.0]"),
+    (f"{M}/blocks", [None], "points[0].metrics.mean_ttft_ms.blocks must be a list of 1 "
+                            "numbers (one per block), got [None]"),
+    (f"{M}/blocks", DELETE, "points[0].metrics.mean_ttft_ms.blocks must be a list of 1 "
+                            "numbers (one per block), got None"),
     (f"{M}/spread", "x", "points[0].metrics.mean_ttft_ms.spread must be a number or null, "
                          "got 'x'"),
     (f"{M}/starts", [0, 1], "points[0].metrics.mean_ttft_ms.starts must be a list of 1 start "
-                            "indexes, got [0, 1]"),
+                            "indexes (the start of each block), got [0, 1]"),
     (f"{M}/starts", [-1], "points[0].metrics.mean_ttft_ms.starts must be a list of 1 start "
-                          "indexes, got [-1]"),
+                          "indexes (the start of each block), got [-1]"),
     (f"{M}/starts", [True], "points[0].metrics.mean_ttft_ms.starts must be a list of 1 start "
-                            "indexes, got [True]"),
+                            "indexes (the start of each block), got [True]"),
     (f"{M}/starts", 0, "points[0].metrics.mean_ttft_ms.starts must be a list of 1 start "
-                       "indexes, got 0"),
-    ("points/0/starts", [0], "points[0].starts must be a list of 0 start indexes (one per "
-                             "repeat), got [0]"),
-    ("points/0/starts", 3, "points[0].starts must be a list of 0 start indexes (one per "
-                           "repeat), got 3"),
+                       "indexes (the start of each block), got 0"),
+    (f"{M}/starts", DELETE, "points[0].metrics.mean_ttft_ms.starts must be a list of 1 start "
+                            "indexes (the start of each block), got None"),
     ("points/0/requests", [], "points[0].requests must be an object, got []"),
     ("points/0/requests/ttft_ms", [1.0, "2"], "points[0].requests.ttft_ms must be a list of "
                                               "numbers, got [1.0, '2']"),
@@ -502,8 +513,7 @@ def test_edge_values_stay_valid() -> None:
     for where, value in (("points/0/requests", DELETE), ("accuracy", DELETE),
                          (f"{M}/spread", 0.5), (f"{M}/spread", DELETE),
                          ("accuracy/off/outcomes", DELETE), ("points", []),
-                         ("points/0/mode", "forced"), (f"{M}/starts", [0]),
-                         (f"{M}/starts", [3]), ("points/0/starts", [])):
+                         ("points/0/mode", "forced"), (f"{M}/starts", [3])):
         validate_baseline(_set(_valid(), where, value), PATH)
     empty = _set(_set(_valid(), "accuracy/off/n", 0), "accuracy/off/correct", 0)
     del empty["accuracy"]["off"]["outcomes"]
@@ -595,14 +605,15 @@ def test_valid_outcomes_load_and_decode(tmp_path: Path) -> None:
         decode_outcomes({"ids": [1, 2], "correct": "1"})
 
 
-@pytest.mark.parametrize("starts", [[-1], [True], ["0"]])
-def test_a_points_start_indexes_are_integers_from_zero(starts: list[Any]) -> None:
-    doc = _set(_valid(), "points/0/repeats", [{"ttft_ms": [9.0]}])
-    validate_baseline(_set(doc, "points/0/starts", [2]), PATH)
+@pytest.mark.parametrize("starts", [[0, -1], [0, True], [0, "0"], [0, 1.0]])
+def test_a_blocks_start_indexes_are_integers_from_zero(starts: list[Any]) -> None:
+    doc = _set(_set(_valid(), f"{M}/n_blocks", 2), f"{M}/blocks", [10.0, 12.0])
+    validate_baseline(_set(doc, f"{M}/starts", [0, 2]), PATH)     # a start may have no block
+    validate_baseline(_set(doc, f"{M}/starts", [1, 1]), PATH)     # or several
     with pytest.raises(BaselineError) as info:
-        validate_baseline(_set(doc, "points/0/starts", starts), PATH)
-    assert str(info.value) == (f"{PATH}: points[0].starts must be a list of 1 start indexes "
-                               f"(one per repeat), got {starts!r}")
+        validate_baseline(_set(doc, f"{M}/starts", starts), PATH)
+    assert str(info.value) == (f"{PATH}: points[0].metrics.mean_ttft_ms.starts must be a list "
+                               f"of 2 start indexes (the start of each block), got {starts!r}")
 
 
 
@@ -613,10 +624,14 @@ def test_an_in_server_baseline_keeps_its_design_and_each_values_start(tmp_path: 
     doc = bl.baseline_from_run(run, run_dir)
     assert doc["design"] == {"in_server": True, "starts": 2, "blocks": 3, "unit": "block"}
     entry = doc["points"][0]["metrics"]["mean_ttft_ms"]
-    assert entry["n_repeats"] == 6 and entry["starts"] == [0, 0, 0, 1, 1, 1]
-    legacy = bl.baseline_from_run(load_run(make_run(tmp_path / "legacy")), tmp_path / "legacy")
+    assert entry["n_blocks"] == 6 and entry["starts"] == [0, 0, 0, 1, 1, 1]
+    values = [p["metrics"]["mean_ttft_ms"] for p in sorted(
+        (p for p in run["points"] if p["mode"] == "off"), key=lambda p: (p["start"], p["block"]))]
+    assert entry["blocks"] == [round(v, 6) for v in values]     # in (start, block) order
+    legacy = bl.baseline_from_run(load_run(make_run(tmp_path / "legacy", repeats=3)),
+                                  tmp_path / "legacy")
     assert "design" not in legacy
-    assert "starts" not in legacy["points"][0]["metrics"]["mean_ttft_ms"]
+    assert legacy["points"][0]["metrics"]["mean_ttft_ms"]["starts"] == [0, 1, 2]
 
 
 def test_the_request_sample_is_seeded_zero_by_default(tmp_path: Path) -> None:
@@ -653,3 +668,164 @@ def test_a_file_of_a_newer_schema_names_file_and_version(tmp_path: Path) -> None
 def test_text_is_written_as_text_not_escapes() -> None:
     assert '"source_run": "résultats/nuit-7"' in bl.dumps_baseline(
         {"provenance": {"source_run": "résultats/nuit-7"}})
+
+
+# Schema 2 -> 3 (issue 30: blocks named as blocks). A v2 file kept every block's value under the
+# metric's ``repeats`` (``n_repeats``) and the repeat numbers (and, in-server, each block's start)
+# on the point; v3 keeps ``blocks`` with the ``starts`` they ran in on every metric. The v2
+# documents below are written out by hand, as servegate wrote them before the bump.
+
+
+def _v2(points: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"schema_version": 2, "runner_class": "mi300x", "model_profile": "glm",
+            "suite": "nightly", "chunk_size": 16384, "page_size": 64,
+            "provenance": {"created_at": "2026-11-30T00:00:00+00:00", "source_run": "results/x"},
+            "points": points, "accuracy": {}, **extra}
+
+
+def _v2_metric(values: list[float], **extra: Any) -> dict[str, Any]:
+    mean = sum(values) / len(values)
+    return {"value": mean, "spread": None, "cv": None, "n_repeats": len(values),
+            "repeats": values, **extra}
+
+
+def _written(tmp_path: Path, doc: dict[str, Any]) -> Path:
+    path = tmp_path / "baselines" / "mi300x" / "glm" / "nightly.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_v2_in_server_baseline_reads_as_blocks_with_their_starts(tmp_path: Path) -> None:
+    design = {"in_server": True, "starts": 2, "blocks": 3, "unit": "block"}
+    point = {"mode": "off", "concurrency": 4, "repeats": [0, 1, 2, 3, 4, 5],
+             "starts": [0, 0, 0, 1, 1, 1],
+             "metrics": {"mean_ttft_ms": _v2_metric([1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+                                                    starts=[0, 0, 0, 1, 1, 1]),
+                         # a block lacked this metric: its own starts, not the point's
+                         "median_tpot_ms": _v2_metric([1.0, 2.0, 4.0, 5.0, 6.0],
+                                                      starts=[0, 0, 1, 1, 1])},
+             "requests": {"ttft_ms": [1.5]}}
+    path = _written(tmp_path, _v2([point], design=design))
+    doc, found = bl.read_baseline(path)
+    assert found == 2 and doc["schema_version"] == 3 and doc["design"] == design
+    [upgraded] = doc["points"]
+    assert set(upgraded) == {"mode", "concurrency", "metrics", "requests"}
+    assert upgraded["requests"] == {"ttft_ms": [1.5]}
+    assert upgraded["metrics"]["mean_ttft_ms"] == {
+        "value": 3.5, "spread": None, "cv": None, "n_blocks": 6,
+        "blocks": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "starts": [0, 0, 0, 1, 1, 1]}
+    tpot = upgraded["metrics"]["median_tpot_ms"]
+    assert (tpot["n_blocks"], tpot["blocks"], tpot["starts"]) == (
+        5, [1.0, 2.0, 4.0, 5.0, 6.0], [0, 0, 1, 1, 1])
+
+
+@pytest.mark.parametrize(("repeats", "starts"), [([0, 1, 2], [0, 1, 2]), ([3, 5, 7], [3, 5, 7])])
+def test_a_v2_baseline_from_before_blocks_has_each_repeat_as_its_own_start(
+        tmp_path: Path, repeats: list[int], starts: list[int]) -> None:
+    point = {"mode": "on", "concurrency": 2, "repeats": repeats,
+             "metrics": {"mean_ttft_ms": _v2_metric([7.0, 8.0, 9.0])}}
+    doc = bl.load_baseline(_written(tmp_path, _v2([point])))
+    assert "design" not in doc
+    entry = doc["points"][0]["metrics"]["mean_ttft_ms"]
+    assert (entry["n_blocks"], entry["blocks"], entry["starts"]) == (3, [7.0, 8.0, 9.0], starts)
+    assert "repeats" not in doc["points"][0] and "n_repeats" not in entry
+
+
+def test_a_v2_metric_missing_from_a_repeat_counts_its_values_in_order(tmp_path: Path) -> None:
+    """A value without a start of its own: the point's starts, else its repeat numbers, where
+    they count the metric's values; else one start per value, in order."""
+    point = {"mode": "on", "concurrency": 2, "repeats": [4, 5, 6], "starts": [0, 0],
+             "metrics": {"mean_ttft_ms": _v2_metric([1.0, 2.0, 3.0]),      # repeats match
+                         "median_tpot_ms": _v2_metric([1.0, 2.0])},        # the starts match
+             }
+    lone = {"mode": "off", "concurrency": 2, "repeats": [4, 5, 6],
+            "metrics": {"mean_ttft_ms": _v2_metric([1.0, 2.0])}}           # neither matches
+    doc = bl.load_baseline(_written(tmp_path, _v2([point, lone])))
+    on, off = doc["points"]
+    assert on["metrics"]["mean_ttft_ms"]["starts"] == [4, 5, 6]
+    assert on["metrics"]["median_tpot_ms"]["starts"] == [0, 0]
+    assert off["metrics"]["mean_ttft_ms"]["starts"] == [0, 1]
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda m, p: m.__setitem__("n_repeats", 2),
+     "points[0].metrics.mean_ttft_ms.blocks must be a list of 2 numbers (one per block), "
+     "got [7.0, 8.0, 9.0]"),
+    (lambda m, p: m.pop("n_repeats"),
+     "points[0].metrics.mean_ttft_ms.n_blocks must be an integer >= 1, got None"),
+    (lambda m, p: m.pop("repeats"),
+     "points[0].metrics.mean_ttft_ms.blocks must be a list of 3 numbers (one per block), "
+     "got None"),
+    (lambda m, p: m.__setitem__("starts", ["a", 0, 0]),
+     "points[0].metrics.mean_ttft_ms.starts must be a list of 3 start indexes (the start of "
+     "each block), got ['a', 0, 0]"),
+    (lambda m, p: p.__setitem__("repeats", [0, True, 2]),    # coerced never: True is no start
+     "points[0].metrics.mean_ttft_ms.starts must be a list of 3 start indexes (the start of "
+     "each block), got [0, True, 2]"),
+    (lambda m, p: p.__setitem__("repeats", [{"ttft_ms": [9.0]}] * 3),
+     "points[0].metrics.mean_ttft_ms.starts must be a list of 3 start indexes (the start of "
+     "each block), got [{'ttft_ms': [9.0]}, {'ttft_ms': [9.0]}, {'ttft_ms': [9.0]}]"),
+    (lambda m, p: p["metrics"].__setitem__("mean_ttft_ms", 1.0),
+     "points[0].metrics.mean_ttft_ms must be an object, got 1.0"),
+    (lambda m, p: p.__setitem__("metrics", []), "points[0].metrics must be an object, got []"),
+])
+def test_a_malformed_v2_baseline_names_the_upgraded_field(tmp_path: Path, mutate: Any,
+                                                          message: str) -> None:
+    """The upgrade renames and never coerces: a v2 file that was wrong stays wrong, and the
+    error names the file and the schema-3 field (never a crash inside the upgrade)."""
+    point = {"mode": "on", "concurrency": 2, "repeats": [0, 1, 2],
+             "metrics": {"mean_ttft_ms": _v2_metric([7.0, 8.0, 9.0])}}
+    mutate(point["metrics"]["mean_ttft_ms"], point)
+    path = _written(tmp_path, _v2([point]))
+    with pytest.raises(BaselineError) as info:
+        bl.load_baseline(path)
+    assert str(info.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize("points", [{}, [5], "x"])
+def test_a_v2_baseline_whose_points_are_not_objects_is_named_not_a_crash(
+        tmp_path: Path, points: Any) -> None:
+    path = _written(tmp_path, _v2(points))
+    with pytest.raises(BaselineError, match=r"points(\[0\])? must be"):
+        bl.load_baseline(path)
+
+
+def test_upgrade_baseline_reads_an_in_memory_document_of_any_known_schema(
+        tmp_path: Path) -> None:
+    point = {"mode": "on", "concurrency": 2, "repeats": [0, 1],
+             "metrics": {"mean_ttft_ms": _v2_metric([7.0, 8.0])}}
+    old = _v2([point])
+    before = copy.deepcopy(old)
+    doc = bl.upgrade_baseline(old, PATH)
+    assert old == before                                   # the caller's document untouched
+    assert doc["schema_version"] == 3
+    assert doc["points"][0]["metrics"]["mean_ttft_ms"]["blocks"] == [7.0, 8.0]
+    current = _valid()
+    assert bl.upgrade_baseline(current, PATH) == _valid()   # current: validated as it is
+    with pytest.raises(BaselineError, match=r"schema_version 4 is newer"):
+        bl.upgrade_baseline({**_valid(), "schema_version": 4}, PATH)
+    broken = _set(_valid(), f"{M}/blocks", [1.0, 2.0])
+    with pytest.raises(BaselineError, match=r"mean_ttft_ms\.blocks must be a list of 1"):
+        bl.upgrade_baseline(broken, PATH)
+
+
+def test_a_v2_baseline_judges_like_the_v3_baseline_of_the_same_run(tmp_path: Path) -> None:
+    """The same run stored at schema 3 and as its v2 file: the judge reads the same blocks."""
+    from servegate.judge.evidence import evidence_from_baseline
+
+    run_dir = write_block_run(tmp_path / "run", starts=2, blocks=3, concurrencies=(4,))
+    v3 = bl.baseline_from_run(load_run(run_dir), run_dir)
+    v2 = copy.deepcopy(v3)
+    v2["schema_version"] = 2
+    for point in v2["points"]:
+        entries = list(point["metrics"].values())
+        point["repeats"] = list(range(len(entries[0]["blocks"])))
+        point["starts"] = list(entries[0]["starts"])
+        for entry in entries:
+            entry["repeats"], entry["n_repeats"] = entry.pop("blocks"), entry.pop("n_blocks")
+    upgraded = bl.upgrade_baseline(v2, PATH)
+    assert upgraded["points"] == v3["points"]
+    old, new = evidence_from_baseline(upgraded), evidence_from_baseline(v3)
+    assert old.slots("", "off", 4, "mean_ttft_ms") == new.slots("", "off", 4, "mean_ttft_ms")
+    assert len(new.slots("", "off", 4, "mean_ttft_ms")) == 6

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from unit.judge.block_runs import write_block_run
 
-from servegate.core.results import load_run
-from servegate.judge.baselines import baseline_from_run
+from servegate.core.results import load_run, point_slot
+from servegate.judge.baselines import baseline_from_run, upgrade_baseline
 from servegate.judge.evidence import (
     Evidence,
     MissingEvidence,
@@ -22,7 +22,6 @@ from servegate.judge.evidence import (
     evidence_from_baseline,
     evidence_from_run,
     paired_matrices,
-    point_slot,
 )
 
 
@@ -131,19 +130,17 @@ def test_paired_matrices_use_only_common_slots() -> None:
     np.testing.assert_array_equal(b[0], [[20.0], [30.0]])
 
 
-def _baseline_point(mode: str, conc: int, repeats: list[int], values: list[float],
-                    starts: list[int] | None = None) -> dict[str, Any]:
-    point: dict[str, Any] = {"mode": mode, "concurrency": conc, "repeats": repeats,
-                             "metrics": {"mean_ttft_ms": {"repeats": values}}}
-    if starts is not None:
-        point["starts"] = starts
-    return point
+def _baseline_point(mode: str, conc: int, blocks: list[float],
+                    starts: list[int]) -> dict[str, Any]:
+    """A schema-3 baseline point: every block's value with the start it ran in."""
+    return {"mode": mode, "concurrency": conc,
+            "metrics": {"mean_ttft_ms": {"n_blocks": len(blocks), "blocks": blocks,
+                                         "starts": starts}}}
 
 
-def test_baseline_starts_beside_repeats() -> None:
+def test_baseline_blocks_with_their_starts() -> None:
     baseline = {"design": {"in_server": True}, "points": [
-        _baseline_point("off", 4, [0, 1, 2, 3, 4, 5], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
-                        starts=[0, 0, 0, 1, 1, 1])]}
+        _baseline_point("off", 4, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0, 0, 0, 1, 1, 1])]}
     ev = evidence_from_baseline(baseline)
     assert ev.in_server is True and ev.label == "baseline"
     assert ev.slots("", "off", 4, "mean_ttft_ms") == {
@@ -151,10 +148,31 @@ def test_baseline_starts_beside_repeats() -> None:
     assert as_matrix(ev.logs("", "off", [4], "mean_ttft_ms")).shape == (1, 2, 3)
 
 
-def test_older_baseline_is_one_start_per_repeat() -> None:
-    ev = evidence_from_baseline({"points": [_baseline_point("on", 2, [0, 1, 2], [7.0, 8.0, 9.0])]})
+def test_a_baseline_blocks_are_numbered_within_their_own_start() -> None:
+    ev = evidence_from_baseline({"points": [
+        _baseline_point("on", 2, [1.0, 2.0, 3.0, 4.0, 5.0], [1, 0, 1, 0, 3])]})
+    assert ev.in_server is False                           # no design: before blocks
+    assert ev.slots("", "on", 2, "mean_ttft_ms") == {
+        (1, 0): 1.0, (0, 0): 2.0, (1, 1): 3.0, (0, 1): 4.0, (3, 0): 5.0}
+
+
+def test_a_non_finite_baseline_block_is_not_evidence_and_keeps_the_numbering() -> None:
+    ev = evidence_from_baseline({"points": [
+        _baseline_point("on", 2, [1.0, float("nan"), 3.0], [0, 0, 0])]})
+    assert ev.slots("", "on", 2, "mean_ttft_ms") == {(0, 0): 1.0, (0, 2): 3.0}
+
+
+def test_an_upgraded_older_baseline_is_one_start_per_repeat() -> None:
+    """A v2 baseline from before blocks (repeat numbers, no starts), upgraded as every reader
+    upgrades it: each repeat its own start of one block."""
+    v2 = {"schema_version": 2, "runner_class": "cpu", "model_profile": "m", "suite": "s",
+          "provenance": {"created_at": "2026-11-30T00:00:00+00:00", "source_run": "r"},
+          "points": [{"mode": "on", "concurrency": 2, "repeats": [3, 5, 7],
+                      "metrics": {"mean_ttft_ms": {"value": 8.0, "n_repeats": 3,
+                                                   "repeats": [7.0, 8.0, 9.0]}}}]}
+    ev = evidence_from_baseline(upgrade_baseline(v2, Path("b.json")))
     assert ev.in_server is False
-    assert ev.slots("", "on", 2, "mean_ttft_ms") == {(0, 0): 7.0, (1, 0): 8.0, (2, 0): 9.0}
+    assert ev.slots("", "on", 2, "mean_ttft_ms") == {(3, 0): 7.0, (5, 0): 8.0, (7, 0): 9.0}
     assert as_matrix(ev.logs("", "on", [2], "mean_ttft_ms")).shape == (1, 3, 1)
 
 
@@ -172,29 +190,10 @@ def test_baseline_keeps_starts_when_one_block_lacks_a_metric(tmp_path: Path) -> 
     assert {start for start, _ in slots} == {0, 1}
 
 
-def test_older_baseline_starts_are_its_repeat_numbers() -> None:
-    ev = evidence_from_baseline({"points": [_baseline_point("on", 2, [3, 5, 7], [7.0, 8.0, 9.0])]})
-    assert ev.slots("", "on", 2, "mean_ttft_ms") == {(3, 0): 7.0, (5, 0): 8.0, (7, 0): 9.0}
-
-
-def test_a_baseline_without_points_repeats_or_values_is_empty_not_an_error() -> None:
+def test_a_baseline_without_points_or_metrics_is_empty_not_an_error() -> None:
     assert evidence_from_baseline({}).modes() == []
-    bare = {"mode": "on", "concurrency": 2, "metrics": {"mean_ttft_ms": {"repeats": [7.0, 8.0]},
-                                                        "median_tpot_ms": {}}}
-    ev = evidence_from_baseline({"points": [bare]})      # no repeat numbers: one start each
-    assert ev.slots("", "on", 2, "mean_ttft_ms") == {(0, 0): 7.0, (1, 0): 8.0}
-    assert ev.slots("", "on", 2, "median_tpot_ms") == {}
-
-
-def test_a_metric_with_fewer_values_than_the_point_falls_back_in_order() -> None:
-    # the point's starts do not match its values, its repeat numbers do: those are the starts
-    ev = evidence_from_baseline({"points": [
-        _baseline_point("on", 2, [4, 5, 6], [1.0, 2.0, 3.0], starts=[0, 0])]})
-    assert ev.slots("", "on", 2, "mean_ttft_ms") == {(4, 0): 1.0, (5, 0): 2.0, (6, 0): 3.0}
-    # neither matches: one start per value, in order
-    ev = evidence_from_baseline({"points": [
-        _baseline_point("on", 2, [4, 5, 6], [1.0, 2.0], starts=[0, 0, 1])]})
-    assert ev.slots("", "on", 2, "mean_ttft_ms") == {(0, 0): 1.0, (1, 0): 2.0}
+    bare = {"mode": "on", "concurrency": 2, "metrics": {}}
+    assert evidence_from_baseline({"points": [bare]}).slots("", "on", 2, "mean_ttft_ms") == {}
 
 
 def test_evidence_messages_name_the_arm_mode_and_concurrencies_exactly() -> None:

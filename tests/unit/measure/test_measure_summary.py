@@ -8,10 +8,12 @@ from servegate.measure.summary import render
 
 
 def _point(mode: str, conc: int, repeat: int, ttft: float | None, saturated: int,
-           aligned: float, effective: bool) -> dict[str, Any]:
+           aligned: float, effective: bool, **slot: int) -> dict[str, Any]:
+    """A run.json point; ``slot``: its ``start`` and ``block`` (in-server runs), absent in runs
+    from before blocks (the repeat is then its start, block 0)."""
     metrics = {"mean_ttft_ms": ttft, "median_ttft_ms": 11.25, "p99_ttft_ms": 30.0,
                "median_tpot_ms": 2.345, "median_itl_ms": 2.0, "output_throughput": 512.04}
-    return {"mode": mode, "concurrency": conc, "repeat": repeat, "metrics": metrics,
+    return {"mode": mode, "concurrency": conc, "repeat": repeat, **slot, "metrics": metrics,
             "alignment": {"chunk_size": 256, "saturated_batches": saturated,
                           "aligned_fraction": aligned, "min_saturated_tokens": 200},
             "exact_fill_effective": effective}
@@ -29,11 +31,13 @@ RUN: dict[str, Any] = {
 }
 
 
-HEADER = ("| mode | repeat | TTFT mean ms | TTFT median ms | TTFT p99 ms | TPOT median ms | ITL "
-          "median ms | output tok/s | aligned | saturated | min saturated | exact fill |")
+HEADER = ("| mode | start | block | TTFT mean ms | TTFT median ms | TTFT p99 ms | TPOT median "
+          "ms | ITL median ms | output tok/s | aligned | saturated | min saturated | exact fill |")
+RULE = "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 
 
-def test_summary_tables_per_concurrency_rows_in_mode_then_repeat_order() -> None:
+def test_summary_tables_per_concurrency_rows_in_mode_then_start_order() -> None:
+    """A run from before blocks: each repeat is its own start, block 0."""
     lines = render(RUN).splitlines()
     assert lines[:6] == [
         "# servegate bench: suite `cpu` on `cpu`",
@@ -44,19 +48,33 @@ def test_summary_tables_per_concurrency_rows_in_mode_then_repeat_order() -> None
         "",
     ]
     assert lines[6:19] == [
-        "## concurrency 2", "", HEADER, "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        "| on | 0 | 12.5 | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | 0% | 2 | 200 | no |",
+        "## concurrency 2", "", HEADER, RULE,
+        "| on | 0 | 0 | 12.5 | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | 0% | 2 | 200 | no |",
         "",
-        "## concurrency 4", "", HEADER, "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        "| off | 0 | – | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | n/a | 0 | 200 | no |",
-        "| off | 1 | 10.0 | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | 50% | 3 | 200 | no |",
-        "| forced | 0 | 9.0 | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | 100% | 3 | 200 | yes |",
+        "## concurrency 4", "", HEADER, RULE,
+        "| off | 0 | 0 | – | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | n/a | 0 | 200 | no |",
+        "| off | 1 | 0 | 10.0 | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | 50% | 3 | 200 | no |",
+        "| forced | 0 | 0 | 9.0 | 11.2 | 30.0 | 2.35 | 2.00 | 512.0 | 100% | 3 | 200 | yes |",
     ]
     assert lines[19:] == [
         "", "`aligned`: share of saturated prefill batches (prefill work left over, i.e. cut by "
         "the budget) that are exactly the chunk size; warm-up and health-check batches "
         "excluded. `exact fill`: read back from the server (hook line and gate value)."]
     assert render(RUN).endswith("(hook line and gate value).\n")   # the file ends its last line
+
+
+def test_in_server_rows_show_start_and_block_in_that_order() -> None:
+    """Every mode inside each start: a row per block, ordered by mode, start, then block (not
+    by the running point index ``repeat``, nor by the file's order)."""
+    points = [_point("on", 4, 0, 1.0, 1, 1.0, False, start=0, block=0),
+              _point("off", 4, 1, 2.0, 1, 1.0, False, start=1, block=0),
+              _point("off", 4, 2, 3.0, 1, 1.0, False, start=0, block=1),
+              _point("off", 4, 3, 4.0, 1, 1.0, False, start=0, block=0)]
+    lines = render({**RUN, "points": points}).splitlines()
+    assert HEADER in lines and RULE in lines
+    rows = [line.split(" | ")[:4] for line in lines if line.startswith(("| off", "| on"))]
+    assert rows == [["| off", "0", "0", "4.0"], ["| off", "0", "1", "3.0"],
+                    ["| off", "1", "0", "2.0"], ["| on", "0", "0", "1.0"]]
 
 
 def test_incomplete_run_without_fingerprint_says_so() -> None:
