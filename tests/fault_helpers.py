@@ -52,8 +52,11 @@ FAULT_SUITE = textwrap.dedent("""
     model = "smollm2-135m"
     runners = ["cpu"]
     modes = ["off"]
-    repeats = 1
     seed = 7
+
+    [design]
+    starts = 1
+    blocks = 1
 
     [server]
     chunked_prefill_size = 256

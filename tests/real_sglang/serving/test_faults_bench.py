@@ -46,7 +46,7 @@ def test_server_crashes_at_start(tmp_path: Path, tag: str) -> None:
     run_dir = Path(out.strip().splitlines()[-1])
     cause = _cause(err)
     assert re.fullmatch(r"ServerError: server exited with code \d+ before it was ready "
-                        r"\(log: .*/server/off-r0\.log\)", cause), cause
+                        r"\(log: .*/server/s0\.log\)", cause), cause
     assert "--- last lines ---" in err and "not-a-dtype" in err      # sglang's own error
     _failed_run(run_dir, cause)
     _assert_no_process_left(tag, run_dir)
@@ -124,7 +124,7 @@ def test_server_dies_during_run(tmp_path: Path, tag: str) -> None:
     assert time.monotonic() - killed_at < 60
     run_dir = Path(out.strip().splitlines()[-1])
     cause = _cause(err)
-    assert re.fullmatch(r"ServerError: server died with code -9 \(log: .*/server/off-r0\.log\)",
+    assert re.fullmatch(r"ServerError: server died with code -9 \(log: .*/server/s0\.log\)",
                         cause), cause
     assert "--- last lines ---" in err
     run = _failed_run(run_dir, cause)
@@ -183,7 +183,7 @@ def test_port_in_use_is_retried_and_secret_stays_out(
         """Bind the 2nd port as soon as the server using it has been launched."""
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and not stolen:
-            for path in log.glob("*/server/off-r0.log"):
+            for path in log.glob("*/server/s0.log"):
                 match = re.search(r"--port (\d+)", path.read_text(errors="replace"))
                 if match and int(match.group(1)) != taken_port:
                     sock = socket.socket()
@@ -211,8 +211,8 @@ def test_port_in_use_is_retried_and_secret_stays_out(
     flat = re.sub(r"\s+", " ", re.sub(r"\S+\.py:\d+", "", err))   # undo rich's wrapping
     assert f"port {taken_port} on 127.0.0.1 is already in use; retrying on another port" in flat
     assert stolen_port and f"could not bind port {stolen_port[0]}: already in use" in flat
-    assert "address already in use" in (run_dir / "server/off-r0.attempt2.log").read_text()
-    final_port = int(re.search(r"--port (\d+)", (run_dir / "server/off-r0.log").read_text())[1])
+    assert "address already in use" in (run_dir / "server/s0.attempt2.log").read_text()
+    final_port = int(re.search(r"--port (\d+)", (run_dir / "server/s0.log").read_text())[1])
     assert final_port not in {taken_port, stolen_port[0]}
     run = load_run(run_dir)
     assert run["complete"] is True and len(run["points"]) == 1
