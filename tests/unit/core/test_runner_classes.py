@@ -88,12 +88,12 @@ def test_a_new_runner_class_is_one_registry_entry(monkeypatch: pytest.MonkeyPatc
     """Registering a GPU model is enough for detection, its architecture's profile section,
     suites listing the architecture, the exact-fill expectation, the claims and the CI matrix."""
     from judge_runs import make_run
+    from servegate.judge.claims import claim_pendings
 
     from servegate.config import load_suite, suite_path
     from servegate.config.judge import JudgeConfig
     from servegate.core.results import load_run
     from servegate.judge.baselines import baseline_path
-    from servegate.judge.claims import claim_pendings
     from servegate.measure.exactfill import expected_effective
 
     mi350x = runner_classes.RunnerClass("mi350x", "gfx95", gated=True, gpu_names=("MI350X",),
