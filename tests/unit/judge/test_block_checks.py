@@ -580,6 +580,36 @@ def test_every_pending_is_named_as_the_check_it_becomes(tmp_path: Path, runner_c
     assert {"integrity", "baseline", "claim", "experiment"} <= kinds
 
 
+@pytest.mark.parametrize(("runner_class", "expected"), [
+    ("mi300x", {PREFILL: "noop-prefill", noop("mean_ttft_ms"): "noop",
+                noop("median_tpot_ms"): "noop",
+                **{f"no-op: on {m} at c{c} equivalent to off within ±5.0%": "noop"
+                   for m in ("mean_ttft_ms", "median_tpot_ms") for c in (2, 4)}}),
+    ("mi355x", {"claim: on vs off mean_ttft_ms at c4 improves >= 4.0%": "improvement",
+                "claim: on vs off GSM8K non-inferior within 2.0 pp": "accuracy"})])
+def test_each_claim_says_what_it_states_and_no_other_check_does(
+        tmp_path: Path, runner_class: str, expected: dict[str, str]) -> None:
+    """A claim's statement is a field (verdict.json's ``claim``), never read from its name: the
+    gated claims and the no-op's parts (its reported per-concurrency TOSTs too) carry theirs;
+    the reported effects at other concurrencies, experiments and baseline checks carry none."""
+    table = judge_table(family=["claims", "baseline-aggregate"])
+    judgement = run_judge(write_block_run(tmp_path / "run", runner_class=runner_class,
+                                          modes=("off", "on", "forced"), table=table),
+                          baseline_doc=baseline_doc(tmp_path, runner_class=runner_class,
+                                                    table=table))
+    claims = {c.name: c.claim for c in judgement.checks if c.claim is not None}
+    assert claims == expected
+    assert {c.kind for c in judgement.checks if c.claim is None} >= {"baseline", "experiment"}
+    entries = {e["name"]: e["claim"] for e in verdict_json.build(judgement)["checks"]}
+    assert {name: entries[name] for name in expected} == expected
+    # a stated claim concurrency the run lacks: its error still states the improvement
+    missing = judge_table(family=["claims"], claims={"noop_margin": 0.05,
+                                                     "gated_claim_concurrency": 64})
+    error = by_name(run_judge(write_block_run(tmp_path / "c64", runner_class="mi355x",
+                                              table=missing)))["claim: on vs off mean_ttft_ms at c64"]
+    assert (error.verdict, error.claim) == ("error", "improvement")
+
+
 def test_without_a_stated_claim_concurrency_the_highest_gates(tmp_path: Path) -> None:
     judgement = run_judge(write_block_run(tmp_path / "run", runner_class="mi355x",
                                           concurrencies=(2, 4, 8)))

@@ -337,14 +337,15 @@ def test_seeds_mix_the_key_and_stay_in_range() -> None:
 
 # What would decide an undecided check (servegate.judge.stats.guidance), against numbers worked
 # out by hand: distance d from the log estimate to the nearest boundary, the deciding standard
-# error d / z (z = 1.959964 at 95 %, df infinite), the repeats factor (se / (d / z))^2, and the
-# prompts factor within / ((d / z)^2 - run_var) (issue 15).
+# error d / z (z = 1.959964 at 95 %, df infinite), the factor on server starts per side
+# (se / (d / z))^2, and the prompts factor within / ((d / z)^2 - run_var) (issue 15). The
+# guidance is data (the reports word it); its text is worded from those numbers.
 
 
 def _ratio_with(estimate: float, se: float, **kw: object) -> Interval:
     base: dict[str, object] = dict(n_starts=1)
     base.update(kw)
-    return Interval(estimate, estimate * 0.8, estimate * 1.2, 0.95, "requests", 24, 24, se=se,
+    return Interval(estimate, estimate * 0.8, estimate * 1.2, 0.95, "blocks", 24, 24, se=se,
                     **base)  # type: ignore[arg-type]
 
 
@@ -355,28 +356,34 @@ def test_decided_when_the_interval_clears_the_boundary() -> None:
         True, 1.0, 1.0, "decided")
 
 
-def test_more_prompts_or_repeats_when_within_run_noise_dominates() -> None:
+def test_more_prompts_or_starts_when_the_block_level_dominates() -> None:
     # d = ln(1.2 / 1.1) = 0.0870114, target se 0.0443944, factor (0.1 / 0.0443944)^2 = 5.0739;
     # within = 0.01 - 0.001 = 0.009, prompts 0.009 / (0.0443944^2 - 0.001) = 9.2701
     got = guidance(_ratio_with(1.2, 0.1, run_var=0.001), (1.1,))
     assert not got.decided
     assert got.factor == pytest.approx(5.073926, rel=1e-6)
     assert got.prompts_factor == pytest.approx(9.270126, rel=1e-6)
+    assert (got.need, got.unit, got.run_limit, got.on_boundary) == (6, "starts", None, False)
     assert got.text == ("~9.3x the prompts per block, or ~6 starts per side (x5.1) would "
                         "decide at this estimate")
 
 
-def test_repeats_scale_with_the_repeats_already_run() -> None:
-    # d = ln(1.05 / 1.03) = 0.0192316 to the nearer of (0.95, 1.05); factor 25.9667; 3 repeats
+def test_starts_scale_with_the_starts_already_run() -> None:
+    # d = ln(1.05 / 1.03) = 0.0192316 to the nearer of (0.95, 1.05); factor 25.9667; 3 starts
     got = guidance(_ratio_with(1.03, 0.05, n_starts=3), (0.95, 1.05))
     assert got.factor == pytest.approx(25.96666, rel=1e-5)
+    assert got.need == 78                               # ceil(25.9667 x 3)
+    # without a start count the blocks on the current side stand in (24 here)
+    assert guidance(_ratio_with(1.03, 0.05, n_starts=None), (0.95, 1.05)).need == 624
     assert got.text.endswith("~78 starts per side (x26.0) would decide at this estimate")
 
 
-def test_no_prompts_can_decide_when_run_to_run_variance_alone_is_too_wide() -> None:
+def test_no_prompts_can_decide_when_the_start_level_alone_is_too_wide() -> None:
     # run_var 0.003 > target^2 0.0019708: +-1.96 * sqrt(0.003) = +-10.7 %
     got = guidance(_ratio_with(1.2, 0.1, run_var=0.003), (1.1,))
     assert got.prompts_factor is None
+    assert (got.need, got.unit) == (6, "starts")
+    assert got.run_limit == pytest.approx(Z95 * math.sqrt(0.003), rel=1e-9)
     assert got.text == ("no amount of prompts can decide (the start level alone is +-10.7% "
                         "at this level); ~6 starts per side (x5.1) would decide at this "
                         "estimate")
@@ -390,12 +397,14 @@ def test_a_difference_needs_questions() -> None:
     got = guidance(iv, (-0.02,))
     assert got.factor == pytest.approx(15.365835, rel=1e-6)
     assert got.prompts_factor == got.factor
+    assert (got.need, got.unit, got.run_limit) == (7683, "questions", None)
     assert got.text == "~7683 questions (x15.4) would decide at this estimate"
 
 
 def test_an_estimate_on_the_boundary_cannot_be_decided() -> None:
     got = guidance(_ratio_with(1.1, 0.05), (1.1,))
     assert (got.decided, got.factor, got.prompts_factor) == (False, math.inf, None)
+    assert (got.on_boundary, got.need) == (True, None)
     assert got.text == "the estimate sits on the decision boundary: no sample size decides"
 
 
@@ -409,6 +418,28 @@ def test_nothing_to_extrapolate(interval: Interval, bounds: tuple[float, ...]) -
     got = guidance(interval, bounds)
     assert (got.decided, got.factor, got.prompts_factor, got.text) == (
         False, math.inf, None, "no standard error: nothing to extrapolate")
+    assert (got.need, got.on_boundary) == (None, False)
+
+
+@pytest.mark.parametrize(("fields", "text"), [
+    (dict(decided=True, factor=1.0, prompts_factor=1.0), "decided"),
+    (dict(decided=False, factor=2.04, prompts_factor=3.25, need=5),
+     "~3.2x the prompts per block, or ~5 starts per side (x2.0) would decide at this estimate"),
+    (dict(decided=False, factor=12.0, prompts_factor=None, need=24, run_limit=0.1234),
+     "no amount of prompts can decide (the start level alone is +-12.3% at this level); "
+     "~24 starts per side (x12.0) would decide at this estimate"),
+    (dict(decided=False, factor=3.0, prompts_factor=3.0, need=900, unit="questions"),
+     "~900 questions (x3.0) would decide at this estimate"),
+    (dict(decided=False, factor=math.inf, prompts_factor=None, on_boundary=True),
+     "the estimate sits on the decision boundary: no sample size decides"),
+    (dict(decided=False, factor=math.inf, prompts_factor=None),
+     "no standard error: nothing to extrapolate"),
+])
+def test_the_guidance_text_is_worded_from_its_numbers(fields: dict[str, object],
+                                                      text: str) -> None:
+    """verdict.json's ``guidance`` and summary.md read ``text``; the reports' numbers are the
+    fields, so the text is built from them (never parsed back)."""
+    assert stats.Guidance(**fields).text == text          # type: ignore[arg-type]
 
 
 def test_a_difference_accepts_non_positive_boundaries() -> None:
