@@ -78,6 +78,9 @@ def noise_note(diff: Difference) -> str:
         else:
             notes.append(f"{level} level {part.between_source} over {part.starts} starts "
                          f"(log-sd {sd:.3f})")
+        if part.blocks < 2:         # e.g. a run from before [design]: a start per repeat
+            notes.append("one block per start: its spread is inside the start level")
+            continue
         block_sd = math.sqrt(max(part.scalar("block_var"), 0.0))
         notes.append(f"block log-sd {block_sd:.3f} (df {part.scalar('block_df'):.0f})")
     return "; ".join(notes)

@@ -721,7 +721,8 @@ def test_a_legacy_runs_on_vs_off_keeps_two_start_levels(tmp_path: Path) -> None:
     legacy = legacy_checks(legacy_dir, config)[CLAIM64]
     assert legacy.interval.se == pytest.approx(math.sqrt(2) * 0.04, rel=1e-12)
     assert legacy.noise["level"] == "start" and legacy.noise["between_source"] == "prior"
-    assert "start level from the prior (log-sd 0.057; 1 start)" in legacy.reason
+    assert legacy.reason.endswith("start level from the prior (log-sd 0.057; 1 start); one "
+                                  "block per start: its spread is inside the start level")
 
     def in_server(point: dict[str, Any]) -> None:
         point.update(start=0, block=0)

@@ -85,8 +85,8 @@ def test_verdict_json_entry_of_a_ratio_check() -> None:
 def test_the_check_schema_is_the_verdict_json_entrys_keys_in_order() -> None:
     """One schema: CHECK_KEYS (what report/verdict_json validates) is to_dict's keys, for a
     check with or without an interval."""
-    assert CHECK_KEYS == tuple(_check().to_dict())
-    assert CHECK_KEYS == tuple(_check(interval=None, floor=None, mode=None).to_dict())
+    assert tuple(_check().to_dict()) == CHECK_KEYS
+    assert tuple(_check(interval=None, floor=None, mode=None).to_dict()) == CHECK_KEYS
     assert verdict_json.CHECK_KEYS is CHECK_KEYS
     assert CHECK_KEYS[:2] == ("kind", "name") and CHECK_KEYS[-1] == "claim"
     assert len(set(CHECK_KEYS)) == len(CHECK_KEYS)
