@@ -36,6 +36,7 @@ from servegate.judge.evidence import (
     MissingEvidence,
     as_matrix,
     paired_matrices,
+    point_slot,
 )
 from servegate.judge.nested import Difference, independent_difference, paired_difference
 from servegate.judge.pending import Pending, fixed
@@ -77,6 +78,9 @@ def noise_note(diff: Difference) -> str:
         else:
             notes.append(f"{level} level {part.between_source} over {part.starts} starts "
                          f"(log-sd {sd:.3f})")
+        if part.blocks < 2:         # e.g. a run from before [design]: a start per repeat
+            notes.append("one block per start: its spread is inside the start level")
+            continue
         block_sd = math.sqrt(max(part.scalar("block_var"), 0.0))
         notes.append(f"block log-sd {block_sd:.3f} (df {part.scalar('block_df'):.0f})")
     return "; ".join(notes)
@@ -252,7 +256,7 @@ class Judge:
         def evaluate(confidence: float) -> Check:
             check = Check("claim", name, "aligned_fraction", "pass", mode="on",
                           reference="off", claim="noop-prefill")
-            effective = sorted({(p["concurrency"], p["start"], p["block"])   # in-server points
+            effective = sorted({(p["concurrency"], *point_slot(p))   # (conc, start, block)
                                 for p in on if p.get("exact_fill_effective")})
             if effective:
                 check.verdict, check.p_value = "regression", 0.0
@@ -279,7 +283,9 @@ class Judge:
             iv = check.interval
             assert iv is not None
             check.verdict = equivalence(iv, margin)
-            check.reason = "TOST equivalence, blocks paired within starts" + (
+            paired = ("blocks paired within starts" if self.evidence.in_server
+                      else "each mode in its own starts, paired by start")
+            check.reason = f"TOST equivalence, {paired}" + (
                 ": demonstrably outside the margin" if check.verdict == "regression" else "")
             power = float(tost_power(iv.standard_error(), iv.df, level, margin))
             if power < self.config.noop_min_power:
@@ -322,19 +328,29 @@ class Judge:
         for mode in sorted(set(self.evidence.modes(arm)) | set(reference.modes(ref_arm))):
             cur_concs = set(self.evidence.concurrencies(arm, mode))
             ref_concs = set(reference.concurrencies(ref_arm, mode))
-            for conc in sorted(ref_concs - cur_concs):
-                check = Check("integrity", f"{mode}@c{conc} present in run", "points", "error",
-                              mode=mode, concurrency=conc,
-                              reason=f"point is in the {label} but missing from the run")
+            # head vs base: a point either tree lacks is an error, never a silent skip
+            missing = (ref_concs ^ cur_concs) if kind == "ab" else (ref_concs - cur_concs)
+            for conc in sorted(missing):
+                if kind == "ab":
+                    check = Check("integrity", f"{mode}@c{conc} measured on both trees",
+                                  "points", "error", mode=mode, concurrency=conc,
+                                  reason=f"point missing from the "
+                                         f"{arm if conc not in cur_concs else ref_arm} tree")
+                else:
+                    check = Check("integrity", f"{mode}@c{conc} present in run", "points",
+                                  "error", mode=mode, concurrency=conc,
+                                  reason=f"point is in the {label} but missing from the run")
                 pendings.append(fixed(check))
             shared = sorted(cur_concs & ref_concs)
             for metric in self.config.aggregate_metrics:
-                if shared and all(reference.slots(ref_arm, mode, c, metric) for c in shared):
+                # a metric a baseline lacks is not judged; a tree lacking it is inconclusive
+                if shared and (kind == "ab" or all(reference.slots(ref_arm, mode, c, metric)
+                                                   for c in shared)):
                     pendings.append(self._versus(reference, arm, ref_arm, mode, shared, metric,
                                                  kind, label, self.primary(selector)))
             for conc in shared:
                 for metric in self.config.metrics:
-                    if not reference.slots(ref_arm, mode, conc, metric):
+                    if kind != "ab" and not reference.slots(ref_arm, mode, conc, metric):
                         continue
                     if len(shared) == 1 and metric in self.config.aggregate_metrics:
                         continue            # the aggregate over one concurrency is this check

@@ -108,8 +108,8 @@ def _skeleton(design: BlockDesign) -> dict[str, Any]:
     metrics = dict.fromkeys({*design.config.metrics, *design.config.aggregate_metrics}, 1.0)
     return {"runner_class": design.runner,
             "design": {"starts": 1, "blocks": 1, "in_server": True},
-            "points": [{"mode": mode, "concurrency": conc, "start": 0, "block": 0,
-                        "metrics": metrics}
+            "points": [{"mode": mode, "concurrency": conc, "repeat": 0, "start": 0,
+                        "block": 0, "metrics": metrics}
                        for mode in design.modes for conc in design.concurrencies]}
 
 

@@ -143,17 +143,21 @@ def test_main_exit_codes(tmp_path, monkeypatch, capsys):
     base = make_run(tmp_path / "base", seed=1, n_requests=120, request_cv=0.03)
     assert update.update(base, root=tmp_path / "b") == 0
     file = tmp_path / "b" / "cpu" / "smollm2-135m" / "synthetic.json"
-    # one repeat per side: the assumed 5 % run-to-run CV (10 df) bounds what can be shown
+    # one repeat (one start of one block) per side: the assumed 5 % run-to-run CV (10 df) bounds
+    # what can be shown
     slow = make_run(tmp_path / "slow", seed=2, n_requests=120, request_cv=0.03,
                     effect=lambda _m, _c: 1.6)
     capsys.readouterr()
     assert command.main([str(slow), "--baseline", str(file), "--no-plots"]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("REGRESSION (exit 1): off@c2 mean_ttft_ms vs baseline x1.")
+    # the first gated regression: off's aggregate over concurrencies (the per-point checks
+    # are reported)
+    assert out[0].startswith("REGRESSION (exit 1): off mean_ttft_ms at all concurrencies "
+                             "(geometric mean) vs baseline x1.")
     wrote = " ".join(line.strip() for line in out[-2:]).split("wrote into ")[-1]
     assert wrote == f"{slow}: verdict.json, summary.md, junit.xml, pytest_benchmark.json"
     same = make_run(tmp_path / "same", seed=3, n_requests=120, request_cv=0.03)
-    # throughput has one repeat per arm -> inconclusive: 0 normally, 3 with --strict
+    # one start per side cannot rule out 5 % -> inconclusive: 0 normally, 3 with --strict
     assert command.main([str(same), "--baseline", str(file), "--no-plots"]) == 0
     capsys.readouterr()
     assert command.main([str(same), "--baseline", str(file), "--no-plots", "--strict"]) == 3

@@ -13,9 +13,8 @@ import pytest
 from judge_runs import make_run
 
 from servegate.core import metrics
-from servegate.core.metrics import METRICS, Metric
 from servegate.core.results import load_run
-from servegate.judge import stats, update
+from servegate.judge import update
 from servegate.judge.baselines import baseline_path, load_baseline
 from servegate.judge.evaluate import judge
 from servegate.measure.client import parse_client_jsonl
@@ -188,19 +187,3 @@ def test_new_metric_is_judged_stored_and_plotted(decode_metric: str, tmp_path: P
     plot = slower / "plots" / f"{decode_metric}_vs_concurrency.png"
     assert plot.relative_to(slower).as_posix() in written
     assert plot.read_bytes()[:8] == PNG_MAGIC
-
-
-# From the tests of the judge's statistics, against scipy references and numbers worked out by
-# hand: the within-run standard error of every statistic (delta method,
-# order-statistic ranks at their edges, the bootstrap for ``std``, leading "nights" axes), the
-# kernels' edge cases (degrees of freedom below one, zero totals, NaN bounds, no numpy warnings),
-# the guidance at its thresholds, and non-inferiority at its margin.
-
-
-def test_request_statistic_needs_both_quantity_and_statistic(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    base = METRICS["mean_ttft_ms"]
-    for name, quantity, statistic in (("no_stat", "ttft_ms", None), ("no_qty", None, "mean")):
-        monkeypatch.setitem(METRICS, name, Metric(name, base.direction, base.unit, name, name,
-                                                  quantity=quantity, statistic=statistic))
-        assert stats.request_statistic(name) is None

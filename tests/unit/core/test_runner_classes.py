@@ -93,7 +93,8 @@ def test_a_new_runner_class_is_one_registry_entry(monkeypatch: pytest.MonkeyPatc
     from servegate.config.judge import JudgeConfig
     from servegate.core.results import load_run
     from servegate.judge.baselines import baseline_path
-    from servegate.judge.claims import claim_pendings
+    from servegate.judge.block_checks import block_pendings
+    from servegate.judge.evidence import evidence_from_run
     from servegate.measure.exactfill import expected_effective
 
     mi350x = runner_classes.RunnerClass("mi350x", "gfx95", gated=True, gpu_names=("MI350X",),
@@ -108,8 +109,9 @@ def test_a_new_runner_class_is_one_registry_entry(monkeypatch: pytest.MonkeyPatc
     assert premerge.server_for("mi350x") == premerge.server_for("mi355x")   # gfx95 section
     assert expected_effective("on", "mi350x") is True
     run = load_run(make_run(tmp_path / "run", runner_class="mi350x", concurrencies=(64,)))
-    names = [p.name for p in claim_pendings(run, JudgeConfig())]
-    assert any(name.startswith("claim: on vs off") for name in names)       # the gated claim
+    claims = [p.evaluate(0.95).claim for p in block_pendings(run, evidence_from_run(run),
+                                                             JudgeConfig())]
+    assert "improvement" in claims and "noop" not in claims               # the gated claim
     assert baseline_path("mi350x", "glm-5.2-mxfp4", "premerge").parts[-3] == "mi350x"
     assert {"label": "linux-mi350-gpu-8", "gpu": "gfx95", "modes": "off,on", "role": "gate",
             "cell": "gfx95-mi350x-off-on", "image_var": "SERVEGATE_IMAGE_GFX95"} \

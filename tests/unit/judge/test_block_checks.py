@@ -13,15 +13,20 @@ from typing import Any
 
 import numpy as np
 import pytest
+from judge_runs import make_run
+from scipy import stats as sps
 from unit.judge.block_runs import edit_points, judge_table, slower, write_block_run
 
-from servegate.config.judge import parse_judge_table
+from servegate.config.judge import JudgeConfig, parse_judge_table
 from servegate.core.results import load_run
 from servegate.judge.baselines import baseline_from_run
+from servegate.judge.block_checks import block_pendings
 from servegate.judge.checks import Check
 from servegate.judge.evaluate import judge
+from servegate.judge.evidence import evidence_from_run
 from servegate.judge.family import holm_levels
 from servegate.judge.judgement import Judgement
+from servegate.judge.stats import per_check_confidence
 from servegate.report import verdict_json
 
 ALPHA = 0.05
@@ -135,8 +140,12 @@ def test_gated_claim_passes_when_on_is_ten_percent_faster(tmp_path: Path) -> Non
     assert judgement.exit_code == 0
     claim_name = "claim: on vs off mean_ttft_ms at c4 improves >= 4.0%"
     accuracy_name = "claim: on vs off GSM8K non-inferior within 2.0 pp"
+    # Holm: the claim is rejected at alpha/2, GSM8K (no answers: p = 1) stops at alpha
     assert judgement.family == {"method": "holm", "size": 2,
-                                "checks": [claim_name, accuracy_name]}
+                                "checks": [claim_name, accuracy_name],
+                                "levels": {claim_name: 1 - ALPHA / 2, accuracy_name: 1 - ALPHA}}
+    # verdict.json's per_check_confidence: the strictest level Holm used, not Bonferroni's
+    assert judgement.per_check_confidence == pytest.approx(1 - ALPHA / 2)
     checks = by_name(judgement)
     claim = checks[claim_name]
     assert (claim.verdict, claim.gate, claim.primary) == ("pass", True, True)
@@ -221,7 +230,8 @@ def test_baseline_aggregates_use_the_start_prior_with_one_start(tmp_path: Path) 
     run_dir = write_block_run(tmp_path / "run", starts=1, blocks=4, table=table)
     judgement = run_judge(run_dir, baseline_doc=doc)
     names = [aggregate(m, k) for m in ("off", "on") for k in ("mean_ttft_ms", "median_tpot_ms")]
-    assert judgement.family == {"method": "holm", "size": 4, "checks": names}
+    assert judgement.family == {"method": "holm", "size": 4, "checks": names,
+                                "levels": dict.fromkeys(names, 1 - ALPHA / 4)}
     checks = by_name(judgement)
     run = load_run(run_dir)
     base_run = load_run(tmp_path / "baseline-run")
@@ -249,7 +259,7 @@ def test_baseline_aggregates_measure_the_start_variance_with_three_starts(tmp_pa
         check = by_name(judgement)[name]
         assert "start level measured+prior over 3 starts" in check.reason
         assert "from the prior" not in check.reason
-        assert check.interval.n_repeats == 3
+        assert check.interval.n_starts == 3
 
 
 def test_baseline_slower_than_the_run_by_a_third_is_a_gated_regression(tmp_path: Path) -> None:
@@ -535,7 +545,7 @@ def test_a_baseline_aggregate_carries_its_blocks_levels_and_noise_notes(tmp_path
                                baseline_doc=doc))
     agg = checks[aggregate("off", "mean_ttft_ms")]
     iv = agg.interval
-    assert (iv.n_current, iv.n_reference, iv.n_repeats) == (6, 4, 2)
+    assert (iv.n_current, iv.n_reference, iv.n_starts) == (6, 4, 2)
     assert iv.method.startswith("blocks (2x3 vs 1x4 starts x blocks")
     # run_var: the start level of both sides (pooled: one level, 2 starts here, 1 there)
     assert iv.run_var == pytest.approx(agg.noise["between_var"] * (1 / 2 + 1 / 1), rel=1e-9)
@@ -568,6 +578,36 @@ def test_every_pending_is_named_as_the_check_it_becomes(tmp_path: Path, runner_c
         assert pending.name == check.name
         kinds.add(check.kind)
     assert {"integrity", "baseline", "claim", "experiment"} <= kinds
+
+
+@pytest.mark.parametrize(("runner_class", "expected"), [
+    ("mi300x", {PREFILL: "noop-prefill", noop("mean_ttft_ms"): "noop",
+                noop("median_tpot_ms"): "noop",
+                **{f"no-op: on {m} at c{c} equivalent to off within ±5.0%": "noop"
+                   for m in ("mean_ttft_ms", "median_tpot_ms") for c in (2, 4)}}),
+    ("mi355x", {"claim: on vs off mean_ttft_ms at c4 improves >= 4.0%": "improvement",
+                "claim: on vs off GSM8K non-inferior within 2.0 pp": "accuracy"})])
+def test_each_claim_says_what_it_states_and_no_other_check_does(
+        tmp_path: Path, runner_class: str, expected: dict[str, str]) -> None:
+    """A claim's statement is a field (verdict.json's ``claim``), never read from its name: the
+    gated claims and the no-op's parts (its reported per-concurrency TOSTs too) carry theirs;
+    the reported effects at other concurrencies, experiments and baseline checks carry none."""
+    table = judge_table(family=["claims", "baseline-aggregate"])
+    judgement = run_judge(write_block_run(tmp_path / "run", runner_class=runner_class,
+                                          modes=("off", "on", "forced"), table=table),
+                          baseline_doc=baseline_doc(tmp_path, runner_class=runner_class,
+                                                    table=table))
+    claims = {c.name: c.claim for c in judgement.checks if c.claim is not None}
+    assert claims == expected
+    assert {c.kind for c in judgement.checks if c.claim is None} >= {"baseline", "experiment"}
+    entries = {e["name"]: e["claim"] for e in verdict_json.build(judgement)["checks"]}
+    assert {name: entries[name] for name in expected} == expected
+    # a stated claim concurrency the run lacks: its error still states the improvement
+    missing = judge_table(family=["claims"], claims={"noop_margin": 0.05,
+                                                     "gated_claim_concurrency": 64})
+    error = by_name(run_judge(write_block_run(tmp_path / "c64", runner_class="mi355x",
+                                              table=missing)))["claim: on vs off mean_ttft_ms at c64"]
+    assert (error.verdict, error.claim) == ("error", "improvement")
 
 
 def test_without_a_stated_claim_concurrency_the_highest_gates(tmp_path: Path) -> None:
@@ -634,3 +674,232 @@ def test_a_higher_is_better_metric_that_rises_is_an_improvement(tmp_path: Path) 
     checks = by_name(run_judge(run_dir, baseline_doc=doc))
     assert checks["off@c2 output_throughput vs baseline"].verdict == "improvement"
     assert checks["experiment: forced@c2 output_throughput vs off"].verdict == "improvement"
+
+
+# ------------------------------------------------- runs from before [design]: one block per start
+# Each repeat started every mode's server anew: the run is read as one block per start (start =
+# repeat), and on vs off compares two server starts per pair (two start levels: the prior is
+# 2 x run_to_run_cv^2 with run_to_run_cv_dof, measured too from two repeats or more).
+
+
+def legacy_checks(run_dir: Path, config: JudgeConfig | None = None,
+                  confidence: float = 0.95) -> dict[str, Check]:
+    """Every block check of a run from before [design], each at ``confidence``."""
+    run = load_run(run_dir)
+    pendings = block_pendings(run, evidence_from_run(dict(run)), config or JudgeConfig())
+    return {c.name: c for c in (p.evaluate(confidence) for p in pendings)}
+
+
+CLAIM64 = "claim: on vs off mean_ttft_ms at c64 improves >= 4.0%"
+
+
+def _legacy_gfx95(tmp_path: Path, factor: float, **kw: Any) -> Path:
+    kw.setdefault("concurrencies", (4, 64))
+    kw.setdefault("n_requests", 200)
+    kw.setdefault("request_cv", 0.03)
+    return make_run(tmp_path / f"gfx95-{factor}-{kw.get('seed', 0)}", runner_class="mi355x",
+                    model_profile="glm-5.2-mxfp4",
+                    effect=lambda m, c: factor if m == "on" else 1.0, **kw)
+
+
+def _legacy_alignment(run_dir: Path, mode: str, aligned: float, saturated: int,
+                      effective: bool = False) -> Path:
+    def change(point: dict[str, Any]) -> None:
+        if point["mode"] == mode:
+            point["alignment"].update(aligned_fraction=aligned, saturated_batches=saturated)
+            point["exact_fill_effective"] = effective
+    return edit_points(run_dir, change)
+
+
+def test_a_legacy_runs_on_vs_off_keeps_two_start_levels(tmp_path: Path) -> None:
+    """One repeat (one start per mode): the on-vs-off difference carries both modes' start
+    levels, 2 x run_to_run_cv^2 from the prior; the same values marked as blocks inside one
+    shared start keep only the start x mode interaction (interaction_cv^2)."""
+    config = JudgeConfig(run_to_run_cv=0.04, run_to_run_cv_dof=0, interaction_cv=0.01,
+                         interaction_cv_dof=0, gated_min_ttft_improvement=0.04)
+    legacy_dir = _legacy_gfx95(tmp_path, 0.9, concurrencies=(64,), n_requests=50)
+    legacy = legacy_checks(legacy_dir, config)[CLAIM64]
+    assert legacy.interval.se == pytest.approx(math.sqrt(2) * 0.04, rel=1e-12)
+    assert legacy.noise["level"] == "start" and legacy.noise["between_source"] == "prior"
+    assert legacy.reason.endswith("start level from the prior (log-sd 0.057; 1 start); one "
+                                  "block per start: its spread is inside the start level")
+
+    def in_server(point: dict[str, Any]) -> None:
+        point.update(start=0, block=0)
+    raw = json.loads((legacy_dir / "run.json").read_text())
+    raw["design"] = {"in_server": True, "starts": 1, "blocks": 1, "unit": "block"}
+    shared_dir = tmp_path / "shared"
+    shared_dir.mkdir()
+    (shared_dir / "run.json").write_text(json.dumps(raw))
+    shared = legacy_checks(edit_points(shared_dir, in_server), config)[CLAIM64]
+    assert shared.interval.se == pytest.approx(0.01, rel=1e-12)
+    assert shared.noise["level"] == "interaction"
+    # the same estimate, a wider interval: two start levels are not an interaction
+    assert shared.interval.estimate == pytest.approx(legacy.interval.estimate, rel=1e-12)
+    assert legacy.interval.low < shared.interval.low < shared.interval.high < \
+        legacy.interval.high
+    assert legacy.verdict == "inconclusive" and shared.verdict == "pass"
+
+
+def test_a_legacy_runs_repeats_measure_the_start_level(tmp_path: Path) -> None:
+    """Three repeats, no prior: the paired t on the per-repeat log differences (scipy)."""
+    run_dir = _legacy_gfx95(tmp_path, 0.9, concurrencies=(64,), repeats=3, run_cv=0.03,
+                            n_requests=50)
+    config = JudgeConfig(run_to_run_cv=0.05, run_to_run_cv_dof=0)
+    check = legacy_checks(run_dir, config)[CLAIM64]
+    points = json.loads((run_dir / "run.json").read_text())["points"]
+    on = [math.log(p["metrics"]["mean_ttft_ms"]) for p in points if p["mode"] == "on"]
+    off = [math.log(p["metrics"]["mean_ttft_ms"]) for p in points if p["mode"] == "off"]
+    ttest = sps.ttest_rel(on, off)
+    assert check.interval.method.startswith("blocks-paired (3 start(s) x 1 block pair(s)")
+    assert check.interval.n_starts == 3 and check.interval.df == pytest.approx(2)
+    assert math.log(check.interval.estimate) == pytest.approx(statistics.mean(on) -
+                                                              statistics.mean(off))
+    assert check.interval.se == pytest.approx(abs(math.log(check.interval.estimate)
+                                                  / ttest.statistic), rel=1e-9)
+    assert "start level measured over 3 starts" in check.reason
+
+
+def test_legacy_gfx95_ttft_claim_pass_regression_inconclusive(tmp_path: Path) -> None:
+    config = JudgeConfig(gated_min_ttft_improvement=0.04, run_to_run_cv=0.0)
+    good = legacy_checks(_legacy_gfx95(tmp_path, 0.90, repeats=3), config)[CLAIM64]
+    assert (good.verdict, good.concurrency, good.gate, good.claim) == ("pass", 64, True,
+                                                                        "improvement")
+    weak = legacy_checks(_legacy_gfx95(tmp_path, 0.995, repeats=3), config)[CLAIM64]
+    assert weak.verdict == "regression"                       # demonstrably < 4 % better
+    # a true effect right at the stated 4 % with noisy repeats and no prior to lean on: the
+    # one-sided interval at 1 - 2 alpha straddles 0.96 but for ~2 alpha (10 %) of nights
+    noisy = JudgeConfig(gated_min_ttft_improvement=0.04, run_to_run_cv=0.0,
+                        run_to_run_cv_dof=0)
+    verdicts = [legacy_checks(_legacy_gfx95(tmp_path, 0.96, concurrencies=(64,), repeats=3,
+                                            n_requests=20, request_cv=0.1, seed=seed),
+                              noisy)[CLAIM64].verdict for seed in range(20)]
+    assert verdicts.count("inconclusive") >= 15, verdicts
+
+
+def test_legacy_single_repeat_leans_on_the_assumed_run_to_run_noise(tmp_path: Path) -> None:
+    """One repeat per mode cannot show run-to-run noise: the suite's assumed CV (two start
+    levels) makes the interval, so a 10 % on/off gap stays undecided at 5 % per start."""
+    run_dir = _legacy_gfx95(tmp_path, 0.90)
+    tight = legacy_checks(run_dir, JudgeConfig(run_to_run_cv=0.0))[CLAIM64]
+    honest = legacy_checks(run_dir, JudgeConfig(run_to_run_cv=0.05))[CLAIM64]
+    assert tight.verdict == "pass" and honest.verdict == "inconclusive"
+    assert "start level from the prior (log-sd 0.071; 1 start)" in honest.reason
+    assert honest.interval.high - honest.interval.low > tight.interval.high - tight.interval.low
+
+
+def test_legacy_noop_claims_on_other_runners(tmp_path: Path) -> None:
+    same = make_run(tmp_path / "same", runner_class="mi300x", n_requests=3000, request_cv=0.05,
+                    concurrencies=(8,), repeats=3)
+    checks = legacy_checks(same, JudgeConfig(metrics=("mean_ttft_ms",), noop_margin=0.05,
+                                             run_to_run_cv=0.005))
+    assert checks[PREFILL].verdict == "pass" and checks[PREFILL].claim == "noop-prefill"
+    eq = checks["no-op: on mean_ttft_ms at c8 equivalent to off within ±5.0%"]
+    assert (eq.verdict, eq.gate, eq.claim) == ("pass", True, "noop")
+    assert eq.interval.confidence == pytest.approx(0.90)          # TOST: 1 - 2 alpha
+    assert eq.reason.startswith("TOST equivalence, each mode in its own starts, paired by start")
+    assert not [c for c in checks.values() if c.name.startswith("claim:")]   # no gfx95 claims
+
+
+def test_legacy_noop_metrics_not_equivalent(tmp_path: Path) -> None:
+    slow = make_run(tmp_path / "slow", runner_class="cpu", n_requests=400, request_cv=0.03,
+                    repeats=3, effect=lambda m, c: 1.3 if m == "on" else 1.0)
+    check = legacy_checks(slow, JudgeConfig(metrics=("mean_ttft_ms",)))[
+        "no-op: on mean_ttft_ms at all concurrencies (geometric mean) equivalent to off within "
+        "±5.0%"]
+    assert check.verdict == "regression" and check.interval.low > 1.05
+
+
+def test_legacy_noop_tost_gates_only_with_adequate_power(tmp_path: Path) -> None:
+    """The rule: a no-op equivalence check gates only when its TOST could show identical arms
+    equivalent with >= noop_min_power at the margin; an underpowered one reports (gate false)."""
+    name = "no-op: on mean_ttft_ms at c8 equivalent to off within ±2.0%"
+    noisy = make_run(tmp_path / "noisy", runner_class="mi300x", repeats=3, n_requests=30,
+                     request_cv=0.3, run_cv=0.04, concurrencies=(8,))
+    config = JudgeConfig(metrics=("mean_ttft_ms",), noop_margin=0.02, run_to_run_cv=0.04)
+    check = legacy_checks(noisy, config, confidence=0.999)[name]
+    assert not check.gate and "TOST power" in check.reason
+    assert check.interval.method.startswith("blocks-paired (3 start(s) x 1 block pair(s)")
+    quiet = make_run(tmp_path / "quiet", runner_class="mi300x", repeats=3, n_requests=3000,
+                     request_cv=0.02, concurrencies=(8,))
+    config = JudgeConfig(metrics=("mean_ttft_ms",), noop_margin=0.05, run_to_run_cv=0.002,
+                         run_to_run_cv_dof=50)
+    check = legacy_checks(quiet, config)[name.replace("2.0%", "5.0%")]
+    assert check.gate and check.verdict == "pass", check.describe()
+
+
+def test_three_repeat_legacy_noop_on_identical_arms_rarely_fails(tmp_path: Path) -> None:
+    """Issue 11: the 3-repeat TOST called identical arms 'regression' 4-6 % of the time. With
+    t intervals and the power rule, 40 identical nights give no gating no-op failure."""
+    config = JudgeConfig(metrics=("mean_ttft_ms", "median_tpot_ms"), noop_margin=0.02,
+                         run_to_run_cv=0.02)
+    failures = 0
+    for seed in range(40):
+        run = make_run(tmp_path / f"n{seed}", runner_class="mi300x", repeats=3, n_requests=64,
+                       request_cv=0.3, run_cv=0.02, concurrencies=(4, 64), seed=seed)
+        checks = legacy_checks(run, config, confidence=per_check_confidence(0.95, 4))
+        failures += any(c.gate and c.verdict == "regression" for c in checks.values())
+    assert failures == 0
+
+
+def test_legacy_prefill_order_from_timing_is_not_a_failure(tmp_path: Path) -> None:
+    """At concurrency > 1 arrival timing reorders batches: reported, not a regression."""
+    diff = make_run(tmp_path / "diff", runner_class="h200",
+                    prefill_tokens={"off": [256, 236, 256], "on": [256, 256, 236]})
+    _legacy_alignment(diff, "off", 0.25, 12)
+    _legacy_alignment(diff, "on", 0.25, 12)
+    check = legacy_checks(diff)[PREFILL]
+    assert check.verdict == "pass"
+    assert "aligned on 6/24 vs off 6/24" in check.reason       # pooled over c2 and c4
+    assert "(c2 start 0 block 0: batch 1: off=236 on=256)" in check.reason   # still reported
+
+
+def test_legacy_exact_fill_leak_is_a_regression(tmp_path: Path) -> None:
+    """Exact fill leaking off gfx95 aligns every saturated batch at the chunk."""
+    leak = make_run(tmp_path / "leak", runner_class="mi325x", concurrencies=(4,), repeats=3)
+    _legacy_alignment(leak, "off", 0.25, 12)
+    _legacy_alignment(leak, "on", 1.0, 12)
+    check = legacy_checks(leak)[PREFILL]
+    assert check.verdict == "regression" and "exact fill leaked" in check.reason
+    assert (check.current_value, check.reference_value) == (1.0, 0.25)
+
+
+def test_legacy_read_back_of_the_gate_decides_first(tmp_path: Path) -> None:
+    """A point read back with exact fill active names its (concurrency, start, block): a run
+    from before [design] has no start or block field, its repeat is the start."""
+    run = make_run(tmp_path / "eff", runner_class="mi300x", repeats=2)
+    _legacy_alignment(run, "off", 0.25, 12)
+    edit_points(run, lambda p: p.update(exact_fill_effective=p["mode"] == "on"
+                                        and p["repeat"] == 1 and p["concurrency"] == 4))
+    check = legacy_checks(run)[PREFILL]
+    assert (check.verdict, check.p_value) == ("regression", 0.0)
+    assert check.reason == "exact fill read back effective in on blocks [(4, 1, 0)]"
+
+
+def test_legacy_noop_without_saturated_batches_is_inconclusive(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "none", runner_class="mi300x")
+    _legacy_alignment(run, "on", 0.0, 0)
+    _legacy_alignment(run, "off", 0.0, 0)
+    check = legacy_checks(run)[PREFILL]
+    assert check.verdict == "inconclusive" and "no saturated prefill batches" in check.reason
+
+
+def test_legacy_forced_is_an_experiment_never_a_gate(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "forced", runner_class="cpu", modes=("off", "on", "forced"),
+                   n_requests=300, request_cv=0.03, repeats=3,
+                   effect=lambda m, c: 0.8 if m == "forced" else 1.0)
+    experiments = [c for name, c in legacy_checks(
+        run, JudgeConfig(metrics=("mean_ttft_ms",), run_to_run_cv=0.01)).items()
+        if name.startswith("experiment: forced")]
+    assert len(experiments) == 2 and all(not c.gate for c in experiments)
+    assert {c.verdict for c in experiments} == {"improvement"}
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_a_legacy_claim_names_the_mode_that_lacks_its_metric(tmp_path: Path, mode: str) -> None:
+    run_dir = make_run(tmp_path / mode, runner_class="mi355x", concurrencies=(4,), repeats=3)
+    edit_points(run_dir, lambda p: p["metrics"].pop("mean_ttft_ms") if p["mode"] == mode
+                else None)
+    check = legacy_checks(run_dir)["claim: on vs off mean_ttft_ms at c4 improves >= 4.0%"]
+    assert check.verdict == "inconclusive" and check.interval is None
+    assert check.reason == f"mean_ttft_ms: no blocks for {mode} at concurrency [4]"

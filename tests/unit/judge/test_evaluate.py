@@ -194,7 +194,8 @@ def _ab_run(tmp_path: Path) -> Path:
 def test_head_vs_base_names_both_trees_and_reads_the_answers(tmp_path: Path) -> None:
     run_dir = _ab_run(tmp_path)
     judgement = judge(run_dir, strict=True, baselines_root=tmp_path / "none")
-    assert ("head vs base: head /src/pr (0.5.24.dev1) against base /src/main (0.5.23)"
+    assert ("head vs base: head /src/pr (0.5.24.dev1) against base /src/main (0.5.23), each "
+            "tree and mode in its own server start (a run from before [design])"
             in judgement.notes)
     assert judgement.strict is True and judgement.run_dir == run_dir
     assert judgement.baseline_file is None and judgement.baseline is None
@@ -257,16 +258,21 @@ def test_settings_seed_and_family_are_noted(tmp_path: Path) -> None:
     missing = tmp_path / "none" / "mi300x" / "smollm2-135m" / "synthetic.json"
     assert (f"no baseline at {missing}: only in-run A/B claims judged (store one with "
             "`servegate update-baselines RUN_DIR`)") in judgement.notes
-    # no-op claims at c4 (prefill test + 1 TOST; the TOST may report instead of gating, but it
-    # is counted): a family of 2 at a family-wise 90 %
-    assert judgement.family_size == 2
-    assert judgement.per_check_confidence == 1 - 0.1 / 2
-    assert judgement.notes[-1] == ("2 checks judged together: each interval at 95.000% "
+    assert judgement.notes[2] == (
+        "design: a server start per mode and repeat (a run from before [design]): each repeat "
+        "read as one block of its own start; modes compared across their own starts (two start "
+        "levels, run_to_run_cv)")
+    # no-op claims (prefill test + a TOST per aggregate metric, here over c4 alone; a TOST may
+    # report instead of gating, but it is counted): a family of 3 at a family-wise 90 %
+    assert judgement.family_size == 3
+    assert judgement.per_check_confidence == round(1 - 0.1 / 3, 8)
+    assert judgement.notes[-1] == ("3 checks judged together: each interval at 96.667% "
                                    "(Bonferroni for a family-wise 90%)")
     assert judgement.baseline_file is None and judgement.baseline is None
     assert [c.name for c in judgement.checks] == [
-        "no-op: on@c4 prefill batches not aligned beyond off (exact fill inactive)",
-        "no-op: on@c4 mean_ttft_ms equivalent to off within ±5.0%"]
+        "no-op: on prefill batches not aligned beyond off (exact fill inactive)",
+        "no-op: on mean_ttft_ms at c4 equivalent to off within ±5.0%",
+        "no-op: on median_tpot_ms at c4 equivalent to off within ±5.0%"]
 
 
 def test_the_run_key_falls_back_to_start_time_then_folder(tmp_path: Path) -> None:
@@ -432,7 +438,7 @@ def _in_server_ab(tmp_path: Path, table: dict[str, Any] | None = None, **design:
     return _rewrite(run_dir, design={**raw["design"], **design})
 
 
-HEAD_VS_BASE = "head vs base: head /src/sglang-head against base /src/sglang-base, "
+HEAD_VS_BASE = "head vs base: head /src/sglang-head (0.5.23) against base /src/sglang-base (0.5.23), "
 
 
 @pytest.mark.parametrize(("design", "how"), [

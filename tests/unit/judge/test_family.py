@@ -11,7 +11,6 @@ import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from servegate.judge.arms import Pending
 from servegate.judge.checks import Check
 from servegate.judge.family import (
     BONFERRONI,
@@ -21,6 +20,7 @@ from servegate.judge.family import (
     holm_levels,
     holm_levels_array,
 )
+from servegate.judge.pending import Pending
 from servegate.judge.stats import Interval, interval_from_log, tost_confidence
 
 ALPHA = 0.05
@@ -157,7 +157,10 @@ def test_holm_family_levels_and_reported_checks() -> None:
     recorders = [reported, strong, integrity, weak]
     checks, family = decide([r.pending for r in recorders], 0.95, HOLM)
     assert [c.name for c in checks] == ["per-point", "strong", "integrity", "weak"]
-    assert family == {"method": "holm", "size": 2, "checks": ["strong", "weak"]}
+    # the level each gated check was evaluated at: Holm's step for its rank
+    assert family == {"method": "holm", "size": 2, "checks": ["strong", "weak"],
+                      "levels": {"strong": pytest.approx(1 - ALPHA / 2),
+                                 "weak": pytest.approx(1 - ALPHA)}}
     assert strong.p() < ALPHA / 2 < weak.p() < ALPHA
     # the primaries: once at the plain level for their p-value, then at their Holm level
     assert strong.calls == pytest.approx([0.95, 1 - ALPHA / 2])
@@ -187,17 +190,21 @@ def test_holm_one_sided_checks_build_their_interval_at_one_minus_two_levels() ->
 
 def test_holm_stops_at_the_first_non_rejection() -> None:
     a, b, c = Recorder("a", 1.0), Recorder("b", 8.0), Recorder("c", 0.2)
-    decide([a.pending, b.pending, c.pending], 0.95, HOLM)
+    _, family = decide([a.pending, b.pending, c.pending], 0.95, HOLM)
     assert b.calls[-1] == pytest.approx(1 - ALPHA / 3)    # rank 1, rejected
     assert a.calls[-1] == pytest.approx(1 - ALPHA / 2)    # rank 2, p ~ 0.32: stops here
     assert c.calls[-1] == pytest.approx(1 - ALPHA / 2)    # later: that step's level
+    # the record names each check's level, rounded as verdict.json carries it
+    assert family["levels"] == {"a": round(1 - ALPHA / 2, 8), "b": round(1 - ALPHA / 3, 8),
+                                "c": round(1 - ALPHA / 2, 8)}
 
 
 def test_bonferroni_evaluates_every_primary_once_at_alpha_over_m() -> None:
     recorders = [Recorder("a", 5.0), Recorder("b", 0.1), Recorder("c", 2.0, one_sided=True),
                  Recorder("reported", 1.0, primary=False)]
     checks, family = decide([r.pending for r in recorders], 0.95, BONFERRONI)
-    assert family == {"method": "bonferroni", "size": 3, "checks": ["a", "b", "c"]}
+    assert family == {"method": "bonferroni", "size": 3, "checks": ["a", "b", "c"],
+                      "levels": dict.fromkeys("abc", pytest.approx(1 - ALPHA / 3))}
     for r in recorders[:3]:
         assert r.calls == pytest.approx([1 - ALPHA / 3])
     assert recorders[3].calls == [0.95]
@@ -208,7 +215,7 @@ def test_bonferroni_evaluates_every_primary_once_at_alpha_over_m() -> None:
 def test_empty_family() -> None:
     lone = Recorder("reported", 1.0, primary=False)
     checks, family = decide([lone.pending], 0.95, HOLM)
-    assert family == {"method": "holm", "size": 0, "checks": []}
+    assert family == {"method": "holm", "size": 0, "checks": [], "levels": {}}
     assert lone.calls == [0.95] and checks[0].gate is False
 
 

@@ -1,5 +1,6 @@
-"""Head vs base (servegate.judge.ab): the arm views, the per-point checks and the paired GSM8K
-non-inferiority check, on hand-written runs and records (issue 15)."""
+"""Head vs base (servegate.judge.ab): the arm views, and a run from before [design] measuring
+both trees judged by the block judge (each tree's repeats its own starts), on hand-written runs
+(issue 15). The paired GSM8K check is servegate.judge.accuracy_checks'."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from judge_runs import make_run, write_gsm8k_records
+from judge_runs import make_run
 
 from servegate.commands import compare
 from servegate.config.judge import JudgeConfig
 from servegate.judge import ab
+from servegate.judge.block_checks import block_pendings
 from servegate.judge.evaluate import judge
+from servegate.judge.evidence import evidence_from_run
 
 
 def _ab_run(tmp_path: Path, *, head_factor: float = 1.0, accuracy: bool = False,
@@ -57,159 +60,75 @@ def test_arm_view_keeps_one_arm_and_plain_mode_labels(tmp_path: Path) -> None:
     assert ab.is_ab(run) and not ab.is_ab({"ab": {}})    # type: ignore[arg-type]
 
 
-def test_one_check_per_point_and_metric_named_and_paired(tmp_path: Path) -> None:
-    run, run_dir = _ab_run(tmp_path, head_factor=1.5)
+def _pendings(run: dict[str, Any], config: JudgeConfig) -> list[Any]:
+    """The block judge's checks of a head-vs-base run (what ``judge`` evaluates)."""
+    return block_pendings(run, evidence_from_run(run), config)      # type: ignore[arg-type]
+
+
+def _ab_checks(run: dict[str, Any], config: JudgeConfig) -> dict[str, Any]:
+    return {c.name: c for c in (p.evaluate(0.95) for p in _pendings(run, config))
+            if c.kind in ("ab", "integrity")}
+
+
+def test_a_legacy_head_vs_base_run_compares_the_trees_as_independent_starts(
+        tmp_path: Path) -> None:
+    """A run from before [design]: every repeat its own server start per tree, so head and base
+    are two independent nested means (each repeat one block of its own start)."""
+    run, _ = _ab_run(tmp_path, head_factor=1.5)
     config = JudgeConfig()
-    pendings = ab.ab_pendings(run, run_dir, config)      # type: ignore[arg-type]
-    assert [p.name for p in pendings] == [f"{mode}@c2 {metric} head vs base"
-                                          for mode in ("off", "on") for metric in config.metrics]
-    assert all(p.counts for p in pendings)
-    check = pendings[0].evaluate(0.95)
+    checks = _ab_checks(run, config)
+    assert list(checks) == [f"{mode}@c2 {metric} vs base" for mode in ("off", "on")
+                            for metric in config.metrics]
+    check = checks[f"off@c2 {config.metrics[0]} vs base"]
     assert (check.kind, check.mode, check.concurrency, check.reference) == ("ab", "off", 2,
                                                                             "base")
     assert check.metric == config.metrics[0] and check.floor == config.floor(check.metric)
-    assert check.interval is not None and check.interval.method.startswith("repeats-paired")
+    assert check.interval.method.startswith("blocks (3x1 vs 3x1 starts x blocks")
+    assert check.interval.n_starts == 3
     assert check.current_value == pytest.approx(check.reference_value * 1.5, rel=0.1)
-    slowed = [p.evaluate(0.95) for p in pendings]
-    assert {c.verdict for c in slowed if c.metric.endswith("ttft_ms")} == {"regression"}
+    assert {c.verdict for c in checks.values() if c.metric.endswith("ttft_ms")} == {"regression"}
 
 
-def test_a_point_one_arm_lacks_is_an_integrity_error(tmp_path: Path) -> None:
-    run, run_dir = _ab_run(tmp_path, drop=("base", "on", 2))
-    pendings = ab.ab_pendings(run, run_dir, JudgeConfig())      # type: ignore[arg-type]
-    errors = [p for p in pendings if not p.counts]
-    assert [p.name for p in errors] == ["on@c2 measured on both trees"]
-    check = errors[0].evaluate(0.5)
-    assert (check.kind, check.verdict, check.reason, check.mode, check.concurrency) == (
-        "integrity", "error", "point missing from the base arm", "on", 2)
-    run2, run_dir2 = _ab_run(tmp_path / "2", drop=("head", "off", 2))
-    errors = [p for p in ab.ab_pendings(run2, run_dir2, JudgeConfig()) if not p.counts]
-    assert errors[0].evaluate(0.9).reason == "point missing from the head arm"
-    assert len([p for p in ab.ab_pendings(run2, run_dir2, JudgeConfig()) if p.counts]) == \
-        len(JudgeConfig().metrics)                      # the other point is still judged
+def test_a_point_one_tree_lacks_is_an_integrity_error(tmp_path: Path) -> None:
+    for arm in ("base", "head"):
+        run, _ = _ab_run(tmp_path / arm, drop=(arm, "on", 2))
+        checks = _ab_checks(run, JudgeConfig())
+        check = checks["on@c2 measured on both trees"]
+        assert (check.kind, check.metric, check.verdict, check.gate, check.mode,
+                check.concurrency, check.reason) == (
+            "integrity", "points", "error", True, "on", 2, f"point missing from the {arm} tree")
+        assert [p.counts for p in _pendings(run, JudgeConfig())
+                if p.name == check.name] == [False]
+        # the point both trees measured is still judged, metric by metric
+        assert {c.name for c in checks.values() if c.kind == "ab"} == {
+            f"off@c2 {m} vs base" for m in JudgeConfig().metrics}
 
 
-def test_a_metric_one_arm_lacks_is_inconclusive_with_the_reason(tmp_path: Path) -> None:
-    run, run_dir = _ab_run(tmp_path)
-    metric = JudgeConfig().metrics[0]
-    for point in run["points"]:
-        if point["arm"] == "head":
-            point["metrics"].pop(metric)
-    check = ab.ab_pendings(run, run_dir, JudgeConfig())[0].evaluate(0.95)   # type: ignore[arg-type]
-    assert check.verdict == "inconclusive" and check.interval is None
-    assert check.reason == f"{metric} missing from head off@c2"
-
-
-def _accuracy_check(tmp_path: Path, head: list[bool], base: list[bool],
-                    confidence: float = 0.95) -> Any:
-    run, run_dir = _ab_run(tmp_path, accuracy=True)
-    write_gsm8k_records(run_dir, "head-off", head)
-    write_gsm8k_records(run_dir, "base-off", base)
-    pendings = [p for p in ab.ab_pendings(run, run_dir, JudgeConfig()) if "GSM8K" in p.name]
-    assert [p.name for p in pendings] == [
-        "off GSM8K head vs base (paired, non-inferior within 2.0 pp)"]
-    assert pendings[0].counts and pendings[0].primary is True     # gates unless a family says
-    return pendings[0].evaluate(confidence)
-
-
-def test_accuracy_identical_answers_pass(tmp_path: Path) -> None:
-    same = [True] * 180 + [False] * 20
-    check = _accuracy_check(tmp_path, same, same)
-    assert (check.kind, check.metric, check.mode, check.reference) == ("accuracy", "accuracy",
-                                                                       "off", "base")
-    assert check.verdict == "pass" and check.floor == 0.02
-    assert (check.current_value, check.reference_value) == (0.9, 0.9)
-    assert check.interval.scale == "difference" and check.interval.estimate == 0.0
-    assert check.interval.n_current == check.interval.n_reference == 200
-    assert check.interval.method == "paired (Agresti-Min)" and check.interval.confidence == 0.95
-
-
-def test_accuracy_clear_drop_is_a_regression(tmp_path: Path) -> None:
-    base = [True] * 200
-    head = [False] * 60 + [True] * 140                   # 30 pp worse, paired
-    check = _accuracy_check(tmp_path, head, base)
-    assert check.verdict == "regression"
-    assert (check.current_value, check.reference_value) == (0.7, 1.0)
-    assert check.interval.estimate == pytest.approx(-0.3) and check.interval.high < -0.02
-
-
-def test_accuracy_values_are_each_trees_share_of_the_paired_questions(tmp_path: Path) -> None:
-    base = [True] * 140 + [False] * 30 + [True] * 10 + [False] * 20
-    head = [True] * 140 + [True] * 30 + [False] * 10 + [False] * 20   # 30 head-only, 10 base-only
-    check = _accuracy_check(tmp_path, head, base)
-    assert (check.current_value, check.reference_value) == (0.85, 0.75)
-    assert check.interval.estimate == pytest.approx(0.1)
-
-
-def test_accuracy_margin_is_named_in_points(tmp_path: Path) -> None:
-    run, run_dir = _ab_run(tmp_path, accuracy=True)
-    (pending,) = ab.ab_accuracy_pendings(run, run_dir, JudgeConfig(accuracy_floor=0.1))
-    assert pending.name == "off GSM8K head vs base (paired, non-inferior within 10.0 pp)"
-
-
-def test_accuracy_small_sample_is_inconclusive(tmp_path: Path) -> None:
-    base = [True] * 10
-    head = [True] * 9 + [False]
-    check = _accuracy_check(tmp_path, head, base)
-    assert check.verdict == "inconclusive"
-    assert check.interval.low < -0.02 <= check.interval.high
-
-
-def test_accuracy_records_that_cannot_be_paired_are_an_error(tmp_path: Path) -> None:
-    run, run_dir = _ab_run(tmp_path, accuracy=True)
-    write_gsm8k_records(run_dir, "head-off", [True, False])
-    write_gsm8k_records(run_dir, "base-off", [True, False], gold="8")
-    check = next(p for p in ab.ab_pendings(run, run_dir, JudgeConfig())
-                 if "GSM8K" in p.name).evaluate(0.95)
-    assert check.verdict == "error" and "gold" in check.reason and check.interval is None
-    assert (check.kind, check.mode, check.reference, check.floor) == ("accuracy", "off", "base",
-                                                                      0.02)
-
-
-def test_no_accuracy_check_without_both_labels(tmp_path: Path) -> None:
-    run, run_dir = _ab_run(tmp_path, accuracy=True)
-    run["accuracy"] = {"head-off": {"n": 1, "correct": 1}, "base-on": {"n": 1, "correct": 1}}
-    assert not [p for p in ab.ab_pendings(run, run_dir, JudgeConfig()) if "GSM8K" in p.name]
-
-
-def test_base_metric_missing_names_the_base_arm_and_floors_are_per_metric(
-        tmp_path: Path) -> None:
-    run, run_dir = _ab_run(tmp_path)
-    for point in run["points"]:
-        if point["arm"] == "base":
-            point["metrics"].pop("mean_ttft_ms")
+@pytest.mark.parametrize("arm", ["head", "base"])
+def test_a_metric_one_tree_lacks_is_inconclusive_naming_the_tree(tmp_path: Path,
+                                                                 arm: str) -> None:
+    run, _ = _ab_run(tmp_path)
     config = JudgeConfig(metrics=("mean_ttft_ms", "median_tpot_ms"),
                          floors={"mean_ttft_ms": 0.03}, default_floor=0.07)
-    checks = [p.evaluate(0.95) for p in ab.ab_pendings(run, run_dir, config)]  # type: ignore[arg-type]
-    assert checks[0].reason == "mean_ttft_ms missing from base off@c2"
-    assert [c.floor for c in checks] == [0.03, 0.07, 0.03, 0.07]
+    for point in run["points"]:
+        if point["arm"] == arm:
+            point["metrics"].pop("mean_ttft_ms")
+    checks = _ab_checks(run, config)
+    check = checks["off@c2 mean_ttft_ms vs base"]
+    assert check.verdict == "inconclusive" and check.interval is None
+    assert check.reason == f"mean_ttft_ms: no blocks for {arm}-off at concurrency [2]"
+    # floors are per metric
+    assert [(c.metric, c.floor) for c in checks.values()] == [
+        ("mean_ttft_ms", 0.03), ("median_tpot_ms", 0.07)] * 2
 
 
 def test_higher_is_better_metrics_regress_when_they_drop(tmp_path: Path) -> None:
-    run, run_dir = _ab_run(tmp_path, head_factor=1.6)     # latencies up: throughput down
+    run, _ = _ab_run(tmp_path, head_factor=1.6)     # latencies up: throughput down
     config = JudgeConfig(metrics=("output_throughput",), run_to_run_cv=0.01)
-    checks = [p.evaluate(0.95) for p in ab.ab_pendings(run, run_dir, config)]  # type: ignore[arg-type]
-    assert {c.verdict for c in checks} == {"regression"}
-
-
-def test_points_in_mode_then_concurrency_order_and_integrity_fields(tmp_path: Path) -> None:
-    run, run_dir = _ab_run(tmp_path, drop=("base", "on", 2))
-    extra = []
-    for point in run["points"]:
-        if point["mode"] == "off":
-            for mode, conc in (("forced", 2), ("off", 16)):
-                extra.append({**point, "mode": mode, "concurrency": conc})
-    run["points"] += extra
-    config = JudgeConfig(metrics=("mean_ttft_ms",))
-    pendings = ab.ab_pendings(run, run_dir, config)        # type: ignore[arg-type]
-    assert [p.name for p in pendings] == [
-        "off@c2 mean_ttft_ms head vs base", "off@c16 mean_ttft_ms head vs base",
-        "on@c2 measured on both trees", "forced@c2 mean_ttft_ms head vs base"]
-    integrity = pendings[2]
-    assert integrity.counts is False
-    check = integrity.evaluate(0.9)
-    assert (check.metric, check.name, check.gate) == ("points", "on@c2 measured on both trees",
-                                                      True)
+    checks = _ab_checks(run, config)
+    assert {c.verdict for c in checks.values()} == {"regression"}
+    throughput = [c for c in checks.values() if c.metric == "output_throughput"]
+    assert len(throughput) == 2 and all(c.interval.estimate < 1 / 1.4 for c in throughput)
 
 
 # Head vs base: the interleaved plan, and the judge pairing head with base inside one run.
@@ -241,8 +160,10 @@ def ab_run(tmp_path: Path, head_factor: float, *, seed: int = 1,
 def test_a_a_has_no_regression_and_claims_use_the_head_arm(tmp_path: Path) -> None:
     judgement = judge(ab_run(tmp_path, 1.0), baselines_root=tmp_path / "none")
     ab = [c for c in judgement.checks if c.kind == "ab"]
-    assert len(ab) == 2 * 2 * len(judgement.config.metrics)     # modes x concurrencies x metrics
-    assert all(c.reference == "base" and "head vs base" in c.name for c in ab)
+    config = judgement.config
+    # modes x (concurrencies x metrics + the aggregate over concurrencies per aggregate metric)
+    assert len(ab) == 2 * (2 * len(config.metrics) + len(config.aggregate_metrics))
+    assert all(c.reference == "base" and c.name.endswith(" vs base") for c in ab)
     assert not [c for c in judgement.checks if c.verdict in ("regression", "error")]
     assert not [c for c in judgement.checks if c.kind == "baseline"]   # not vs a stored one
     claims = [c for c in judgement.checks if c.kind == "claim"]
@@ -255,7 +176,8 @@ def test_slower_head_is_a_regression_naming_the_metrics(tmp_path: Path,
     run_dir = ab_run(tmp_path, 1.5)
     assert compare.main([str(run_dir), "--no-plots"]) == 1
     out = capsys.readouterr().out
-    assert "mean_ttft_ms head vs base" in out and "REGRESSION" in out
+    assert "mean_ttft_ms at all concurrencies (geometric mean) vs base" in out
+    assert "REGRESSION" in out
     verdict = json.loads((run_dir / "verdict.json").read_text())
     slowed = {c["metric"] for c in verdict["checks"] if c["verdict"] == "regression"}
     assert {"mean_ttft_ms", "median_tpot_ms"} <= slowed
@@ -265,5 +187,5 @@ def test_a_point_missing_from_one_tree_is_an_error(tmp_path: Path) -> None:
     judgement = judge(ab_run(tmp_path, 1.0, drop_head_point=True))
     errors = [c for c in judgement.checks if c.verdict == "error"]
     assert [c.name for c in errors] == ["on@c4 measured on both trees"]
-    assert "missing from the head arm" in errors[0].reason
+    assert errors[0].reason == "point missing from the head tree"
     assert judgement.exit_code == 2

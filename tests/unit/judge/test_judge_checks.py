@@ -10,8 +10,9 @@ import math
 import pytest
 from scipy import stats as sps
 
-from servegate.judge.checks import Check, overall_verdict
+from servegate.judge.checks import CHECK_KEYS, Check, overall_verdict
 from servegate.judge.stats import Interval
+from servegate.report import verdict_json
 
 RATIO = Interval(1.2345678, 1.15, 1.4, 0.99, "requests", 24, 20, se=0.02, df=30.0)
 
@@ -78,7 +79,23 @@ def test_verdict_json_entry_of_a_ratio_check() -> None:
         "mde": round(RATIO.minimal_detectable_effect(0.1), 6),
         "samples_factor": None, "prompts_factor": None, "guidance": None, "se": 0.02,
         "df": 30.0, "current_value": 123.456789, "reference_value": 100.0, "reason": "r",
-        "primary": True}
+        "primary": True, "claim": None}
+
+
+def test_the_check_schema_is_the_verdict_json_entrys_keys_in_order() -> None:
+    """One schema: CHECK_KEYS (what report/verdict_json validates) is to_dict's keys, for a
+    check with or without an interval."""
+    assert tuple(_check().to_dict()) == CHECK_KEYS
+    assert tuple(_check(interval=None, floor=None, mode=None).to_dict()) == CHECK_KEYS
+    assert verdict_json.CHECK_KEYS is CHECK_KEYS
+    assert CHECK_KEYS[:2] == ("kind", "name") and CHECK_KEYS[-1] == "claim"
+    assert len(set(CHECK_KEYS)) == len(CHECK_KEYS)
+
+
+@pytest.mark.parametrize("claim", ["improvement", "accuracy", "noop", "noop-prefill", None])
+def test_a_checks_claim_is_a_field_in_its_entry(claim: str | None) -> None:
+    entry = _check(kind="claim" if claim else "baseline", claim=claim).to_dict()
+    assert entry["claim"] == claim
 
 
 def test_verdict_json_entry_of_an_undecided_check_carries_the_guidance() -> None:
@@ -87,7 +104,7 @@ def test_verdict_json_entry_of_an_undecided_check_carries_the_guidance() -> None
     entry = _check(verdict="inconclusive", interval=wide).to_dict()
     guide = wide.guidance((1.1,))
     assert entry["guidance"] == guide.text and entry["guidance"]
-    assert entry["samples_factor"] == round(guide.repeats_factor, 3)
+    assert entry["samples_factor"] == round(guide.factor, 3)
     assert entry["prompts_factor"] == (None if guide.prompts_factor is None
                                        else round(guide.prompts_factor, 3))
 
@@ -132,8 +149,8 @@ def test_verdict_json_rounds_guidance_factors_and_df_to_three_places() -> None:
     entry = _check(verdict="inconclusive", interval=wide).to_dict()
     assert entry["prompts_factor"] == round(guide.prompts_factor, 3)
     assert entry["df"] == 40.123
-    assert entry["samples_factor"] == round(guide.repeats_factor, 3)
-    assert round(guide.repeats_factor, 3) != round(guide.repeats_factor, 4)
+    assert entry["samples_factor"] == round(guide.factor, 3)
+    assert round(guide.factor, 3) != round(guide.factor, 4)
 
 
 def test_a_difference_without_a_margin_says_none() -> None:

@@ -59,10 +59,11 @@ def seven_verdicts(run_dir: Path) -> Judgement:
 
 
 def ratio(est: float, low: float, high: float, *, se: float | None = None, df: float = math.inf,
-          run_var: float = 0.0, n: int = 12, repeats: int | None = 1,
-          method: str = "requests+assumed-run-cv", confidence: float = 0.99) -> Interval:
+          run_var: float = 0.0, n: int = 12, starts: int | None = 1,
+          method: str = "blocks (1x12 vs 1x12 starts x blocks, trimmed 20%)",
+          confidence: float = 0.99) -> Interval:
     return Interval(est, low, high, confidence, method, n, n, se=se, df=df, run_var=run_var,
-                    n_repeats=repeats)
+                    n_starts=starts)
 
 
 def difference(est: float, low: float, high: float, *, se: float | None = 0.02,
@@ -96,7 +97,7 @@ def judgement(run_dir: Path, checks: list[Check], *, family: dict[str, Any] | No
 def undecided(name: str, est: float = 1.05, *, metric: str = "mean_ttft_ms",
               run_var: float = 0.008, primary: bool = True, mode: str = "off",
               concurrency: int = 4) -> Check:
-    """An inconclusive ratio whose guidance asks for repeats (prompts cannot decide)."""
+    """An inconclusive ratio whose guidance asks for server starts (prompts cannot decide)."""
     return check(name, "inconclusive", metric=metric, mode=mode, concurrency=concurrency,
                  interval=ratio(est, est * 0.75, est * 1.35, se=0.1, df=20, run_var=run_var),
                  floor=0.1, gate=primary, primary=primary)

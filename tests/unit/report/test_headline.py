@@ -120,8 +120,11 @@ def test_guidance_once_with_the_largest_need_in_its_own_units(tmp_path: Path) ->
     guide = [line for line in lines if "to decide" in line]
     assert len(guide) == 1                      # once, not per check
     assert large.samples_factor > small.samples_factor     # the largest need is named
-    repeats = next(p for p in large.guidance.text.split("; ") if "repeats per arm" in p)
-    need = repeats.removesuffix(" would decide at this estimate")
+    # the need in the guidance's own numbers: starts per side for a ratio, questions for GSM8K
+    guide_large = large.guidance
+    assert (guide_large.unit, guide_large.prompts_factor) == ("starts", None)
+    need = f"~{guide_large.need} starts per side (x{guide_large.factor:.1f})"
+    assert large.guidance.text.endswith(f"; {need} would decide at this estimate")
     assert guide[0] == (f"  to decide the 3 inconclusive gated checks: {need} for large, more "
                         f"prompts alone cannot; ~295 questions (x2.9) for acc")
     assert "reported" not in guide[0]           # reported checks are not what decides
