@@ -139,6 +139,14 @@ def rate_interval(count: int, nights: int) -> list[float]:
     return [round(float(low), 5), round(float(high), 5)]
 
 
+def family_levels(p: np.ndarray, alpha: float, config: JudgeConfig) -> np.ndarray:
+    """Each check's level as the judge sets it (``evaluate._decide``): Holm's step-down for a
+    suite that names its ``[judge] family``, else Bonferroni over every counted check."""
+    if config.family and config.family_method == "holm":
+        return holm_levels_array(p, alpha)
+    return np.full(p.shape, alpha / p.shape[-1])
+
+
 @dataclass
 class Noise:
     run_cv: float
@@ -251,7 +259,7 @@ def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, re
         est.df.append(d.df)
     p = np.stack([decision_alpha(t, s, f, b, c.one_sided) for t, s, f, b, c in
                   zip(est.theta, est.se, est.df, bounds, checks, strict=True)], axis=-1)
-    levels = holm_levels_array(p, alpha)
+    levels = family_levels(p, alpha, config)
     codes = np.full(p.shape, 3, dtype=np.int8)
     gating = np.ones(p.shape, dtype=bool)
     for i, check in enumerate(checks):
@@ -448,7 +456,7 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
             df.append(d.df)
         p = np.stack([decision_alpha(t, s, f, [math.log1p(fl)], False)
                       for t, s, f, fl in zip(theta, se, df, floors, strict=True)], axis=-1)
-        levels = holm_levels_array(p, alpha)
+        levels = family_levels(p, alpha, config)
         hit = np.zeros(nights, dtype=bool)
         for i in range(m):
             q = sps.t.ppf(1.0 - levels[:, i] / 2.0, df[i])

@@ -210,7 +210,11 @@ def independent_difference(current: np.ndarray, reference: np.ndarray, *, start_
         cur = _with_between(cur, pooled, np.full(np.shape(pooled), dof), source)
         ref = _with_between(ref, pooled, np.full(np.shape(pooled), dof), source)
     se = np.sqrt(cur.se ** 2 + ref.se ** 2)
-    df = satterthwaite(cur.components + ref.components)
+    # one start variance serves both sides (pooled, or the prior): one component with its
+    # degrees of freedom, not two independent ones (that would double them)
+    start = Component(cur.components[0].var + ref.components[0].var, cur.components[0].df,
+                      cur.components[0].level)
+    df = satterthwaite((start, cur.components[1], ref.components[1]))
     method = (f"blocks ({cur.starts}x{cur.blocks} vs {ref.starts}x{ref.blocks} "
               f"starts x blocks, trimmed {int(100 * trim)}%)")
     return Difference(cur.theta - ref.theta, se, df, (cur, ref), method)

@@ -589,3 +589,19 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
     ("mean_itl_ms", "tpot")])
 def test_decode_metrics_draw_decode_noise(metric: str, kind: str) -> None:
     assert cb._metric_kind(metric) == kind
+
+
+def test_family_levels_follow_the_judges_method() -> None:
+    """Holm for a suite with a gated family, Bonferroni (alpha/m for every check) without one,
+    as ``evaluate._decide`` sets the levels."""
+    from servegate.config.judge import JudgeConfig
+    from servegate.judge.family import holm_levels_array
+
+    p = np.array([[0.001, 0.02, 0.5]])
+    holm = cb.family_levels(p, 0.05, JudgeConfig(family=("claims",)))
+    assert np.allclose(holm, holm_levels_array(p, 0.05))
+    assert np.allclose(cb.family_levels(p, 0.05, JudgeConfig()), 0.05 / 3)
+    assert np.allclose(cb.family_levels(p, 0.05, JudgeConfig(family=("claims",),
+                                                             family_method="bonferroni")),
+                       0.05 / 3)
+    assert not np.allclose(holm, 0.05 / 3)

@@ -233,7 +233,12 @@ def test_independent_difference_counts_the_start_effect() -> None:
     assert moved.parts[0].scalar("between_df") == 14
     assert moved.scalar("theta") == pytest.approx(cur.scalar("theta") - ref.scalar("theta"))
     assert [c.level for c in moved.components] == ["start", "block", "start", "block"]
-    assert moved.scalar("df") == pytest.approx(float(satterthwaite(moved.components)[0]))
+    # one shared start variance: one component of 14 dof, not two
+    start_c, block_c, start_r, block_r = moved.components
+    shared = Component(start_c.var + start_r.var, start_c.df, "start")
+    assert moved.scalar("df") == pytest.approx(float(satterthwaite((shared, block_c,
+                                                                     block_r))[0]))
+    assert moved.scalar("df") < float(satterthwaite(moved.components)[0])
 
 
 def test_one_start_run_takes_the_start_level_its_reference_measured() -> None:
@@ -355,3 +360,16 @@ def test_many_nights_at_once_keep_a_pooled_level_per_night() -> None:
     one = independent_difference(cur[3], ref[3], start_var=0.0004, start_dof=4)
     assert float(diff.theta[3]) == pytest.approx(float(one.theta))
     assert float(diff.se[3]) == pytest.approx(float(one.se))
+
+
+def test_independent_difference_counts_the_shared_start_variance_once() -> None:
+    """Three starts of one block a side, no prior: the start variance pooled from both sides is
+    one estimate with (3 - 1) + (3 - 1) degrees of freedom, exactly the pooled two-sample t
+    test (scipy's ttest_ind), not twice that."""
+    cur = np.log([101.0, 97.0, 104.0])
+    ref = np.log([95.0, 99.0, 93.0])
+    diff = independent_difference(cur[None, :, None], ref[None, :, None], start_var=0.0,
+                                  start_dof=0.0)
+    expected = sps.ttest_ind(cur, ref, equal_var=True)
+    assert diff.scalar("df") == pytest.approx(4.0)
+    assert diff.scalar("theta") / diff.scalar("se") == pytest.approx(float(expected.statistic))
