@@ -2,6 +2,7 @@
 
 :func:`servegate.judge.evaluate.judge` decides (a :class:`~servegate.judge.judgement.Judgement`,
 written by the report stage); ``servegate compare`` (:mod:`servegate.commands.compare`) and
-``servegate update-baselines`` (:mod:`servegate.judge.update`) are the commands. No torch/sglang
-imports here, and nothing here imports the report stage.
+``servegate update-baselines`` (:mod:`servegate.commands.update_baselines`) and ``servegate
+calibrate`` (:mod:`servegate.commands.calibrate`, over :mod:`servegate.judge.calibrate_blocks`)
+are its commands. No torch/sglang imports here, and nothing here imports the report stage.
 """

@@ -157,3 +157,26 @@ def _amd_pids(text: str) -> list[int]:
 
     walk(doc)
     return found
+
+
+def interference_note(points: list[dict[str, Any]]) -> str | None:
+    """What else used the machine during the blocks (run.json ``machine``), beside the verdict:
+    a share of the CPU taken by other processes or stolen by the hypervisor slows a server
+    start by up to 4x on 2 cores."""
+    busy = []
+    for point in points:
+        machine = point.get("machine") or {}
+        gpu = int(machine.get("other_gpu_processes") or 0)
+        if is_busy(machine):
+            where = f"{point.get('mode')}@c{point.get('concurrency')}"
+            if "block" in point:
+                where += f" s{point.get('start')} b{point.get('block')}"
+            busy.append((contention_pct(machine), gpu, where))
+    if not busy:
+        return None
+    worst = max(busy)
+    gpu_text = f", other GPU processes in {sum(1 for b in busy if b[1])}" if \
+        any(b[1] for b in busy) else ""
+    return (f"interference: other processes or CPU steal took >= {BUSY_PCT:g} % of the CPU "
+            f"during {len(busy)} of {len(points)} blocks (worst {worst[0]:.0f} % in "
+            f"{worst[2]}){gpu_text}: their timings are suspect (points[*].machine)")

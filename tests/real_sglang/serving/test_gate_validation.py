@@ -1,6 +1,6 @@
 """The judge validated on real runs (real sglang on CPU, SmolLM2-135M, suites/cpu-gate.toml).
 
-Judged against a fresh baseline (the suite's first run, recorded by servegate.judge.update): a
+Judged against a fresh baseline (the suite's first run, recorded by servegate.commands.update_baselines): a
 run with a servegate-injected decode delay of one baseline TPOT per step (a 2x decode slowdown;
 SERVEGATE_INJECT_DECODE_DELAY_MS, the exact-fill hook's mechanism, active only in the server
 process) must be called a regression of about that size, naming the metric, and can never become
@@ -61,7 +61,7 @@ class FreshBaseline:
 
 @pytest.fixture(scope="module")
 def fresh_baseline(tmp_path_factory: pytest.TempPathFactory) -> FreshBaseline:
-    from servegate.judge import update
+    from servegate.commands import update_baselines as update
 
     root = tmp_path_factory.mktemp("gate")
     results = root / "results"
@@ -90,7 +90,7 @@ def test_aa_against_a_fresh_baseline_is_no_regression(fresh_baseline: FreshBasel
 def test_injected_decode_slowdown_is_a_regression_of_its_size(
         fresh_baseline: FreshBaseline, monkeypatch: pytest.MonkeyPatch) -> None:
     from servegate.commands import compare as command
-    from servegate.judge import update
+    from servegate.commands import update_baselines as update
 
     # A 2x decode slowdown: every decode step sleeps one baseline TPOT more in the scheduler.
     base_tpot = fresh_baseline.mean_tpot_ms

@@ -52,8 +52,8 @@ METRIC = "median_tpot_ms"
 def _injected_delay_ms() -> tuple[float, float, float | None]:
     """(slowdown the test injects, delay in ms per decode batch, the calibration's 80 % size at
     the typical block noise, for the record)."""
+    from servegate.commands.calibrate import CPU_BLOCK_CV
     from servegate.config import load_suite
-    from servegate.judge.calibrate import CPU_BLOCK_CV
     from servegate.judge.calibrate_blocks import Noise, paired_effect_power, smallest_paired_effect
 
     suite = load_suite(REPO / "suites" / "cpu.toml")

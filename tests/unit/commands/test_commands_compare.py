@@ -18,8 +18,8 @@ from judge_runs import make_run, stored_baseline
 
 from servegate.commands import compare
 from servegate.commands import compare as command
+from servegate.commands import update_baselines as update
 from servegate.history import store as history_store
-from servegate.judge import update
 
 # --------------------------------------------------------------------------- baselines
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from judge_runs import make_run
 
+from servegate.commands import update_baselines as update
 from servegate.core import metrics
 from servegate.core.results import load_run
-from servegate.judge import update
 from servegate.judge.baselines import baseline_path, load_baseline
 from servegate.judge.evaluate import judge
 from servegate.measure.client import parse_client_jsonl

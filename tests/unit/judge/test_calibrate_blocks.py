@@ -19,14 +19,14 @@ from statsmodels.stats.proportion import proportion_confint
 from unit.judge.block_runs import write_block_run
 
 from servegate.accuracy.paired import agresti_min
+from servegate.commands import calibrate
+from servegate.commands.calibrate import main as calibrate_main
 from servegate.config import load_suite, suite_path
 from servegate.config.judge import parse_judge_table
 from servegate.core.results import load_run
-from servegate.judge import calibrate
 from servegate.judge import calibrate_blocks as cb
 from servegate.judge.baselines import baseline_from_run
 from servegate.judge.block_checks import block_pendings
-from servegate.judge.calibrate import main as calibrate_main
 from servegate.judge.calibrate_blocks import Noise, live_pair_calibration
 from servegate.judge.evaluate import judge
 from servegate.judge.evidence import evidence_from_baseline, evidence_from_run

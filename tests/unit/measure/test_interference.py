@@ -16,7 +16,13 @@ import pytest
 from hung_tool import timing_out_subprocess
 
 from servegate.measure import interference
-from servegate.measure.interference import BlockMonitor, _amd_pids, _tree_cpu, other_gpu_processes
+from servegate.measure.interference import (
+    BlockMonitor,
+    _amd_pids,
+    _tree_cpu,
+    interference_note,
+    other_gpu_processes,
+)
 
 Times = namedtuple("Times", "user nice system idle iowait steal")
 
@@ -281,3 +287,49 @@ def test_a_block_is_busy_from_busy_pct_of_others_cpu_or_any_other_gpu_user() -> 
     assert interference.is_busy({"other_gpu_processes": 1})
     assert not interference.is_busy({"other_gpu_processes": 0, "wall_s": 9.0})
     assert not interference.is_busy({})
+
+
+# The verdict names what else used the machine during the blocks (run.json ``machine``).
+
+def _point(mode: str, block: int, other: float, steal: float = 0.0, gpu: int = 0) -> dict:
+    machine = {"other_cpu_pct": other, "cpu_steal_pct": steal, "wall_s": 10.0}
+    if gpu:
+        machine["other_gpu_processes"] = gpu
+    return {"mode": mode, "concurrency": 2, "start": 0, "block": block, "machine": machine}
+
+
+def test_a_quiet_run_has_no_note() -> None:
+    assert interference_note([_point("off", 0, 0.4), _point("on", 0, 4.9)]) is None
+    assert interference_note([{"mode": "off", "concurrency": 2}]) is None
+
+
+def test_busy_blocks_are_counted_and_the_worst_named() -> None:
+    note = interference_note([_point("off", 0, 0.5), _point("on", 1, 22.3),
+                              _point("forced", 2, 3.0, steal=2.5), _point("off", 3, 27.1)])
+    assert note is not None
+    assert "during 3 of 4 blocks" in note
+    assert "worst 27 % in off@c2 s0 b3" in note
+    assert "other GPU processes" not in note
+
+
+def test_other_gpu_processes_make_a_block_busy() -> None:
+    note = interference_note([_point("off", 0, 0.0, gpu=2), _point("on", 0, 0.0)])
+    assert note is not None and "during 1 of 2 blocks" in note
+    assert "other GPU processes in 1" in note
+
+
+def test_a_block_is_busy_from_five_percent_of_other_cpu_and_steal_together() -> None:
+    assert interference_note([_point("off", 0, 3.0, steal=1.9)]) is None
+    steal_only = {"mode": "on", "concurrency": 2, "machine": {"cpu_steal_pct": 4.5}}
+    assert interference_note([steal_only]) is None          # a missing share counts as 0 %
+    assert interference_note([_point("off", 0, 5.0)]) is not None
+    assert interference_note([_point("off", 0, 3.0, steal=4.0)]) == (
+        "interference: other processes or CPU steal took >= 5 % of the CPU during 1 of 1 "
+        "blocks (worst 7 % in off@c2 s0 b0): their timings are suspect (points[*].machine)")
+
+
+def test_only_blocks_with_other_gpu_processes_are_counted_as_such() -> None:
+    note = interference_note([_point("off", 0, 30.0), _point("on", 0, 0.0, gpu=1)])
+    assert note is not None and note.endswith(
+        "(worst 30 % in off@c2 s0 b0), other GPU processes in 1: their timings are suspect "
+        "(points[*].machine)")

@@ -22,8 +22,8 @@ from report_builders import (
 )
 
 from servegate.commands import compare as command
+from servegate.commands import update_baselines as update
 from servegate.core.results import load_run
-from servegate.judge import update
 from servegate.report import headline as hl
 from servegate.report import print_judgement
 

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 from judge_runs import make_run
 
-from servegate.judge import update
+from servegate.commands import update_baselines as update
 from servegate.judge.evaluate import judge
 from servegate.report import verdict_json, write_reports
 

@@ -1,4 +1,4 @@
-"""servegate.judge.calibrate (``servegate calibrate``): nights simulated through the judge.
+"""servegate.commands.calibrate (``servegate calibrate``): nights simulated through the judge.
 
 Pinned here: the CLI's help, defaults, argument checks, error path and printed table/JSON, and
 which designs it asks the block simulation for (the simulations replaced by canned rows, the
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from repo_files import LEGACY_SUITES
 
+from servegate.commands import calibrate as cal
 from servegate.config.judge import JudgeConfig
-from servegate.judge import calibrate as cal
 
 # suites/ before [design] ([suite].repeats): simulated as their effective design, a start per
 # repeat holding one block

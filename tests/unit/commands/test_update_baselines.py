@@ -1,4 +1,4 @@
-"""servegate.judge.update (``servegate update-baselines``) and the baseline identity (issue 15).
+"""servegate.commands.update_baselines (``servegate update-baselines``) and the baseline identity (issue 15).
 
 Each test states one refusal on its own (a run that is wrong in exactly one way), so a refusal
 that silently stops applying cannot hide behind another one that still fires.
@@ -15,7 +15,7 @@ import pytest
 from fault_helpers import _cause, _failing_disk
 from judge_runs import make_run, stored_baseline
 
-from servegate.judge import update
+from servegate.commands import update_baselines as update
 from servegate.judge.baselines import (
     load_baseline,
 )
@@ -163,7 +163,7 @@ def test_diff_lines_by_hand() -> None:
     assert update.diff_lines(None, {"points": []}) == []
 
 
-# What ``servegate update-baselines`` prints and refuses, line by line (servegate.judge.update):
+# What ``servegate update-baselines`` prints and refuses, line by line (servegate.commands.update_baselines):
 # the old -> new table a reviewer reads next to the diff, the refusal list, the forced note, and
 # the command line (issue 15). Expected lines are written out here.
 
