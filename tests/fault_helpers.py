@@ -202,6 +202,21 @@ def _wait_for(tag: str, needle: str, timeout_s: float = 240.0,
     raise AssertionError(f"no process {needle!r} appeared within {timeout_s:.0f} s")
 
 
+def _wait_for_load(tmp_path: Path, timeout_s: float = 240.0) -> None:
+    """The load client is driving the server: a chunk-sized prefill batch (256 tokens of a
+    300-token prompt: the client's warm-up or the block, never the server's own 6- and 1-token
+    warm-up) in the run's server log. In-server blocks run the client inside one worker per
+    start (``servegate.measure.client_worker``), so there is no per-point client process."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for log in (tmp_path / "results").glob("*/server/s0.log"):
+            if "#new-token: 256," in log.read_text(errors="replace"):
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"no load prefill in a server log under {tmp_path} within "
+                         f"{timeout_s:.0f} s")
+
+
 def _communicate(proc: subprocess.Popen[str], timeout_s: float = 120) -> tuple[str, str]:
     try:
         return proc.communicate(timeout=timeout_s)

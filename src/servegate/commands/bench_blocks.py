@@ -16,7 +16,7 @@ from servegate.accuracy.runner import run_gsm8k
 from servegate.commands.bench_context import BenchError, Context
 from servegate.core.results import Point
 from servegate.measure import logparse
-from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl, run_client
+from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl
 from servegate.measure.client_host import ClientHost
 from servegate.measure.exactfill import check_block_effective, check_effective, device_double
 from servegate.measure.interference import BlockMonitor
@@ -80,7 +80,7 @@ def client_point(ctx: Context, server: Server, planned: PlannedPoint, output_fil
 
 
 def measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: str,
-                  control: ModeControl | None = None, host: ClientHost | None = None) -> Point:
+                  control: ModeControl | None, host: ClientHost) -> Point:
     """One block: the client against ``server``; with ``control`` (in-server design) the
     exact-fill read-back is the mode switch's acknowledgements in this block's log slice."""
     suite, run_dir = ctx.suite, ctx.run_dir
@@ -93,12 +93,9 @@ def measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: 
     monitor = BlockMonitor(server.proc.pid if server.proc else None)
     client = client_point(ctx, server, planned, jsonl, planned.seed)
     try:
-        argv = client_argv(ctx.python, client)
-        if host is None:
-            run_client(argv, client_log, suite.load.point_timeout_s,
-                       env=ctx.client_env(planned.arm), watch=server.check_alive)
-        else:           # the same client and argv, imported once for all blocks of a start
-            host.run(argv[3:], client_log, suite.load.point_timeout_s, watch=server.check_alive)
+        # sglang's own client and argv, imported once in the start's worker for all its blocks
+        host.run(client_argv(ctx.python, client)[3:], client_log, suite.load.point_timeout_s,
+                 watch=server.check_alive)
     except ClientError:
         server.check_alive()            # a dead server is the cause, not the client's failure
         raise

@@ -27,7 +27,6 @@ def run_in_server(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
     """One server start running every mode: blocks in the plan's order, switched in place."""
     log_rel = f"server/{slot.label}.log"
     control = ModeControl(ctx.run_dir / "server" / f"{slot.label}.mode.json")
-    control.write(slot.mode, 0)
     progress.update(task, description=f"starting server {slot.label} (modes "
                                       f"{', '.join(slot.modes)})")
     runner_profile = ctx.suite.server_for(ctx.detected.runner_class)

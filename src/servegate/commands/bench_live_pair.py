@@ -40,7 +40,6 @@ def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
         requests, hosts, controls = [], [], []
         for index, slot in enumerate(pair.slots):
             control = ModeControl(ctx.run_dir / "server" / f"{slot.label}.mode.json")
-            control.write(slot.mode, 0)
             host = client_host(ctx, slot)
             host.launch()                   # the clients import while the servers load
             stack.enter_context(host)

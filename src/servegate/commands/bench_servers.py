@@ -50,6 +50,10 @@ def start_server(ctx: Context, slot: ServerSlot, log_rel: str,
 def _launch(ctx: Context, request: ServerRequest) -> Server:
     slot, control = request.slot, request.control
     runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
+    if control is not None:
+        # every launch attempt starts at seq 0 with no acknowledgement on file: a retried
+        # start's killed schedulers (a port taken while loading) acked seq 0 too
+        control.write(slot.mode, 0)
     extra = {} if control is None else {**control.env(), "SERVEGATE_REPORT_EXACT_FILL": ""}
     extra.update(request.devices or {})
     tree = ctx.trees.get(slot.arm)

@@ -20,7 +20,6 @@ from pathlib import Path
 import psutil
 import pytest
 from fault_helpers import (
-    FAKE_CLIENT,
     _assert_no_half_json,
     _assert_no_process_left,
     _bench_proc,
@@ -30,10 +29,12 @@ from fault_helpers import (
     _fault_suite,
     _run_dir,
     _wait_for,
+    _wait_for_load,
 )
 
-from servegate.commands import bench, bench_blocks, bench_servers
+from servegate.commands import bench, bench_servers
 from servegate.core.results import load_run
+from servegate.measure import client_host
 from servegate.serve import process
 
 # --------------------------------------------------------------------------- server faults (e2e)
@@ -90,7 +91,8 @@ def test_ctrl_c_during_client(tmp_path: Path, tag: str) -> None:
     an impatient second Ctrl-C during the teardown: still 130, still nothing left behind."""
     proc = _bench_proc(_fault_suite(tmp_path))
     try:
-        _wait_for(tag, "sglang.benchmark.serving")
+        _wait_for(tag, "servegate.measure.client_worker")
+        _wait_for_load(tmp_path)
         time.sleep(1.0)
         os.killpg(proc.pid, signal.SIGINT)
         time.sleep(0.3)
@@ -111,7 +113,8 @@ def test_server_dies_during_run(tmp_path: Path, tag: str) -> None:
     (not after the point timeout), blames the server, and reaps its orphaned scheduler."""
     proc = _bench_proc(_fault_suite(tmp_path))
     try:
-        _wait_for(tag, "sglang.benchmark.serving")
+        _wait_for(tag, "servegate.measure.client_worker")
+        _wait_for_load(tmp_path)
         time.sleep(1.0)
         server = _wait_for(tag, "sglang.launch_server")
         orphans = server.children(recursive=True)
@@ -138,10 +141,13 @@ def test_client_returns_garbage(tmp_path: Path, tag: str, monkeypatch: pytest.Mo
                                 capfd: pytest.CaptureFixture[str]) -> None:
     """The load client exits 0 but its result file is not JSON (test double at the client
     boundary, against the real server): exit 2 naming the file; server torn down."""
-    script = tmp_path / "fake_client.py"
-    script.write_text(FAKE_CLIENT)
-    monkeypatch.setattr(bench_blocks, "client_argv", lambda python, point: [
-        python, str(script), str(point.output_file), "garbage"])
+    def garbage_client(_host: object, argv: list[str], *_args: object, **_kw: object) -> None:
+        """Test double at the client boundary: the run "succeeds", its output is not JSON."""
+        output = Path(argv[argv.index("--output-file") + 1])
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text("fake client: garbage\n")
+
+    monkeypatch.setattr(client_host.ClientHost, "run", garbage_client)
     code = bench.main(_fault_suite(tmp_path))
     out, err = capfd.readouterr()
     assert code == 2, err[-3000:]
