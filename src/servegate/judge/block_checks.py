@@ -325,7 +325,12 @@ class Judge:
         """Per point and metric (reported) and per mode the aggregate over concurrencies
         (primary under ``selector``), current against ``reference``."""
         pendings: list[Pending] = []
-        for mode in sorted(set(self.evidence.modes(arm)) | set(reference.modes(ref_arm))):
+        # a mode the run did not measure (``--modes``) is not judged against a baseline; both
+        # trees of a head-vs-base run measure the same modes, so a mode one lacks is an error
+        modes = set(self.evidence.modes(arm))
+        if kind == "ab":
+            modes |= set(reference.modes(ref_arm))
+        for mode in sorted(modes):
             cur_concs = set(self.evidence.concurrencies(arm, mode))
             ref_concs = set(reference.concurrencies(ref_arm, mode))
             # head vs base: a point either tree lacks is an error, never a silent skip
@@ -341,6 +346,12 @@ class Judge:
                                   "error", mode=mode, concurrency=conc,
                                   reason=f"point is in the {label} but missing from the run")
                 pendings.append(fixed(check))
+            if kind != "ab":
+                for conc in sorted(cur_concs - ref_concs):
+                    pendings.append(fixed(Check(
+                        "baseline", f"{mode}@c{conc} vs {label}", "points", "inconclusive",
+                        gate=False, mode=mode, concurrency=conc, reference=label,
+                        reason=f"new point: not in the {label} (update baselines to gate it)")))
             shared = sorted(cur_concs & ref_concs)
             for metric in self.config.aggregate_metrics:
                 # a metric a baseline lacks is not judged; a tree lacking it is inconclusive

@@ -511,6 +511,26 @@ def test_a_baseline_point_the_run_lacks_is_a_reported_integrity_error(tmp_path: 
     assert check.primary is False and check.name not in judgement.family["checks"]
 
 
+def test_a_mode_the_run_did_not_measure_is_not_judged_against_the_baseline(
+        tmp_path: Path) -> None:
+    """``bench --modes off`` against a baseline of off and on: on is not an error (the run
+    chose its modes); off is judged as usual."""
+    doc = baseline_doc(tmp_path)
+    judgement = run_judge(write_block_run(tmp_path / "run", modes=("off",)), baseline_doc=doc)
+    assert not [c for c in judgement.checks if c.mode == "on" and c.kind != "claim"]
+    assert not [c for c in judgement.checks if c.verdict == "error"]
+    assert aggregate("off", "mean_ttft_ms") in by_name(judgement)
+
+
+def test_a_point_new_to_the_run_is_reported_not_gating(tmp_path: Path) -> None:
+    doc = baseline_doc(tmp_path, concurrencies=(2,))
+    check = by_name(run_judge(write_block_run(tmp_path / "run"), baseline_doc=doc))[
+        "off@c4 vs baseline"]
+    assert (check.kind, check.verdict, check.gate, check.primary, check.concurrency) == (
+        "baseline", "inconclusive", False, False, 4)
+    assert check.reason == "new point: not in the baseline (update baselines to gate it)"
+
+
 def test_baseline_checks_exist_only_where_the_baseline_has_the_metric(tmp_path: Path) -> None:
     table = judge_table(aggregate_metrics=["mean_ttft_ms"])
     doc = baseline_doc(tmp_path, table=table)
