@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from servegate.config._schema import ConfigError, Field, check_table, load_toml
+from servegate.config.speed import SpeedModel, parse_speed
 from servegate.core import runner_classes
 
 SECTION_KEYS: tuple[str, ...] = (*runner_classes.ARCHES, *runner_classes.names())
@@ -37,6 +38,7 @@ _RUNNER = {
     "env": Field(dict, item=str),
     "cpu_standin": Field(bool),
     "health_path": Field(str),
+    "speed": Field(dict),
 }
 _TOP = {"model": Field(dict, required=True), "runners": Field(dict, required=True)}
 
@@ -60,6 +62,7 @@ class RunnerProfile:
     cpu_standin: bool = False
     health_path: str = "/health"
     description: str = ""
+    speed: SpeedModel | None = None     # [runners.<key>.speed]: what servegate plan prices
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,8 @@ def _runner(path: Path, cls: str, raw: object) -> RunnerProfile:
         runner_class=cls, launch_timeout_s=table["launch_timeout_s"],
         chunked_prefill_size=chunk, page_size=page, args=args, env=dict(table.get("env", {})),
         cpu_standin=table.get("cpu_standin", False), health_path=health,
-        description=table.get("description", ""))
+        description=table.get("description", ""),
+        speed=parse_speed(path, f"{where}.speed", table["speed"]) if "speed" in table else None)
 
 
 def load_profile(path: Path) -> ModelProfile:

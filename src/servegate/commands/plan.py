@@ -1,0 +1,130 @@
+"""``servegate plan --suite S [--runner R] [--json]``: what a suite will cost before it is booked.
+
+Per CI cell (a runner class in the modes its workflow runs, one tree or head vs base): server
+starts, blocks, waves, requests, prompt tokens, decode steps, GSM8K questions, and serving /
+wall / GPU minutes from the model profile's speed model, every speed figure with its source
+(:mod:`servegate.cost`). With a history store (``--history`` or ``$SERVEGATE_HISTORY``) holding
+runs of the suite on the class, the measured server starts replace the model load figure and
+the measured blocks scale the serving time; the output says which figures were used.
+Exit 0; 2 for bad input (the message names the file, key or option).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from servegate.config import load_suite, suite_path
+from servegate.config._schema import ConfigError
+from servegate.core import runner_classes
+from servegate.cost import HEAD_VS_BASE_SUITES, Cell, CostError, cells, estimate
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="servegate plan", description=__doc__.split("\n\n")[0])
+    p.add_argument("--suite", required=True, help="suite name or path")
+    p.add_argument("--runner", action="append", default=None,
+                   help="runner class or architecture (repeatable; default: the suite's runners)")
+    p.add_argument("--workflow", choices=("nightly", "premerge"), default=None,
+                   help="the CI workflow's cells (default: premerge for a head-vs-base suite "
+                        f"({', '.join(HEAD_VS_BASE_SUITES)}), else nightly)")
+    p.add_argument("--modes", default=None, help="comma-separated modes (one cell)")
+    p.add_argument("--skip-accuracy", action="store_true", help="no GSM8K passes")
+    p.add_argument("--history", type=Path, default=None,
+                   help="history store with measured runs (default: $SERVEGATE_HISTORY)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def measured_figures(store: Path | None, suite: str, runner_class: str,
+                     predicted_point_s: float) -> dict[str, Any] | None:
+    """From the runs stored for (suite, class): the median server start (replaces the model
+    load) and the median ratio of a measured block to the predicted one (scales serving);
+    None when the store has no timed run of the suite on the class."""
+    if store is None or not store.is_dir():
+        return None
+    from servegate.history.store import measured_timings
+
+    runs = measured_timings(store, suite, runner_class)
+    starts = [s["seconds"] for r in runs for s in r["timings"].get("server_starts", [])
+              if not s.get("failed")]
+    ratios = []
+    for r in runs:
+        blocks = [b["seconds"] for b in r["timings"].get("blocks", [])]
+        if blocks and predicted_point_s > 0:
+            ratios.append(statistics.fmean(blocks) / predicted_point_s)
+    if not starts and not ratios:
+        return None
+    return {"runs": len(runs), "run_ids": [r["run_id"] for r in runs],
+            "model_load_s": round(statistics.median(starts), 1) if starts else None,
+            "block_scale": round(statistics.median(ratios), 3) if ratios else None}
+
+
+def plan_cells(args: argparse.Namespace) -> dict[str, Any]:
+    path = suite_path(args.suite)
+    suite = load_suite(path)
+    workflow = args.workflow or ("premerge" if suite.name in HEAD_VS_BASE_SUITES else "nightly")
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip()) if args.modes else None
+    store = args.history or (Path(os.environ["SERVEGATE_HISTORY"])
+                             if os.environ.get("SERVEGATE_HISTORY") else None)
+    out: list[dict[str, Any]] = []
+    for runner in args.runner or list(suite.runners):
+        for cell in cells(suite, runner, workflow, modes):
+            out.append(_priced(suite, cell, not args.skip_accuracy, store))
+    return {"suite": suite.name, "suite_file": str(path), "workflow": workflow,
+            "design": suite.effective_design.record(), "cells": out}
+
+
+def _priced(suite: Any, cell: Cell, with_accuracy: bool, store: Path | None) -> dict[str, Any]:
+    """One cell from the speed model, then again with the runner's measured figures if any."""
+    model = estimate(suite, cell, with_accuracy)
+    point_s = (model["minutes"]["blocks"] * 60 / model["points"]) if model["points"] else 0.0
+    measured = measured_figures(store, suite.name, cell.runner_class, point_s)
+    if measured is None:
+        return {**model, "figures": "speed model (models/ profile)"}
+    priced = estimate(suite, cell, with_accuracy, measured_scale=measured["block_scale"],
+                      measured_load_s=measured["model_load_s"])
+    return {**priced, "figures": f"measured: {measured['runs']} stored run(s) of "
+                                 f"{suite.name} on {cell.runner_class}",
+            "measured": measured, "speed_model_estimate": {
+                k: model[k] for k in ("serving_minutes", "wall_minutes", "gpu_minutes")}}
+
+
+def _print(result: dict[str, Any]) -> None:
+    print(f"servegate plan: {result['suite']} ({result['suite_file']}), workflow "
+          f"{result['workflow']}, design {result['design']['starts']} start(s) x "
+          f"{result['design']['blocks']} blocks")
+    for c in result["cells"]:
+        trees = "head vs base" + (" (live pair)" if c["live_pair"] else "") \
+            if c["trees"] == 2 else "one tree"
+        m = c["minutes"]
+        print(f"  {c['runner_class']} [{','.join(c['modes'])}] {c['role']}, {trees}: "
+              f"{c['server_starts']} server start(s), {c['blocks']} blocks ({c['points']} "
+              f"points, {c['warmup_points']} warm-up), {c['waves']} waves, {c['requests']} "
+              f"requests, {c['prefill_tokens']:,} prompt tokens, {c['decode_steps']:,} decode "
+              f"steps, {c['gsm8k_questions']} GSM8K questions")
+        print(f"    serving {c['serving_minutes']} min (blocks {m['blocks']}, warm-ups "
+              f"{m['warmups']}, GSM8K {m['gsm8k']}), model loads {m['model_loads']} min, wall "
+              f"{c['wall_minutes']} min, {c['gpu_minutes']} GPU-minutes on "
+              f"{c['gpus_booked']} GPUs; figures: {c['figures']}")
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        result = plan_cells(args)
+    except (ConfigError, CostError, runner_classes.UnknownRunner, FileNotFoundError) as err:
+        print(f"servegate plan: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print(result)
+    return EXIT_OK

@@ -1,0 +1,205 @@
+"""What a suite costs on a runner class before it is booked: server starts, blocks, waves,
+prompt tokens, decode steps and GSM8K questions counted from the real plan (the blocks bench
+will run), priced by the model profile's speed model (``[runners.<key>.speed]``).
+
+The load is priced in the suites' wave regime (``range_ratio`` 1: a wave's requests arrive
+together and finish together): a wave of ``c`` requests costs its prompt tokens at the prefill
+rate plus ``output_len - 1`` decode steps at batch ``c``. A block also pays the client's own
+warm-up requests (one prompt, shared by the radix cache, at most 32 output tokens: sglang's
+``benchmark/serving.py`` warm-up) and the speed model's per-block overhead. GSM8K is priced as
+closed-loop waves of its concurrency. Server starts: a live pair loads both trees at once on
+disjoint GPUs (one load time), otherwise each start loads after the last.
+
+Minutes are three figures: ``serving_minutes`` (servers busy with the suite's blocks, warm-ups
+and GSM8K), ``wall_minutes`` (that plus the model loads) and ``gpu_minutes`` (the runner's GPUs
+held for the wall time: a CI job books the whole runner).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from servegate.config import Suite
+from servegate.config.speed import SpeedModel
+from servegate.core import runner_classes
+from servegate.plan import PlannedPoint, build_block_plan, expected_schedulers, live_pair_layout
+
+# sglang's benchmark/serving.py: warm-up requests copy the first prompt, output capped at 32.
+CLIENT_WARMUP_OUTPUT = 32
+# A GSM8K few-shot prompt: ~150 tokens per worked example plus the question (5 shots made
+# ~900-token prompts on the CPU profile: docs/serve.md, suites/cpu.toml's [gsm8k] comment).
+GSM8K_TOKENS_PER_SHOT = 150
+GSM8K_TEST_QUESTIONS = 1319
+# Suites a workflow runs head vs base (two trees): ci/workflows/premerge.yml runs
+# `servegate ab --suite premerge` (tests/unit/test_cost.py checks the workflow says so).
+HEAD_VS_BASE_SUITES = ("premerge",)
+
+
+class CostError(ValueError):
+    """A cell that cannot be priced (no speed model for its runner section)."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One CI job: a suite on one runner class in some modes, one tree or head vs base."""
+
+    runner_class: str
+    modes: tuple[str, ...]
+    role: str                       # "gate", "experiment" or "run" (an explicit --modes)
+    trees: int                      # 1: bench; 2: head vs base (servegate ab)
+
+
+def cells(suite: Suite, runner: str, workflow: str, modes: tuple[str, ...] | None = None
+          ) -> list[Cell]:
+    """The CI cells a workflow runs for ``runner`` (an architecture picks its CI class): the
+    gate cell, plus nightly's ``forced`` experiment where the gate is off; CPU classes and an
+    explicit ``modes`` give one cell."""
+    cls = _runner_class(runner)
+    trees = 2 if workflow == "premerge" else 1
+    if modes is not None:
+        return [Cell(cls.name, modes, "run", trees)]
+    if cls.arch == "cpu" or cls.emulated:
+        return [Cell(cls.name, suite.modes, "run", trees)]
+    out = [Cell(cls.name, cls.gate_modes, "gate", trees)]
+    if workflow == "nightly" and cls.experiment_modes:
+        out.append(Cell(cls.name, cls.experiment_modes, "experiment", trees))
+    return out
+
+
+def _runner_class(runner: str) -> runner_classes.RunnerClass:
+    """A class by name, or an architecture's first class with a CI runner label."""
+    if runner in runner_classes.REGISTRY:
+        return runner_classes.REGISTRY[runner]
+    for cls in runner_classes.REGISTRY.values():
+        if cls.arch == runner and cls.ci_labels and not cls.emulated:
+            return cls
+    for cls in runner_classes.REGISTRY.values():
+        if cls.arch == runner and not cls.emulated:
+            return cls
+    raise runner_classes.UnknownRunner(
+        f"--runner {runner!r}: not a runner class or architecture (known: "
+        f"{', '.join(runner_classes.names())})")
+
+
+@dataclass
+class Tally:
+    """Counts and seconds accumulated over a cell's plan."""
+
+    points: int = 0
+    waves: int = 0
+    requests: int = 0
+    prefill_tokens: int = 0
+    decode_steps: int = 0
+    warmup_points: int = 0
+    gsm8k_questions: int = 0
+    block_s: float = 0.0
+    warmup_s: float = 0.0
+    gsm8k_s: float = 0.0
+
+
+def point_seconds(speed: SpeedModel, suite: Suite, point: PlannedPoint) -> tuple[float, int, int]:
+    """One block's client run: (seconds, waves, decode steps), client warm-up included."""
+    load = suite.load
+    c, n = point.concurrency, point.num_prompts
+    waves = math.ceil(n / c)
+    seconds, steps = speed.block_overhead_s, 0
+    warm = min(load.warmup_requests, c)
+    if warm:
+        warm_steps = min(load.output_len, CLIENT_WARMUP_OUTPUT) - 1
+        seconds += load.input_len / speed.prefill_tokens_per_s
+        seconds += warm_steps * speed.decode_step_ms(warm) / 1000
+        steps += warm_steps
+    for wave in range(waves):
+        size = min(c, n - wave * c)
+        seconds += size * load.input_len / speed.prefill_tokens_per_s
+        seconds += (load.output_len - 1) * speed.decode_step_ms(size) / 1000
+        steps += load.output_len - 1
+    return seconds, waves, steps
+
+
+def gsm8k_seconds(speed: SpeedModel, suite: Suite) -> tuple[float, int]:
+    """One GSM8K pass (one mode of one tree): (seconds, questions)."""
+    g = suite.gsm8k
+    if g is None:
+        return 0.0, 0
+    questions = g.questions or GSM8K_TEST_QUESTIONS
+    prompt = GSM8K_TOKENS_PER_SHOT * (g.shots + 1)
+    output = min(speed.gsm8k_output_tokens, g.max_tokens)
+    seconds = 0.0
+    for wave in range(math.ceil(questions / g.concurrency)):
+        size = min(g.concurrency, questions - wave * g.concurrency)
+        seconds += size * prompt / speed.prefill_tokens_per_s
+        seconds += output * speed.decode_step_ms(size) / 1000
+    return seconds, questions
+
+
+def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
+             measured_scale: float | None = None, measured_load_s: float | None = None
+             ) -> dict[str, Any]:
+    """The cell's counts and minutes (``plan --json``'s per-cell record). ``measured_scale``
+    multiplies the speed model's serving seconds and ``measured_load_s`` replaces its model
+    load, both from the runner's measured nights (servegate.commands.plan)."""
+    profile = suite.server_for(cell.runner_class)
+    speed = profile.speed
+    if speed is None:
+        raise CostError(f"{suite.model.source}: no [runners.<section>.speed] table for "
+                        f"{cell.runner_class} (the section servegate serves it with): "
+                        f"servegate plan prices a suite with it")
+    design = suite.effective_design
+    arms = ("base", "head") if cell.trees == 2 else ("",)
+    slots = build_block_plan(cell.modes, suite.load.concurrency, suite.load.num_prompts,
+                             design.starts, design.blocks, suite.seed, arms=arms)
+    tally = Tally()
+    for slot in slots:
+        first_of_mode: dict[str, PlannedPoint] = {}
+        for point in slot.points:
+            seconds, waves, steps = point_seconds(speed, suite, point)
+            tally.points += 1
+            tally.block_s += seconds
+            tally.waves += waves
+            tally.requests += point.num_prompts
+            tally.prefill_tokens += point.num_prompts * suite.load.input_len
+            tally.decode_steps += steps
+            first_of_mode.setdefault(point.mode, point)
+        for point in first_of_mode.values():        # [design] warmup_blocks per mode
+            seconds, _, _ = point_seconds(speed, suite, point)
+            tally.warmup_points += design.warmup_blocks
+            tally.warmup_s += design.warmup_blocks * seconds
+    passes = len(arms) * len(cell.modes) if with_accuracy else 0
+    one_pass_s, questions = gsm8k_seconds(speed, suite)
+    tally.gsm8k_s, tally.gsm8k_questions = passes * one_pass_s, passes * questions
+    layout = live_pair_layout(suite, cell.runner_class) if cell.trees == 2 else None
+    live = bool(layout and layout.live)
+    server_starts = len(slots)
+    load_s = measured_load_s if measured_load_s is not None else speed.model_load_s
+    sequential_loads = design.starts if live else server_starts
+    scale = measured_scale or 1.0
+    serving_s = scale * (tally.block_s + tally.warmup_s + tally.gsm8k_s)
+    wall_s = serving_s + sequential_loads * load_s
+    cls = runner_classes.get(cell.runner_class)
+    per_server = (layout.per_server if layout else 0) or _gpus_per_server(suite, cell)
+    gpus_booked = 0 if cls.arch == "cpu" or cls.emulated else max(cls.gpus, per_server)
+    return {
+        "runner_class": cell.runner_class, "modes": list(cell.modes), "role": cell.role,
+        "trees": cell.trees, "live_pair": live,
+        "server_starts": server_starts, "blocks": design.starts * design.blocks
+        * len(cell.modes) * len(arms), "points": tally.points,
+        "warmup_points": tally.warmup_points, "waves": tally.waves,
+        "requests": tally.requests, "prefill_tokens": tally.prefill_tokens,
+        "decode_steps": tally.decode_steps, "gsm8k_questions": tally.gsm8k_questions,
+        "minutes": {"model_loads": round(sequential_loads * load_s / 60, 1),
+                    "blocks": round(scale * tally.block_s / 60, 1),
+                    "warmups": round(scale * tally.warmup_s / 60, 1),
+                    "gsm8k": round(scale * tally.gsm8k_s / 60, 1)},
+        "serving_minutes": round(serving_s / 60, 1),
+        "wall_minutes": round(wall_s / 60, 1),
+        "gpus_booked": gpus_booked,
+        "gpu_minutes": round(gpus_booked * wall_s / 60, 1),
+        "speed": speed.figures(),
+    }
+
+
+def _gpus_per_server(suite: Suite, cell: Cell) -> int:
+    return expected_schedulers(list(suite.server_for(cell.runner_class).args)) or 1

@@ -1,0 +1,112 @@
+"""Pricing a suite before it is booked: counts from the real plan, minutes from the profile's
+speed model, loads in parallel only where a live pair fits."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from servegate.config import load_suite, suite_path
+from servegate.core.paths import REPO_ROOT
+from servegate.cost import (
+    CLIENT_WARMUP_OUTPUT,
+    HEAD_VS_BASE_SUITES,
+    Cell,
+    CostError,
+    cells,
+    estimate,
+)
+
+
+def test_cpu_cell_is_the_speed_models_arithmetic_over_the_suites_blocks_and_gsm8k() -> None:
+    suite = load_suite(suite_path("cpu"))
+    speed = suite.server_for("cpu").speed
+    load, g = suite.load, suite.gsm8k
+    assert speed is not None and g is not None and g.questions and load.warmup_requests == 0
+    c, n = load.concurrency[0], load.num_prompts[0]
+    point = (speed.block_overhead_s + n * load.input_len / speed.prefill_tokens_per_s
+             + (load.output_len - 1) * speed.decode_step_ms(c) / 1000)
+    gsm8k = (g.questions * 150 * (g.shots + 1) / speed.prefill_tokens_per_s
+             + min(speed.gsm8k_output_tokens, g.max_tokens) * speed.decode_step_ms(g.concurrency)
+             / 1000)
+    modes = len(suite.modes)
+    points = modes * suite.effective_design.blocks
+    got = estimate(suite, Cell("cpu", suite.modes, "run", 1))
+    assert (got["server_starts"], got["points"], got["waves"]) == (1, points, points)
+    assert got["gsm8k_questions"] == modes * g.questions
+    serving = points * point + modes * gsm8k
+    assert got["serving_minutes"] == round(serving / 60, 1)
+    assert got["wall_minutes"] == round((serving + speed.model_load_s) / 60, 1)
+    assert got["gpus_booked"] == 0 and got["gpu_minutes"] == 0
+    assert got["speed"]["model_load_s"]["value"] == speed.model_load_s
+
+
+def test_premerge_counts_every_block_wave_token_and_step_of_both_trees() -> None:
+    suite = load_suite(suite_path("premerge"))
+    [cell] = cells(suite, "gfx95", "premerge")
+    assert (cell.runner_class, cell.modes, cell.trees) == ("mi355x", ("off", "on"), 2)
+    got = estimate(suite, cell)
+    load, design = suite.load, suite.effective_design
+    rounds = 2 * design.starts * design.blocks * 2            # trees x starts x blocks x modes
+    waves = sum(math.ceil(n / c) for c, n in zip(load.concurrency, load.num_prompts,
+                                                 strict=True))
+    requests = sum(load.num_prompts)
+    assert got["server_starts"] == 2 and got["blocks"] == rounds
+    assert got["points"] == rounds * len(load.concurrency)
+    assert got["waves"] == rounds * waves and got["requests"] == rounds * requests
+    assert got["prefill_tokens"] == rounds * requests * load.input_len
+    warm_steps = min(load.output_len, CLIENT_WARMUP_OUTPUT) - 1
+    assert got["decode_steps"] == (rounds * waves * (load.output_len - 1)
+                                   + got["points"] * warm_steps)
+    assert got["warmup_points"] == 2 * 2 * design.warmup_blocks   # trees x modes per start
+    assert got["gsm8k_questions"] == 2 * 2 * 1319
+    assert got["live_pair"] is True and got["gpus_booked"] == 8
+    assert got["gpu_minutes"] == pytest.approx(8 * got["wall_minutes"], abs=0.5)
+
+
+def test_a_live_pair_loads_both_trees_at_once_and_a_4_gpu_runner_one_after_the_other() -> None:
+    suite = load_suite(suite_path("premerge"))
+    live = estimate(suite, Cell("mi355x", ("off", "on"), "gate", 2))
+    serial = estimate(suite, Cell("mi325x", ("off", "on"), "gate", 2))
+    load_live = suite.server_for("mi355x").speed.model_load_s        # type: ignore[union-attr]
+    load_serial = suite.server_for("mi325x").speed.model_load_s      # type: ignore[union-attr]
+    assert live["minutes"]["model_loads"] == round(load_live / 60, 1)
+    assert serial["live_pair"] is False
+    assert serial["minutes"]["model_loads"] == round(2 * load_serial / 60, 1)
+
+
+def test_nightly_prices_the_gate_cell_and_the_forced_experiment_where_the_gate_is_off() -> None:
+    suite = load_suite(suite_path("nightly"))
+    assert [(c.runner_class, c.modes, c.role) for c in cells(suite, "gfx942", "nightly")] == [
+        ("mi325x", ("off", "on"), "gate"), ("mi325x", ("off", "forced"), "experiment")]
+    assert [c.role for c in cells(suite, "gfx95", "nightly")] == ["gate"]
+    got = estimate(suite, cells(suite, "gfx95", "nightly")[0], with_accuracy=False)
+    assert got["gsm8k_questions"] == 0 and got["minutes"]["gsm8k"] == 0
+    assert got["server_starts"] == suite.effective_design.starts
+
+
+def test_measured_figures_replace_the_load_and_scale_the_serving_time() -> None:
+    suite = load_suite(suite_path("cpu"))
+    cell = Cell("cpu", suite.modes, "run", 1)
+    model = estimate(suite, cell)
+    measured = estimate(suite, cell, measured_scale=2.0, measured_load_s=120.0)
+    assert measured["minutes"]["model_loads"] == 2.0
+    assert measured["serving_minutes"] == pytest.approx(2 * model["serving_minutes"], abs=0.15)
+
+
+def test_a_runner_section_without_a_speed_table_is_refused_naming_the_profile() -> None:
+    suite = load_suite(suite_path("cpu"))
+    runner = dataclasses.replace(suite.model.runners["cpu"], speed=None)
+    model = dataclasses.replace(suite.model, runners={**suite.model.runners, "cpu": runner})
+    with pytest.raises(CostError, match=r"smollm2-135m.toml: no \[runners.<section>.speed\]"):
+        estimate(dataclasses.replace(suite, model=model), Cell("cpu", ("off",), "run", 1))
+
+
+def test_the_head_vs_base_suites_are_the_ones_the_premerge_workflow_runs_with_ab() -> None:
+    premerge = (REPO_ROOT / "ci" / "workflows" / "premerge.yml").read_text()
+    nightly = (REPO_ROOT / "ci" / "workflows" / "nightly.yml").read_text()
+    for name in HEAD_VS_BASE_SUITES:
+        assert f"--suite {name} --modes" in premerge and "-s ab --" in premerge
+    assert "-s ab" not in nightly
