@@ -27,7 +27,7 @@ _TOP = {
     "design": Field(dict),
 }
 _DESIGN = {"starts": Field(int, required=True), "blocks": Field(int, required=True),
-           "warmup_blocks": Field(int)}
+           "warmup_blocks": Field(int), "looks": Field(list, item=int)}
 _SUITE = {
     "name": Field(str, required=True),
     "description": Field(str),
@@ -86,11 +86,14 @@ class Design:
     in_server: bool = True
     # discarded client runs per mode at its first switch in a start (first-use kernel cost)
     warmup_blocks: int = 0
+    # block counts (in the last start) after which the gated family is tested and the run may
+    # stop (servegate.judge.sequential); the final look, ``blocks``, is implicit
+    looks: tuple[int, ...] = ()
 
     def record(self) -> dict[str, Any]:
         """What run.json's ``design`` says about it."""
         return {"in_server": self.in_server, "starts": self.starts, "blocks": self.blocks,
-                "warmup_blocks": self.warmup_blocks,
+                "warmup_blocks": self.warmup_blocks, "looks": list(self.looks),
                 "unit": "block" if self.in_server else "server start per mode and repeat"}
 
 
@@ -262,7 +265,13 @@ def _design(path: Path, data: dict[str, Any], head: dict[str, Any]
     warmup = table.get("warmup_blocks", 0)
     if warmup < 0:
         raise ConfigError(f"{path}: design.warmup_blocks: expected an integer >= 0, got {warmup}")
-    return Design(starts=table["starts"], blocks=table["blocks"], warmup_blocks=warmup), ()
+    looks = tuple(table.get("looks", ()))
+    if list(looks) != sorted(set(looks)) or any(k < 2 or k >= table["blocks"] for k in looks):
+        raise ConfigError(f"{path}: design.looks: expected increasing block counts, each at "
+                          f"least 2 and below design.blocks ({table['blocks']}: the final "
+                          f"look), got {list(looks)}")
+    return Design(starts=table["starts"], blocks=table["blocks"], warmup_blocks=warmup,
+                  looks=looks), ()
 
 
 def suite_path(name_or_path: str) -> Path:

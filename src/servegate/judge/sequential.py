@@ -1,0 +1,139 @@
+"""Block rounds as looks: a group-sequential boundary so a run can stop once its verdict is known.
+
+A suite's ``[design] looks = [k1, k2, ...]`` names the block counts (per start, counted in the
+last start) after which the gated family is tested; the design's ``blocks`` is the final look.
+At look ``i`` the judge uses the first ``k_i`` blocks of every start (the nested estimator takes
+equal blocks per start) at the family level ``nominal_levels(...)[i]``: O'Brien-Fleming-type
+alpha spending (Lan and DeMets, 1983), ``alpha(t) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(t))`` at the
+information fraction ``t = k / blocks``, turned into per-look nominal levels with the exact
+joint law of the looks' z statistics (correlation ``sqrt(t_i / t_j)``). Early looks are strict
+(only a large effect is decided there), the final look keeps nearly the whole alpha.
+
+A run stops at a look when its verdict cannot change: a gated check is a regression (the run
+fails whatever the rest say), or every gated check is decided (none inconclusive). Those
+levels are derived for one z statistic; the judge's checks are t intervals in a Holm family, so
+what they give is measured, not assumed: ``servegate calibrate`` simulates the looks through the
+same decision code (A/A false alarms, claim power and false confirmation at the stop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from scipy import optimize
+from scipy import stats as sps
+
+_MVN_SEED = 20261203       # the normal integrals are quasi-random: fixed, so levels reproduce
+
+
+def spent(fraction: float, alpha: float) -> float:
+    """Alpha spent by information fraction ``fraction`` (O'Brien-Fleming-type spending)."""
+    if fraction >= 1.0:
+        return alpha
+    z = sps.norm.ppf(1.0 - alpha / 2.0)
+    return float(2.0 - 2.0 * sps.norm.cdf(z / np.sqrt(fraction)))
+
+
+def look_fractions(looks: Sequence[int], blocks: int) -> list[float]:
+    """Information fractions of the looks, the final look (all ``blocks``) last."""
+    return [k / blocks for k in looks if k < blocks] + [1.0]
+
+
+def nominal_levels(looks: Sequence[int], blocks: int, alpha: float) -> list[float]:
+    """Two-sided nominal level per look (the final look last): look ``i`` rejects at
+    ``|z| >= c_i`` where ``P(first crossing at look i) = spent(t_i) - spent(t_{i-1})``."""
+    return list(_levels(tuple(look_fractions(looks, blocks)), float(alpha)))
+
+
+@lru_cache(maxsize=64)
+def _levels(fractions: tuple[float, ...], alpha: float) -> tuple[float, ...]:
+    bounds: list[float] = []
+    previous = 0.0
+    for i, t in enumerate(fractions):
+        step = spent(t, alpha) - previous
+        previous += step
+        if i == 0:
+            bounds.append(float(sps.norm.ppf(1.0 - step / 2.0)))
+            continue
+        cov = np.sqrt(np.minimum.outer(fractions[:i + 1], fractions[:i + 1])
+                      / np.maximum.outer(fractions[:i + 1], fractions[:i + 1]))
+        law = _law(cov)
+        inside = np.array(bounds)
+        before = _box(_law(cov[:i, :i]), inside)
+
+        def first_crossing(c: float, law: sps._multivariate.multivariate_normal_frozen = law,
+                           inside: np.ndarray = inside, before: float = before,
+                           step: float = step) -> float:
+            return before - _box(law, np.append(inside, c)) - step
+
+        bounds.append(float(optimize.brentq(first_crossing, 0.5, 12.0, xtol=1e-6)))
+    return tuple(float(2.0 * sps.norm.sf(c)) for c in bounds)
+
+
+def _law(cov: np.ndarray) -> sps._multivariate.multivariate_normal_frozen:
+    return sps.multivariate_normal(mean=np.zeros(len(cov)), cov=cov, seed=_MVN_SEED,
+                                   maxpts=200_000, abseps=1e-7, releps=1e-6)
+
+
+def _box(law: sps._multivariate.multivariate_normal_frozen, bound: np.ndarray) -> float:
+    """P(|Z_j| < bound_j for every j) under ``law``."""
+    if bound.size == 1:
+        return float(2.0 * sps.norm.cdf(bound[0]) - 1.0)
+    return float(law.cdf(bound, lower_limit=-bound))
+
+
+def stops(codes: np.ndarray, gating: np.ndarray) -> np.ndarray:
+    """Whether a look ends the run, per night (last axis: the family's checks, verdict codes of
+    :data:`servegate.judge.stats.CODES`): a gated regression, or no gated check inconclusive."""
+    regression = ((codes == 1) & gating).any(axis=-1)
+    decided = ~((codes == 3) & gating).any(axis=-1)
+    return regression | decided
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look of a sequential design: the blocks per start it judges and its family level."""
+
+    index: int                      # 0-based; the final look is ``count - 1``
+    count: int
+    blocks: int
+    of_blocks: int
+    level: float                    # family-wise alpha at this look
+
+    @property
+    def final(self) -> bool:
+        return self.index == self.count - 1
+
+    def note(self) -> str:
+        return (f"sequential design: look {self.index + 1} of {self.count} (the first "
+                f"{self.blocks} of {self.of_blocks} blocks of every start), family-wise level "
+                f"{100 * self.level:.3g}% (O'Brien-Fleming alpha spending over looks at "
+                f"{self.schedule} blocks)")
+
+    schedule: tuple[int, ...] = ()
+
+
+def look_at(design: dict[str, Any], alpha: float, blocks: int | None) -> Look | None:
+    """The look a judgement is at: ``blocks`` per start (None: the final look), for a design
+    with ``looks`` (run.json's ``design``); None for a design without looks."""
+    looks = [int(k) for k in design.get("looks") or []]
+    if not looks or not design.get("in_server"):
+        return None
+    total = int(design["blocks"])
+    schedule = (*looks, total)
+    at = total if blocks is None else int(blocks)
+    if at not in schedule:
+        raise ValueError(f"no look after {at} blocks (looks: {list(schedule)})")
+    index = schedule.index(at)
+    level = nominal_levels(looks, total, alpha)[index]
+    return Look(index, len(schedule), at, total, level, schedule)
+
+
+def stopped_at(run: dict[str, Any]) -> int | None:
+    """Blocks per start at which the run stopped early (run.json ``sequential``), else None."""
+    value = (run.get("sequential") or {}).get("stopped_at_blocks")
+    return int(value) if value is not None else None
