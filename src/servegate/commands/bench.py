@@ -32,6 +32,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from servegate.commands import bench_timings
 from servegate.commands.bench_context import BenchError, Context
 from servegate.commands.bench_finish import add_to_history, judge_run
 from servegate.commands.bench_in_server import run_in_server
@@ -159,6 +160,7 @@ def main(argv: list[str]) -> int:
                   model_dir=suite.model.path, console=console, trees=trees)
     code = EXIT_OK
     started = time.monotonic()
+    run["timings"] = bench_timings.empty()
     try:
         with terminate_on_sigterm():
             run["fingerprint"] = fingerprint(detected, suite.model.path, suite.model.revision)
@@ -193,6 +195,7 @@ def main(argv: list[str]) -> int:
             run["design"]["start_seconds"] = list(ctx.start_seconds)
             walls = [float(p["wall_s"]) for p in run["points"] if "wall_s" in p]
             run["design"]["block_seconds"] = round(sum(walls) / len(walls), 2) if walls else None
+            bench_timings.finish(run, started)
             session.complete()
             console.log(f"all points done in {time.monotonic() - started:.0f} s")
             if args.accuracy_only:
@@ -206,13 +209,16 @@ def main(argv: list[str]) -> int:
             if not args.accuracy_only:
                 add_to_history(ctx)
     except (KeyboardInterrupt, Terminated) as err:
+        bench_timings.finish(run, started)
         session.fail(f"interrupted ({type(err).__name__}{': ' + str(err) if str(err) else ''})")
         code = EXIT_SIGINT if isinstance(err, KeyboardInterrupt) else EXIT_SIGTERM
     except INFRA_ERRORS as err:
+        bench_timings.finish(run, started)
         session.fail(f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
                      getattr(err, "log_tail", "") or "\n".join(str(err).splitlines()[1:]))
         code = EXIT_INFRA
     except Exception as err:  # a bug, but the run folder must still say what happened
+        bench_timings.finish(run, started)
         session.fail(f"{type(err).__name__}: {err}", traceback.format_exc())
         code = EXIT_INFRA
     print(run_dir, flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,9 @@ from typing import Any
 from rich.progress import Progress
 
 from servegate.accuracy.runner import run_gsm8k
+from servegate.commands import bench_timings
 from servegate.commands.bench_context import BenchError, Context
-from servegate.core.results import Point
+from servegate.core.results import Point, point_slot
 from servegate.measure import logparse
 from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl
 from servegate.measure.client_host import ClientHost
@@ -135,12 +137,14 @@ def measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: 
     return point
 
 
-def switch(ctx: Context, server: Server, control: ModeControl, mode: str) -> None:
+def switch(ctx: Context, server: Server, control: ModeControl, mode: str,
+           arm: str = "") -> None:
     """Switch the idle server to ``mode``; every scheduler process acknowledges first."""
     if control.mode == mode:
         return
     server.check_alive()
-    acks = control.switch(mode, timeout_s=SWITCH_TIMEOUT_S)
+    with bench_timings.timed(ctx.run, "switches", arm=arm, mode=mode):
+        acks = control.switch(mode, timeout_s=SWITCH_TIMEOUT_S)
     ctx.console.log(f"mode {mode} (seq {control.seq}) acknowledged by pids {sorted(acks)}")
 
 
@@ -148,7 +152,7 @@ def measure_block(ctx: Context, this: LiveServer, planned: PlannedPoint, progres
                   task: Any) -> Point:
     """One block in a server that switches its modes in place: the acknowledged switch, the
     mode's warm-up at its first switch in this start, then the measured point."""
-    switch(ctx, this.server, this.control, planned.mode)
+    switch(ctx, this.server, this.control, planned.mode, planned.arm)
     if planned.mode not in this.warmed:
         this.warmed.add(planned.mode)
         warm_up(ctx, this.server, planned, this.host)
@@ -173,13 +177,21 @@ def warm_up(ctx: Context, server: Server, planned: PlannedPoint, host: ClientHos
         point = client_point(ctx, server, planned, jsonl,
                              seed=planned.seed + WARMUP_SEED_OFFSET + index)
         ctx.console.log(f"warm-up block {index + 1} in mode {planned.mode} (discarded)")
-        host.run(client_argv(ctx.python, point)[3:], ctx.run_dir / "client" / f"{name}.log",
-                 suite.load.point_timeout_s, watch=server.check_alive)
+        with bench_timings.timed(ctx.run, "warmups", arm=planned.arm, mode=planned.mode,
+                                 start=planned.start, concurrency=planned.concurrency):
+            host.run(client_argv(ctx.python, point)[3:],
+                     ctx.run_dir / "client" / f"{name}.log", suite.load.point_timeout_s,
+                     watch=server.check_alive)
 
 
 def record(ctx: Context, planned: PlannedPoint, point: Point, progress: Progress,
            task: Any) -> None:
-    """Add the measured point to run.json (rewritten at once), log it and advance the bar."""
+    """Add the measured point and its wall to run.json (rewritten at once), log it and advance
+    the bar."""
+    start, block = point_slot(point)
+    bench_timings.add(ctx.run, "blocks", float(point.get("wall_s", 0.0)), arm=planned.arm,
+                      mode=planned.mode, start=start, block=block,
+                      concurrency=planned.concurrency)
     ctx.session.add_point(point)
     _log_point(ctx, planned, point)
     progress.advance(task)
@@ -196,19 +208,25 @@ def _log_point(ctx: Context, planned: PlannedPoint, point: Point) -> None:
         f"{a['aligned_fraction']:.0%} of {a['saturated_batches']} saturated batches")
 
 
-def accuracy(ctx: Context, server: Server, mode: str) -> None:
-    """GSM8K on this server; ``mode`` is the slot's label (``head-off`` in head-vs-base runs)."""
+def accuracy(ctx: Context, server: Server, mode: str, arm: str = "") -> None:
+    """GSM8K on this server in ``mode``, recorded as ``arm-mode`` (``head-off``) in a
+    head-vs-base run."""
     assert ctx.suite.gsm8k is not None
-    ctx.console.log(f"GSM8K ({mode}): {ctx.suite.gsm8k_table}")
+    label = f"{arm}-{mode}" if arm else mode
+    ctx.console.log(f"GSM8K ({label}): {ctx.suite.gsm8k_table}")
+    began = time.monotonic()
     try:
-        result = run_gsm8k(server.base_url, mode, ctx.run_dir, ctx.suite.gsm8k)
+        result = run_gsm8k(server.base_url, label, ctx.run_dir, ctx.suite.gsm8k)
     except Exception as err:
-        raise BenchError(f"GSM8K ({mode}) failed: {type(err).__name__}: {err}") from err
-    ctx.session.add_accuracy(mode, result)  # type: ignore[arg-type]
+        raise BenchError(f"GSM8K ({label}) failed: {type(err).__name__}: {err}") from err
+    questions = result.get("n", ctx.suite.gsm8k.questions)
+    bench_timings.add(ctx.run, "gsm8k", time.monotonic() - began, arm=arm, mode=mode,
+                      questions=questions)
+    ctx.session.add_accuracy(label, result)  # type: ignore[arg-type]
 
 
 def accuracy_per_mode(ctx: Context, this: LiveServer) -> None:
     """GSM8K in every mode of one server, switched in place: paired per question."""
     for mode in this.slot.modes:
-        switch(ctx, this.server, this.control, mode)
-        accuracy(ctx, this.server, f"{this.slot.arm}-{mode}" if this.slot.arm else mode)
+        switch(ctx, this.server, this.control, mode, this.slot.arm)
+        accuracy(ctx, this.server, mode, this.slot.arm)

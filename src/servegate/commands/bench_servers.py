@@ -5,8 +5,10 @@ them when any fails."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
+from servegate.commands import bench_timings
 from servegate.commands.bench_context import Context
 from servegate.plan import ServerSlot
 from servegate.serve.launch import build_launch
@@ -77,15 +79,25 @@ def start_servers(ctx: Context, requests: list[ServerRequest]) -> list[Server]:
     ready: dict[int, Server] = {}
     attempts = dict.fromkeys(range(len(requests)), 0)
     launched: dict[int, Server] = {}
+    launched_at: dict[int, float] = {}
+
+    def timed(index: int, failed: bool = False) -> None:
+        """run.json timings: this attempt's launch -> ready (or -> its failure)."""
+        extra = {"failed": True} if failed else {}
+        bench_timings.add(ctx.run, "server_starts", time.monotonic() - launched_at[index],
+                          label=requests[index].slot.label, attempt=attempts[index], **extra)
+
     try:
         while len(ready) < len(requests):
             for index, request in enumerate(requests):
                 if index in ready or index in launched:
                     continue
                 attempts[index] += 1
+                launched_at[index] = time.monotonic()
                 try:
                     server = _launch(ctx, request)
                 except PortInUse as err:
+                    timed(index, failed=True)
                     _port_retry(ctx, err, attempts[index])
                     continue
                 launched[index] = server
@@ -94,6 +106,7 @@ def start_servers(ctx: Context, requests: list[ServerRequest]) -> list[Server]:
                 try:
                     waited = server.wait_ready()
                 except PortInUse as err:
+                    timed(index, failed=True)
                     server.stop()
                     if server.log_path.is_file():   # keep the failed attempt's log
                         server.log_path.replace(
@@ -101,8 +114,10 @@ def start_servers(ctx: Context, requests: list[ServerRequest]) -> list[Server]:
                     _port_retry(ctx, err, attempts[index])
                     continue
                 except BaseException:
+                    timed(index, failed=True)
                     server.stop()
                     raise
+                timed(index)
                 ctx.console.log(f"server ready after {waited:.0f} s at {server.base_url}")
                 ctx.start_seconds.append(round(waited, 1))
                 ready[index] = server

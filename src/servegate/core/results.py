@@ -139,6 +139,22 @@ class AccuracyResult(TypedDict, total=False):
     dataset_sha256: str
 
 
+class Timings(TypedDict, total=False):
+    """What the run's GPU time went to, measured (issue 29: a plan prices a suite from these
+    once a runner class has nights). Every entry has ``seconds``; the lists grow as the run
+    goes, so a failed run keeps what it measured. Sums are over the lists' ``seconds``."""
+
+    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
+
+    server_starts: list[dict[str, Any]]  # {"label", "seconds", "attempt"[, "failed": true]}
+    warmups: list[dict[str, Any]]   # {"arm", "mode", "start", "concurrency", "seconds"}
+    blocks: list[dict[str, Any]]    # {"arm", "mode", "start", "block", "concurrency", "seconds"}
+    switches: list[dict[str, Any]]  # {"arm", "mode", "seconds"}: in-place switch + acks
+    gsm8k: list[dict[str, Any]]     # {"arm", "mode", "questions", "seconds"}
+    serving_seconds: float          # warmups + blocks + switches + gsm8k
+    total_seconds: float            # bench's wall, run start to complete (or to the failure)
+
+
 class Run(TypedDict, total=False):
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
@@ -166,6 +182,7 @@ class Run(TypedDict, total=False):
     ab: dict[str, dict[str, Any]]           # head vs base: {"base": tree, "head": tree}
     # the design: {"in_server", "starts", "blocks", "unit", "order", "starts_s", ...}
     design: dict[str, Any]
+    timings: Timings                        # measured seconds (absent in older runs)
 
 
 class RunFolderError(ServegateError, ValueError):

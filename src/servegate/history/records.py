@@ -10,6 +10,12 @@ Schema 2 (keys sorted when written)::
 
 plus one GSM8K line per mode: ``metric = "gsm8k_accuracy"``, ``values = [accuracy]`` and ``n``.
 
+The run's first line may also carry ``timings``: run.json's measured seconds (server starts,
+warm-ups, blocks, switches, GSM8K passes; servegate.commands.bench_timings), once per run, not
+per line (a night's timings are kilobytes; a run has a hundred lines). An additive optional key
+does not bump the schema: older lines (and runs from before timings) simply lack it, and a
+reader that does not know it ignores it, so every version reads every other's lines.
+
 Why every value keeps its start and block: the noise lives at two levels (server start, block
 within a start; servegate.judge.nested), and a history that flattens them counts the blocks of
 one start as independent repeats. ``design`` is the night's: its starts, blocks per start and
@@ -25,10 +31,11 @@ A schema-1 line written from an in-server run cannot be told apart: its blocks b
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +89,8 @@ class Record:
     sglang_commit: str | None = None
     servegate_commit: str | None = None
     n: int | None = None
+    # the run's measured seconds (run.json ``timings``), on the run's first line only
+    timings: dict[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if not self.starts:
@@ -116,6 +125,8 @@ class Record:
         }
         if self.n is not None:
             data["n"] = self.n
+        if self.timings is not None:
+            data["timings"] = self.timings
         return data
 
     @property
@@ -177,6 +188,9 @@ def records_from_run(run: Run, run_id: str) -> list[Record]:
             records.append(Record(mode=mode, concurrency=conc if isinstance(conc, int) else None,
                                   metric=ACCURACY_METRIC, values=(float(accuracy),), n=n,
                                   **common))
+    timings = run.get("timings")
+    if records and isinstance(timings, dict):
+        records[0] = dataclasses.replace(records[0], timings=dict(timings))
     return records
 
 
@@ -254,6 +268,9 @@ def parse_line(raw: str, path: Path, run_id: str) -> tuple[Record, int] | str:
         return f"n must be an integer >= 1 on a {ACCURACY_METRIC} line, got {n!r}"
     if data["run_id"] != run_id:
         return f"run_id {data['run_id']!r} does not match the file name"
+    timings = data.get("timings")
+    if timings is not None and not isinstance(timings, dict):
+        return f"timings must be an object or absent, got {timings!r:.80}"
     return Record(run_id=data["run_id"], time=data["time"], runner_class=data["runner_class"],
                   model=data["model"], suite=data["suite"], mode=data["mode"], concurrency=conc,
                   metric=data["metric"], values=tuple(float(v) for v in values),
@@ -261,4 +278,5 @@ def parse_line(raw: str, path: Path, run_id: str) -> tuple[Record, int] | str:
                   sglang_version=data.get("sglang_version"),
                   sglang_commit=data.get("sglang_commit"),
                   servegate_commit=data.get("servegate_commit"),
-                  n=n if isinstance(n, int) and not isinstance(n, bool) else None), found
+                  n=n if isinstance(n, int) and not isinstance(n, bool) else None,
+                  timings=timings), found

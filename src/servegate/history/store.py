@@ -139,15 +139,18 @@ def _content(record: Record) -> tuple[Any, ...]:
 
 
 def _older_copy(existing: str, path: Path, records: list[Record]) -> bool:
-    """``existing`` is this run written at an older schema: every line readable, one at least
-    older than the current schema, and the same values as ``records``."""
+    """``existing`` is this run written by an older servegate: every line readable, the same
+    values as ``records``, and one line at least older than the current schema or the file
+    without the run's timings (added before runs kept them)."""
     parsed = [parse_line(raw, path, path.name[: -len(SUFFIX)])
               for raw in existing.splitlines() if raw.strip()]
     if not parsed or any(isinstance(line, str) for line in parsed):
         return False
     lines = [line for line in parsed if not isinstance(line, str)]
-    return (any(found < STORE_SCHEMA_VERSION for _, found in lines)
-            and [_content(r) for r, _ in lines] == [_content(r) for r in records])
+    older = (any(found < STORE_SCHEMA_VERSION for _, found in lines)
+             or (all(r.timings is None for r, _ in lines)
+                 and any(r.timings is not None for r in records)))
+    return older and [_content(r) for r, _ in lines] == [_content(r) for r in records]
 
 
 # ---------------------------------------------------------------- reading
@@ -206,3 +209,24 @@ def group_series(records: Iterable[Record]) -> dict[SeriesKey, list[Record]]:
 def _sort_key(key: SeriesKey) -> tuple[Any, ...]:
     runner, model, suite, mode, conc, metric = key
     return (runner, model, suite, metric, point_sort_key((mode, conc or 0)))
+
+
+# ---------------------------------------------------------------- measured timings
+
+
+def measured_timings(store_dir: Path, suite: str, runner_class: str) -> list[dict[str, Any]]:
+    """``{"run_id", "timings"}`` of every stored run of ``suite`` on ``runner_class`` that kept
+    its timings (run.json ``timings``), oldest first, newest last: what ``servegate plan``
+    prices a suite with once the runner class has nights. The store holds complete runs only;
+    runs from before timings, and unreadable lines, are left out (not an error: a plan falls
+    back to its printed figures)."""
+    store = Path(store_dir)
+    if not store.is_dir():
+        return []
+    nights: dict[str, tuple[str, dict[str, Any]]] = {}
+    for record in read_store(store).records:
+        if (record.timings is not None and record.suite == suite
+                and record.runner_class == runner_class):
+            nights.setdefault(record.run_id, (record.time, record.timings))
+    return [{"run_id": run_id, "timings": timings}
+            for run_id, (_, timings) in sorted(nights.items(), key=lambda kv: (kv[1][0], kv[0]))]

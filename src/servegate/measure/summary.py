@@ -3,6 +3,8 @@ for a human reviewer."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from servegate.core.results import MODES, Point, Run, point_slot
 
 
@@ -16,6 +18,25 @@ def _label(point: Point) -> str:
     return f"{arm}-{point['mode']}" if arm else point["mode"]
 
 
+def _seconds(entries: Any) -> float:
+    return sum(float(e.get("seconds", 0.0)) for e in entries or [] if isinstance(e, dict))
+
+
+def time_line(run: Run) -> str | None:
+    """One line of where the run's time went (run.json ``timings``); None for older runs."""
+    timings = run.get("timings")
+    if not isinstance(timings, dict):
+        return None
+    starts = timings.get("server_starts") or []
+    total = timings.get("total_seconds")
+    return (f"- time: {len(starts)} server start{'' if len(starts) == 1 else 's'} "
+            f"({_seconds(starts):.0f} s), blocks {_seconds(timings.get('blocks')):.0f} s, "
+            f"warm-ups {_seconds(timings.get('warmups')):.0f} s, switches "
+            f"{_seconds(timings.get('switches')):.0f} s, GSM8K "
+            f"{_seconds(timings.get('gsm8k')):.0f} s, total "
+            f"{'–' if total is None else f'{float(total):.0f} s'}")
+
+
 def render(run: Run) -> str:
     points: list[Point] = list(run.get("points", []))
     lines = [f"# servegate bench: suite `{run.get('suite')}` on `{run.get('runner_class')}`", ""]
@@ -26,7 +47,9 @@ def render(run: Run) -> str:
     lines.append(f"- chunked prefill size {run.get('chunk_size')}, page size "
                  f"{run.get('page_size')}; started {run.get('started_at')}")
     status = "complete" if run.get("complete") else f"INCOMPLETE ({run.get('error', 'running')})"
-    lines += [f"- status: **{status}**, {len(points)} points", ""]
+    lines.append(f"- status: **{status}**, {len(points)} points")
+    time_text = time_line(run)
+    lines += [time_text, ""] if time_text else [""]
     for conc in sorted({p["concurrency"] for p in points}):
         lines += [f"## concurrency {conc}", "",
                   "| mode | start | block | TTFT mean ms | TTFT median ms | TTFT p99 ms | TPOT median ms "

@@ -98,6 +98,19 @@ def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
     warmups = sorted(p.name for p in (run_dir / "client").glob("warmup-*.jsonl"))
     assert warmups == ["warmup-forced-c2-s0-w0.jsonl", "warmup-off-c2-s0-w0.jsonl"], warmups
     assert len(run["points"]) == 2 * BLOCKS and run["design"]["warmup_blocks"] == 1
+    # run.json timings (issue 29): the one start, every block and warm-up, measured
+    timings = run["timings"]
+    assert [(s["label"], s["attempt"]) for s in timings["server_starts"]] == [("s0", 1)]
+    assert len(timings["blocks"]) == 2 * BLOCKS                 # modes x blocks
+    assert len(timings["warmups"]) == 2 * 1                     # modes x warmup_blocks
+    assert timings["switches"] and timings["gsm8k"] == []       # --skip-accuracy
+    assert sorted(b["seconds"] for b in timings["blocks"]) == sorted(
+        p["wall_s"] for p in run["points"])
+    entries = [e for kind in ("server_starts", "warmups", "blocks", "switches")
+               for e in timings[kind]]
+    assert all(e["seconds"] > 0 for e in entries), timings
+    assert 0 < timings["serving_seconds"] <= timings["total_seconds"] <= seconds
+    assert run["design"]["start_seconds"] and run["design"]["block_seconds"]
 
     # (c) attribution: alignment and acknowledgements per block
     pids = None

@@ -92,6 +92,7 @@ def test_a_record_without_levels_is_each_value_its_own_start() -> None:
     ({"design": {"in_server": True, "starts": 0, "blocks": 6}}, "design.starts must be"),
     ({"design": None}, "design must be an object"),
     ({"schema_version": "2"}, "schema_version must be an integer"),
+    ({"timings": [1.0]}, "timings must be an object"),
     ({"schema_version": STORE_SCHEMA_VERSION + 1}, f"schema_version {STORE_SCHEMA_VERSION + 1} "
                                                    "is newer"),
 ])
@@ -101,3 +102,34 @@ def test_a_line_with_bad_levels_or_version_is_named(tmp_path: Path, edit: dict[s
     line = {**json.loads(dumps_records([record])), **edit}
     problem = parse_line(json.dumps(line), tmp_path / "cpu-cpu-1.jsonl", "cpu-cpu-1")
     assert isinstance(problem, str) and problem.startswith(message)
+
+
+TIMINGS = {"server_starts": [{"label": "s0", "seconds": 31.2, "attempt": 1}], "warmups": [],
+           "blocks": [{"arm": "", "mode": "off", "start": 0, "block": 0, "concurrency": 2,
+                       "seconds": 2.8}], "switches": [], "gsm8k": [],
+           "serving_seconds": 2.8, "total_seconds": 40.0}
+
+
+def _with_timings(run_dir: Path, timings: Any) -> Path:
+    path = run_dir / "run.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "timings": timings}))
+    return run_dir
+
+
+def test_a_runs_timings_ride_on_its_first_line_only_and_read_back(tmp_path: Path) -> None:
+    records = _lines(_with_timings(make_run(tmp_path / "cpu-cpu-1", repeats=2), TIMINGS))
+    assert records[0].timings == TIMINGS
+    assert all(r.timings is None for r in records[1:])
+    lines = dumps_records(records).splitlines()
+    assert "timings" in json.loads(lines[0]) and "timings" not in json.loads(lines[1])
+    back = [parse_line(line, tmp_path / "cpu-cpu-1.jsonl", "cpu-cpu-1") for line in lines]
+    assert [b[0] for b in back if not isinstance(b, str)] == records
+    assert {b[1] for b in back if not isinstance(b, str)} == {STORE_SCHEMA_VERSION}
+
+
+def test_a_line_without_timings_still_reads(tmp_path: Path) -> None:
+    """Runs from before timings (and their store lines) have none: no schema bump needed."""
+    records = _lines(make_run(tmp_path / "cpu-cpu-1"))
+    assert records and all(r.timings is None for r in records)
+    parsed = parse_line(dumps_records(records[:1]), tmp_path / "x.jsonl", "cpu-cpu-1")
+    assert not isinstance(parsed, str) and parsed[0].timings is None

@@ -17,7 +17,13 @@ from unit.judge.block_runs import write_block_run
 from servegate.core.paths import REPO_ROOT
 from servegate.history.cli import main
 from servegate.history.records import ACCURACY_METRIC, STORE_SCHEMA_VERSION
-from servegate.history.store import HistoryError, RunRefusedError, add_run, read_store
+from servegate.history.store import (
+    HistoryError,
+    RunRefusedError,
+    add_run,
+    measured_timings,
+    read_store,
+)
 
 CPU_BASELINE = REPO_ROOT / "baselines" / "cpu" / "smollm2-135m" / "cpu.json"
 
@@ -190,3 +196,48 @@ def test_adding_a_run_stored_at_schema_1_rewrites_it_with_its_levels(tmp_path: P
     with pytest.raises(HistoryError, match="already in the store"):
         add_run(other, store)                   # another run's values: refused, untouched
     assert path.read_text() == old
+
+
+def _timed_run(run_dir: Path, started_at: str, seconds: float, **kwargs: Any) -> Path:
+    """A run.json with bench's ``timings`` (one block of ``seconds``)."""
+    make_run(run_dir, **kwargs)
+    path = run_dir / "run.json"
+    run = json.loads(path.read_text())
+    run.update(started_at=started_at, timings={
+        "server_starts": [{"label": "s0", "seconds": 30.0, "attempt": 1}], "warmups": [],
+        "blocks": [{"arm": "", "mode": "off", "start": 0, "block": 0, "concurrency": 2,
+                    "seconds": seconds}], "switches": [], "gsm8k": [],
+        "serving_seconds": seconds, "total_seconds": 30.0 + seconds})
+    path.write_text(json.dumps(run))
+    return run_dir
+
+
+def test_measured_timings_per_suite_and_runner_newest_last(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    add_run(_timed_run(tmp_path / "b-night", "2026-12-02T02:00:00Z", 2.0), store)
+    add_run(_timed_run(tmp_path / "a-night", "2026-12-01T02:00:00Z", 1.0), store)
+    add_run(_timed_run(tmp_path / "other-suite", "2026-12-03T02:00:00Z", 9.0,
+                       suite="premerge"), store)
+    add_run(_timed_run(tmp_path / "other-runner", "2026-12-03T02:00:00Z", 9.0,
+                       runner_class="mi355x", fingerprint_runner="mi355x"), store)
+    add_run(make_run(tmp_path / "untimed", seed=3), store)        # a run from before timings
+    nights = measured_timings(store, "synthetic", "cpu")
+    assert [n["run_id"] for n in nights] == ["a-night", "b-night"]
+    assert [n["timings"]["blocks"][0]["seconds"] for n in nights] == [1.0, 2.0]
+    assert nights[1]["timings"]["total_seconds"] == 32.0
+    assert measured_timings(store, "synthetic", "h200") == []
+    assert measured_timings(tmp_path / "no-store", "synthetic", "cpu") == []
+
+
+def test_a_run_stored_before_timings_is_rewritten_with_them(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    untimed = make_run(tmp_path / "old" / "cpu-cpu-1", seed=1)
+    path = add_run(untimed, store).path
+    timed = _timed_run(tmp_path / "cpu-cpu-1", "2026-11-30T12:00:00+00:00", 2.0, seed=1)
+    assert add_run(timed, store).status == "upgraded"
+    assert [n["run_id"] for n in measured_timings(store, "synthetic", "cpu")] == ["cpu-cpu-1"]
+    assert add_run(timed, store).status == "unchanged"
+    before = path.read_text()
+    with pytest.raises(HistoryError, match="already in the store"):
+        add_run(untimed, store)                 # dropping the timings is not an upgrade
+    assert path.read_text() == before

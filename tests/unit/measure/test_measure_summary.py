@@ -101,3 +101,19 @@ def test_head_vs_base_rows_name_their_tree() -> None:
            "points": [{**point, "arm": "head"}, {**point, "arm": "base", "repeat": 1}]}
     rows = [line for line in render(run).splitlines() if line.startswith("| ") and "-off" in line]
     assert [row.split(" | ")[0] for row in rows] == ["| base-off", "| head-off"]
+
+
+def test_the_time_line_sums_each_kind_and_older_runs_have_none() -> None:
+    timings = {"server_starts": [{"label": "s0", "seconds": 31.2, "attempt": 1},
+                                 {"label": "s1", "seconds": 29.0, "attempt": 1}],
+               "warmups": [{"seconds": 2.0}, {"seconds": 2.4}],
+               "blocks": [{"seconds": 2.8}] * 10, "switches": [{"seconds": 0.4}],
+               "gsm8k": [{"seconds": 3.6}], "serving_seconds": 40.4, "total_seconds": 110.6}
+    lines = render({**RUN, "timings": timings}).splitlines()   # type: ignore[arg-type]
+    assert lines[5] == ("- time: 2 server starts (60 s), blocks 28 s, warm-ups 4 s, "
+                        "switches 0 s, GSM8K 4 s, total 111 s")
+    assert lines[6] == ""
+    assert not any(line.startswith("- time:") for line in render(RUN).splitlines())  # type: ignore[arg-type]
+    running = {"server_starts": [{"label": "s0", "seconds": 31.0, "attempt": 1}]}
+    assert "- time: 1 server start (31 s), blocks 0 s, warm-ups 0 s, switches 0 s, GSM8K 0 s, " \
+           "total –" in render({**RUN, "timings": running})   # type: ignore[arg-type]
