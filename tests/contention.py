@@ -21,7 +21,7 @@ were busy, and asserts at a quarter or less. Why a quarter:
   away (in a run long enough to trim at all); past a quarter they outnumber what the trim removes
   in any design, and their slowdown enters the estimate and its spread.
 - Every statistical test's size was set by the calibration with interference bursts in 8 % of
-  the blocks (:data:`servegate.judge.calibrate_blocks.BURST_P`, measured on this VM); a quarter is
+  the blocks (:data:`servegate.calibration.BURST_P`, measured on this VM); a quarter is
   three times that, so a quiet run (its bursts included) stays under it and asserts in full, while
   a machine that stays busy (another CPU-heavy job, a burner on both cores: most or all blocks
   busy) is far past it.

@@ -17,6 +17,7 @@ from servegate.commands.bench_blocks import (
     record,
 )
 from servegate.commands.bench_context import Context
+from servegate.commands.bench_looks import run_points
 from servegate.commands.bench_servers import start_server
 from servegate.plan import ServerSlot, expected_schedulers
 from servegate.serve.modeswitch import ModeControl
@@ -36,8 +37,7 @@ def run_in_server(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
         control.register(expected_schedulers(list(runner_profile.args)),
                          timeout_s=SWITCH_TIMEOUT_S)
         this = LiveServer(slot, server, control, host, log_rel)
-        for planned in slot.points:
-            record(ctx, planned, measure_block(ctx, this, planned, progress, task), progress,
-                   task)
+        run_points(ctx, slot.points, lambda planned: record(
+            ctx, planned, measure_block(ctx, this, planned, progress, task), progress, task))
         if with_accuracy and slot.repeat == 0 and ctx.suite.gsm8k:
             accuracy_per_mode(ctx, this)

@@ -18,10 +18,11 @@ from servegate.commands.bench_blocks import (
     record,
 )
 from servegate.commands.bench_context import BenchError, Context
+from servegate.commands.bench_looks import run_points
 from servegate.commands.bench_servers import ServerRequest, start_servers
 from servegate.core import runner_classes
 from servegate.measure import logparse
-from servegate.plan import LivePair, device_env, expected_schedulers
+from servegate.plan import LivePair, PlannedPoint, device_env, expected_schedulers
 from servegate.serve.modeswitch import ModeControl
 from servegate.serve.process import Server
 
@@ -62,7 +63,7 @@ def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
                              timeout_s=SWITCH_TIMEOUT_S)
             live[request.slot.arm] = LiveServer(request.slot, server, control, host,
                                                 request.log_rel)
-        for planned in pair.points:
+        def measure(planned: PlannedPoint) -> None:
             others = [o for arm, o in live.items() if arm != planned.arm]
             before = {o.slot.arm: o.server.log_offset() for o in others}
             point = measure_block(ctx, live[planned.arm], planned, progress, task)
@@ -75,6 +76,8 @@ def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
                                  f"b{planned.block} ran on the other (something else is "
                                  f"using them): the pair's blocks are not comparable")
             record(ctx, planned, point, progress, task)
+
+        run_points(ctx, pair.points, measure)    # both trees stop together at a look
         if with_accuracy and pair.start == 0 and ctx.suite.gsm8k:
             for this in live.values():      # GSM8K per tree and mode, each in its own server
                 accuracy_per_mode(ctx, this)

@@ -6,7 +6,7 @@ questions) and the ``[judge]`` table together. Per suite, runner class, true run
 true block CV this command draws seeded nights and reports the family-wise A/A false-alarm rate
 (with its Clopper-Pearson interval), the no-op claim's false-failure rate, the power against TTFT
 slowdowns, the gated claim's power and false confirmation, and the head-vs-base live pair's
-A/A and power. The simulation and what in it is real is :mod:`servegate.judge.calibrate_blocks`
+A/A and power. The simulation and what in it is real is :mod:`servegate.calibration`
 (the family from the judge's own ``block_pendings``, the judge's nested estimators and Holm).
 """
 
@@ -19,9 +19,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from servegate import calibration as blocks
 from servegate.config import ConfigError, load_suite, suite_path
 from servegate.core.runner_classes import REGISTRY
-from servegate.judge import calibrate_blocks as blocks
 
 DEFAULT_SUITES = ("cpu", "premerge", "nightly")
 DEFAULT_RUN_CVS = (0.01, 0.02, 0.04)

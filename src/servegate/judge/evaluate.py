@@ -18,7 +18,7 @@ from servegate.config.judge import (
 )
 from servegate.core.paths import SUITES_DIR
 from servegate.core.results import Run, RunFolderError, load_run
-from servegate.judge import budget
+from servegate.judge import budget, sequential
 from servegate.judge.ab import is_ab
 from servegate.judge.accuracy_checks import (
     baseline_accuracy_pendings,
@@ -68,8 +68,12 @@ def error_judgement(run_dir: Path, message: str, strict: bool,
 def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = False,
           suites_dir: Path = SUITES_DIR, baselines_root: Path | None = None,
           baseline_doc: dict[str, Any] | None = None,
-          measured_run_spread: bool = False) -> Judgement:
-    """Load run, suite [judge] table and baseline; evaluate every check with one family size."""
+          measured_run_spread: bool = False, at_blocks: int | None = None) -> Judgement:
+    """Load run, suite [judge] table and baseline; evaluate every check with one family size.
+
+    A design with ``looks`` is judged at a look (:mod:`servegate.judge.sequential`): at
+    ``at_blocks`` per start (bench's interim looks), else where the run stopped, else the
+    final look; its blocks only, at that look's family level."""
     run_dir = Path(run_dir)
     try:
         run = load_run(run_dir)
@@ -92,6 +96,16 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
         notes.append("run-to-run spread measured from the baseline's nights replaces the "
                      "suite's assumed run_to_run_cv")
     design = run.get("design") or {}
+    try:
+        look = sequential.look_at(dict(design), 1.0 - config.confidence,
+                                  at_blocks if at_blocks is not None
+                                  else sequential.stopped_at(dict(run)))
+    except ValueError as err:
+        return error_judgement(run_dir, f"run.json design: {err}", strict, run)
+    if look is not None:
+        run = sequential.at_look(run, look)
+        config = replace(config, confidence=1.0 - look.level)
+        notes.append(look.note())
     interference = interference_note(run.get("points") or [])
     if interference:
         notes.append(interference)

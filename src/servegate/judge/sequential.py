@@ -27,6 +27,8 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
+from servegate.core.results import Run, point_slot
+
 _MVN_SEED = 20261203       # the normal integrals are quasi-random: fixed, so levels reproduce
 
 
@@ -137,3 +139,9 @@ def stopped_at(run: dict[str, Any]) -> int | None:
     """Blocks per start at which the run stopped early (run.json ``sequential``), else None."""
     value = (run.get("sequential") or {}).get("stopped_at_blocks")
     return int(value) if value is not None else None
+
+
+def at_look(run: Run, look: Look) -> Run:
+    """The run as the look sees it: the first ``look.blocks`` blocks of every start."""
+    points = [p for p in run.get("points") or [] if point_slot(p)[1] < look.blocks]
+    return {**run, "points": points}  # type: ignore[typeddict-item]

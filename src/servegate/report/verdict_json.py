@@ -49,6 +49,7 @@ def build(judgement: Judgement) -> dict[str, Any]:
         "judge_settings": judgement.config.source,
         "seed": judgement.config.seed,     # this run's judge seed: re-judging reproduces it
         "notes": list(judgement.notes),
+        "sequential": run.get("sequential"),     # looks taken, where the run stopped
         "noise_budget": list(judgement.budget),
         "counts": dict(sorted(Counter(
             c["verdict"] for c in checks if c["gate"]).items())),

@@ -7,7 +7,7 @@ time), the blocks alternating between them, and the idle server verified idle du
 of the other. The A/A (the same tree twice) exits 0 with no regression; the slowdown test injects
 a prefill delay into the head server only (``SERVEGATE_INJECT_ARMS=head``) of the size the
 calibration says this design catches with 80 % power at this VM's measured noise
-(:func:`calibrate_blocks.live_pair_calibration`), and it must be reported as a regression. The
+(:func:`calibration.live_pair_calibration`), and it must be reported as a regression. The
 delay that makes that size comes from the A/A's own base blocks (their mean TTFT, same load,
 same machine, same hour): the A/A runs once per module and the slowdown test reads it. The two
 verdicts (A/A no regression, slowdown caught) are speed: asserted after the live-pair facts, and
@@ -121,8 +121,8 @@ def test_a_a_same_tree_is_no_regression(a_a: LivePairRun) -> None:
 
 def _head_delay_ms(reference_ttft_ms: float) -> tuple[float, float]:
     """(TTFT slowdown the design catches with 80 % power, delay per prefill batch in ms)."""
+    from servegate.calibration import Noise, live_pair_calibration
     from servegate.config import load_suite
-    from servegate.judge.calibrate_blocks import Noise, live_pair_calibration
 
     suite = load_suite(SUITE)
     design = suite.effective_design

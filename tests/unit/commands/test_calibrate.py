@@ -2,8 +2,8 @@
 
 Pinned here: the CLI's help, defaults, argument checks, error path and printed table/JSON, and
 which designs it asks the block simulation for (the simulations replaced by canned rows, the
-clock by a fixed one; the simulations themselves are test_calibrate_blocks.py's). Every suite,
-with ``[design]`` or from before it, is simulated by :mod:`servegate.judge.calibrate_blocks`.
+clock by a fixed one; the simulations themselves are test_calibration.py's). Every suite,
+with ``[design]`` or from before it, is simulated by :mod:`servegate.calibration`.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_bad_input_exits_2(capsys):
 # ------------------------------------------- in-server ([design]) suites on the command line
 
 class _BlockRecorder:
-    """Stands in for calibrate_blocks' two simulations (tested in test_calibrate_blocks.py):
+    """Stands in for calibration's two simulations (tested in test_calibration.py):
     records what the command asks each to simulate and returns canned rows, so the table and
     the rows built from them can be checked exactly."""
 

@@ -1,4 +1,4 @@
-"""servegate.judge.calibrate_blocks: the in-server design's simulated nights, against the judge
+"""servegate.calibration: the in-server design's simulated nights, against the judge
 itself (run folders judged by ``servegate.judge.evaluate.judge``), hand-built nights whose
 verdicts are certain, hand computations of the burst model and the paired power, and the
 ``servegate calibrate`` command line for a ``[design]`` suite."""
@@ -18,16 +18,16 @@ from scipy import stats as sps
 from statsmodels.stats.proportion import proportion_confint
 from unit.judge.block_runs import write_block_run
 
+from servegate import calibration as cb
 from servegate.accuracy.paired import agresti_min
+from servegate.calibration import Noise, live_pair_calibration
 from servegate.commands import calibrate
 from servegate.commands.calibrate import main as calibrate_main
 from servegate.config import load_suite, suite_path
 from servegate.config.judge import parse_judge_table
 from servegate.core.results import load_run
-from servegate.judge import calibrate_blocks as cb
 from servegate.judge.baselines import baseline_from_run
 from servegate.judge.block_checks import block_pendings
-from servegate.judge.calibrate_blocks import Noise, live_pair_calibration
 from servegate.judge.evaluate import judge
 from servegate.judge.evidence import evidence_from_baseline, evidence_from_run
 from servegate.judge.stats import CODES
@@ -465,10 +465,10 @@ def test_paired_power_of_a_speed_up_is_no_regression() -> None:
 
 
 def test_block_design_of_the_nightly_suite_keeps_the_suites_settings() -> None:
-    """The shipped nightly ([design]: 2 starts x 6 blocks) as calibrate_blocks simulates it: on
+    """The shipped nightly ([design]: 2 starts x 6 blocks) as servegate.calibration simulates it: on
     a gated class (MI355X) off and on, elsewhere every mode of the suite."""
+    from servegate.calibration import block_design
     from servegate.config import load_suite, suite_path
-    from servegate.judge.calibrate_blocks import block_design
     suite = load_suite(suite_path("nightly"))
     gated = block_design(suite, "mi355x")
     assert (gated.suite, gated.runner, gated.starts, gated.blocks, gated.modes,
@@ -530,7 +530,7 @@ def test_calibrate_json_reports_head_vs_base_for_every_in_server_row(
 # Every calibrated number docs/ quotes comes from these functions at a stated seed. A change to
 # the simulation (a draw, a variance, a tally, a batch boundary) moves these small seeded runs,
 # and the recorded YAML beside this file shows the diff. A deliberate change: re-run the docs'
-# calibration commands, then `pytest tests/unit/judge/test_calibrate_blocks.py -k recorded
+# calibration commands, then `pytest tests/unit/test_calibration.py -k recorded
 # --force-regen` (pytest-regressions) and review the diff.
 
 
