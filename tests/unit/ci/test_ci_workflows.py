@@ -270,6 +270,47 @@ def test_premerge_is_callable_and_gates_head_vs_base() -> None:
     assert 'exit "$status"' in gate[0]["run"]
 
 
+def test_premerge_gpu_tier_runs_only_when_the_trigger_job_says_so() -> None:
+    """The GPU tier (8-GPU runners, hours) needs the trigger job and runs only on its
+    run == 'true' (and never for forks); the trigger job decides with ci/lib/gpu-tier-trigger.py
+    on the trees the tiers measure and says why in its job summary; the CPU tier is
+    unconditional; callers can force the GPU tier."""
+    workflow = load(WORKFLOW_DIR / "premerge.yml")
+    call = workflow["on"]["workflow_call"]["inputs"]
+    assert call["force_gpu"]["type"] == "boolean" and call["force_gpu"]["default"] is False
+    assert call["gpu_label"]["default"] == "run-servegate-gpu"
+    cpu, gpu, trigger = (workflow["jobs"][name] for name in ("cpu", "gpu", "trigger"))
+    assert "needs" not in cpu and "if" not in cpu, "the CPU tier runs on every change"
+    assert "needs" not in trigger and trigger["runs-on"] == "ubuntu-latest"
+    needs = gpu["needs"] if isinstance(gpu["needs"], list) else [gpu["needs"]]
+    assert {"cpu", "trigger"} <= set(needs)
+    condition = " ".join(gpu["if"].split())
+    assert "needs.trigger.outputs.run == 'true'" in condition
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in condition
+    assert "||" not in condition, "no way around the fork check or the trigger"
+    assert trigger["outputs"]["run"] == "${{ steps.decide.outputs.run }}"
+    assert trigger["outputs"]["why"] == "${{ steps.decide.outputs.why }}"
+    steps = trigger["steps"]
+    assert steps[0]["with"]["repository"] == "${{ inputs.servegate_repository }}"
+    trees = next(i for i, s in enumerate(steps) if "ci/lib/sglang-trees.sh" in s.get("run", ""))
+    assert steps[trees]["run"].endswith(" trees")
+    decide = next(i for i, s in enumerate(steps) if s.get("id") == "decide")
+    assert trees < decide
+    script = steps[decide]["run"]
+    assert "ci/lib/gpu-tier-trigger.py --trees trees" in script
+    assert '>> "$GITHUB_OUTPUT"' in script
+    env = steps[decide]["env"]
+    assert env["FORCE_GPU"] == "${{ inputs.force_gpu }}"
+    assert env["GPU_LABEL"] == "${{ inputs.gpu_label }}"
+    assert "github.event.pull_request.labels" in env["PR_LABELS"]
+    assert all(f'"${name}"' in script for name in ("FORCE_GPU", "GPU_LABEL", "PR_LABELS"))
+    summary = [s for s in steps[decide + 1:] if '>> "$GITHUB_STEP_SUMMARY"' in s.get("run", "")]
+    assert summary, "the trigger job's summary must say why the GPU tier runs or is skipped"
+    assert summary[0]["env"]["WHY"] == "${{ steps.decide.outputs.why }}"
+    assert summary[0]["env"]["RUN"] == "${{ steps.decide.outputs.run }}"
+    assert "$WHY" in summary[0]["run"]
+
+
 def test_bench_output_is_captured_and_its_last_line_checked() -> None:
     for workflow in WORKFLOWS:
         for job_id, script in run_scripts(workflow):
