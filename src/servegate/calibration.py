@@ -35,6 +35,7 @@ from servegate.config import Suite
 from servegate.config.judge import JudgeConfig
 from servegate.core.metrics import direction
 from servegate.core.runner_classes import REGISTRY
+from servegate.judge import sequential
 from servegate.judge.baselines import baseline_from_run
 from servegate.judge.block_checks import block_pendings
 from servegate.judge.evidence import evidence_from_baseline, evidence_from_run
@@ -67,6 +68,7 @@ class BlockDesign:
     questions: int
     config: JudgeConfig
     gated: bool
+    looks: tuple[int, ...] = ()     # [design] looks (servegate.judge.sequential)
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,8 @@ def block_design(suite: Suite, runner: str) -> BlockDesign:
     # suite's modes
     modes = tuple(m for m in suite.modes if m != "forced") if gated else tuple(suite.modes)
     return BlockDesign(suite.name, runner, design.starts, design.blocks, modes,
-                       tuple(suite.load.concurrency), questions, suite.judge, gated)
+                       tuple(suite.load.concurrency), questions, suite.judge, gated,
+                       design.looks)
 
 
 def _skeleton(design: BlockDesign) -> dict[str, Any]:
@@ -218,17 +221,21 @@ def _accuracy(rng: np.random.Generator, nights: int, questions: int
 
 
 def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, reference: dict,
-                  rng: np.random.Generator, nights: int) -> Decided:
-    """Every primary check on every night, Holm over the family, verdict codes at each level."""
+                  rng: np.random.Generator, nights: int, *, alpha: float | None = None,
+                  accuracy: tuple[np.ndarray, np.ndarray] | None = None) -> Decided:
+    """Every primary check on every night, Holm over the family, verdict codes at each level
+    (``alpha``: a sequential look's family level; ``accuracy``: the night's GSM8K, drawn once
+    for all its looks)."""
     config = design.config
-    alpha = 1.0 - config.confidence
+    alpha = 1.0 - config.confidence if alpha is None else alpha
     inter_var, inter_dof = config.interaction_cv ** 2, config.interaction_cv_dof
     start_var, start_dof = config.run_to_run_cv ** 2, config.run_to_run_cv_dof
     est = Estimates()
     bounds: list[list[float]] = []
     for check in checks:
         if check.kind == "claim_accuracy":
-            diff, se = _accuracy(rng, nights, design.questions)
+            diff, se = accuracy if accuracy is not None else _accuracy(rng, nights,
+                                                                       design.questions)
             est.theta.append(diff)
             est.se.append(se)
             est.df.append(np.full(nights, np.inf))
@@ -285,6 +292,40 @@ def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, re
     return Decided(codes, gating, p)
 
 
+def decide_sequential(design: BlockDesign, checks: list[SimCheck], current: dict,
+                      reference: dict, rng: np.random.Generator, nights: int
+                      ) -> tuple[Decided, np.ndarray]:
+    """Each night judged at the design's looks as bench takes them (the first ``k`` blocks of
+    every start, at the look's spending level), kept at the first look that stops it
+    (:func:`servegate.judge.sequential.stops`), else at the final look. Returns the decisions
+    at the stop and the blocks per start each night ran to."""
+    if not design.looks:
+        return (decide_nights(design, checks, current, reference, rng, nights),
+                np.full(nights, design.blocks))
+    alpha = 1.0 - design.config.confidence
+    levels = sequential.nominal_levels(design.looks, design.blocks, alpha)
+    accuracy = _accuracy(rng, nights, design.questions)
+    schedule = [*design.looks, design.blocks]
+    done = np.zeros(nights, dtype=bool)
+    ran = np.full(nights, design.blocks)
+    out: Decided | None = None
+    for blocks, level in zip(schedule, levels, strict=True):
+        seen = {key: value[..., :blocks] for key, value in current.items()}
+        decided = decide_nights(design, checks, seen, reference, rng, nights, alpha=level,
+                                accuracy=accuracy)
+        final = blocks == design.blocks
+        take = ~done & (final | sequential.stops(decided.codes, decided.gating))
+        if out is None:
+            out = decided
+        else:
+            out.codes[take], out.gating[take] = decided.codes[take], decided.gating[take]
+            out.p_values[take] = decided.p_values[take]
+        ran[take] = blocks
+        done |= take
+    assert out is not None
+    return out, ran
+
+
 def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: int,
                      batch: int = 500) -> dict[str, Any]:
     """A/A false alarms, no-op false failures, claim power and false confirmation, and the
@@ -299,6 +340,7 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
                              "noop_gating": 0}
     claim_pass = {size: 0 for size in CLAIM_SIZES}
     caught = {s: 0 for s in SLOWDOWNS}
+    ran: dict[str, list[np.ndarray]] = {}       # blocks per start each world's nights ran to
     done = 0
     while done < nights:
         size = min(batch, nights - done)
@@ -309,7 +351,8 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
         base_effects = {"on:ttft": pr_effect}
         reference = night(base_effects)
         current = night(base_effects)
-        aa = decide_nights(design, checks, current, reference, rng, size)
+        aa, aa_ran = decide_sequential(design, checks, current, reference, rng, size)
+        ran.setdefault("aa", []).append(aa_ran)
         alarm = ((aa.codes == 1) & aa.gating).any(axis=1)
         tally["aa"] += int(alarm.sum())
         noop = np.array([c.kind in ("noop_tost", "noop_prefill") for c in checks])
@@ -319,15 +362,19 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
         if claim is not None:
             for claim_size in CLAIM_SIZES:
                 cur = night({"on:ttft": math.log(1 - claim_size)})
-                decided = decide_nights(design, checks, cur, reference, rng, size)
+                decided, claim_ran = decide_sequential(design, checks, cur, reference, rng,
+                                                       size)
+                ran.setdefault(f"claim {claim_size:g}", []).append(claim_ran)
                 claim_pass[claim_size] += int((decided.codes[:, claim] == 0).sum())
-            null = decide_nights(design, checks, night({}), reference, rng, size)
+            null, _ = decide_sequential(design, checks, night({}), reference, rng, size)
             tally["false_confirmation"] += int((null.codes[:, claim] == 0).sum())
         for slowdown in SLOWDOWNS:
             shift = math.log1p(slowdown)
             slowed = {key: value + shift if key[2] == "ttft" else value
                       for key, value in current.items()}
-            decided = decide_nights(design, checks, slowed, reference, rng, size)
+            decided, slowed_ran = decide_sequential(design, checks, slowed, reference, rng,
+                                                    size)
+            ran.setdefault(f"slowdown {slowdown:.2f}", []).append(slowed_ran)
             versus = np.array([c.kind == "versus" for c in checks])
             caught[slowdown] += int(((decided.codes == 1) & decided.gating)[:, versus]
                                     .any(axis=1).sum())
@@ -349,6 +396,19 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
         "assumed_run_cv_dof": design.config.run_to_run_cv_dof,
         "assumed_interaction_cv": design.config.interaction_cv, "seed": seed,
     }
+    if design.looks:
+        # the blocks a night ran: every earlier start in full, the last one to its stop
+        parts["looks"] = [*design.looks, design.blocks]
+        parts["look_levels"] = [round(x, 6) for x in sequential.nominal_levels(
+            design.looks, design.blocks, 1.0 - design.config.confidence)]
+        parts["blocks_run_fraction"] = {
+            world: round(float(np.mean(((design.starts - 1) * design.blocks
+                                        + np.concatenate(arrays))
+                                       / (design.starts * design.blocks))), 4)
+            for world, arrays in ran.items()}
+        parts["stopped_early"] = {
+            world: round(float(np.mean(np.concatenate(arrays) < design.blocks)), 4)
+            for world, arrays in ran.items()}
     if claim is not None:
         parts["claim_power"] = {f"{s:g}": round(claim_pass[s] / nights, 4) for s in CLAIM_SIZES}
         parts["claim_false_confirmation"] = round(tally["false_confirmation"] / nights, 5)
@@ -429,12 +489,15 @@ def _pair_nights(rng: np.random.Generator, nights: int, starts: int, blocks: int
 
 
 def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: int,
-                          noise: Noise, *, nights: int, seed: int) -> dict[str, Any]:
+                          noise: Noise, *, nights: int, seed: int,
+                          looks: tuple[int, ...] = ()) -> dict[str, Any]:
     """Head vs base in live pairs (``servegate ab``): A/A false alarms per run and the power
     against a head-only TTFT slowdown, through the judge's live-pair estimator (block pairs, the
     two servers' start difference from the prior 2 x run_to_run_cv^2 or measured with two
     starts or more), decision p-values and Holm over the primary family (one check per mode
-    and aggregate metric; the metrics of a mode are simulated independent: conservative)."""
+    and aggregate metric; the metrics of a mode are simulated independent: conservative).
+    With ``looks`` each night is judged at every look (the first k blocks, the look's
+    spending level) and kept where it stops, as bench runs it."""
     rng = np.random.default_rng([seed, starts, blocks, int(noise.run_cv * 1e6),
                                  int(noise.block_cv * 1e6)])
     metrics = list(config.aggregate_metrics or config.metrics)
@@ -443,34 +506,67 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
     slowed = ["ttft" in metric for _ in range(modes) for metric in metrics]
     alpha = 1.0 - config.confidence
     start_var, start_dof = 2 * config.run_to_run_cv ** 2, config.run_to_run_cv_dof
+    schedule = [*looks, blocks]
+    levels = sequential.nominal_levels(looks, blocks, alpha) if looks else [alpha]
 
-    def regressions(shift: float) -> np.ndarray:
+    def judged(pairs: list[tuple[np.ndarray, np.ndarray]], level: float) -> np.ndarray:
+        """(nights, m) verdict codes of the family at family level ``level``."""
         theta, se, df = [], [], []
-        for i in range(m):
-            d = paired_difference(_pair_nights(rng, nights, starts, blocks, noise,
-                                               shift if slowed[i] else 0.0),
-                                  _pair_nights(rng, nights, starts, blocks, noise, 0.0),
-                                  interaction_var=start_var, interaction_dof=start_dof)
+        for head, base in pairs:
+            d = paired_difference(head, base, interaction_var=start_var,
+                                  interaction_dof=start_dof)
             theta.append(d.theta)
             se.append(d.se)
             df.append(d.df)
         p = np.stack([decision_alpha(t, s, f, [math.log1p(fl)], False)
                       for t, s, f, fl in zip(theta, se, df, floors, strict=True)], axis=-1)
-        levels = family_levels(p, alpha, config)
-        hit = np.zeros(nights, dtype=bool)
+        family_alpha = family_levels(p, level, config)
+        codes = np.empty(p.shape, dtype=np.int8)
         for i in range(m):
-            q = sps.t.ppf(1.0 - levels[:, i] / 2.0, df[i])
+            q = sps.t.ppf(1.0 - family_alpha[:, i] / 2.0, df[i])
             low, high = theta[i] - q * se[i], theta[i] + q * se[i]
-            hit |= classify(np.expm1(low), np.expm1(high), floors[i], "lower") == 1
-        return hit
+            codes[:, i] = classify(np.expm1(low), np.expm1(high), floors[i], "lower")
+        return codes
 
-    aa = int(regressions(0.0).sum())
-    curve = {f"{s:.2f}": round(float(regressions(math.log1p(s)).mean()), 4) for s in SLOWDOWNS}
+    def regressions(shift: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per night: a gated regression at its stop, and the blocks it ran to."""
+        pairs = [(_pair_nights(rng, nights, starts, blocks, noise,
+                               shift if slowed[i] else 0.0),
+                  _pair_nights(rng, nights, starts, blocks, noise, 0.0)) for i in range(m)]
+        hit = np.zeros(nights, dtype=bool)
+        ran = np.full(nights, blocks)
+        done = np.zeros(nights, dtype=bool)
+        for k, level in zip(schedule, levels, strict=True):
+            codes = judged([(h[..., :k], b[..., :k]) for h, b in pairs], level)
+            take = ~done & ((k == blocks) | sequential.stops(codes, np.ones_like(codes, bool)))
+            hit[take] = (codes[take] == 1).any(axis=-1)
+            ran[take] = k
+            done |= take
+        return hit, ran
+
+    aa_hit, aa_ran = regressions(0.0)
+    aa = int(aa_hit.sum())
+    worlds = {f"{s:.2f}": regressions(math.log1p(s)) for s in SLOWDOWNS}
+    curve = {name: round(float(hit.mean()), 4) for name, (hit, _) in worlds.items()}
     reach = [s for s in SLOWDOWNS if curve[f"{s:.2f}"] >= 0.8]
-    return {"design": "live-pair", "starts": starts, "blocks": blocks,
-            "server_starts": 2 * starts, "family_size": m, "nights": nights,
-            "aa_false_alarm": round(aa / nights, 5),
-            "aa_false_alarm_ci": rate_interval(aa, nights),
-            "power_curve": curve, "slowdown_80": reach[0] if reach else None,
-            "assumed_run_cv": config.run_to_run_cv,
-            "assumed_run_cv_dof": config.run_to_run_cv_dof}
+    out: dict[str, Any] = {
+        "design": "live-pair", "starts": starts, "blocks": blocks,
+        "server_starts": 2 * starts, "family_size": m, "nights": nights,
+        "aa_false_alarm": round(aa / nights, 5),
+        "aa_false_alarm_ci": rate_interval(aa, nights),
+        "power_curve": curve, "slowdown_80": reach[0] if reach else None,
+        "assumed_run_cv": config.run_to_run_cv,
+        "assumed_run_cv_dof": config.run_to_run_cv_dof}
+    if looks:
+        def fraction(ran: np.ndarray) -> float:
+            return round(float(np.mean(((starts - 1) * blocks + ran) / (starts * blocks))), 4)
+
+        out["looks"] = schedule
+        out["look_levels"] = [round(x, 6) for x in levels]
+        out["aa_stopped_early_on_regression"] = round(float(
+            (aa_hit & (aa_ran < blocks)).mean()), 5)
+        out["blocks_run_fraction"] = {"aa": fraction(aa_ran), **{
+            name: fraction(ran) for name, (_, ran) in worlds.items()}}
+        out["stopped_at_first_look"] = {name: round(float((ran == schedule[0]).mean()), 4)
+                                        for name, (_, ran) in worlds.items()}
+    return out

@@ -605,3 +605,48 @@ def test_family_levels_follow_the_judges_method() -> None:
                                                              family_method="bonferroni")),
                        0.05 / 3)
     assert not np.allclose(holm, 0.05 / 3)
+
+
+# ---------------------------------------------------------------- sequential looks
+
+
+def test_looks_stop_large_slowdowns_early_and_keep_the_a_a_and_the_claim(nightly: Any) -> None:
+    """Nightly with looks after 3, 4 and 5 of its 6 blocks (the last start's): A/A nights never
+    alarm, the PR's claim keeps its power at the stop, a +50 % slowdown stops at the first
+    look (the last start half run), and without looks nothing changes."""
+    plain = cb.block_design(nightly, "mi355x")
+    looked = dataclasses.replace(plain, looks=(3, 4, 5))
+    noise = Noise(0.02, 0.01, 0.003)
+    row = cb.calibrate_design(looked, noise, nights=400, seed=5)
+    assert row["looks"] == [3, 4, 5, 6] and row["aa_false_alarm"] <= 0.01
+    assert row["claim_false_confirmation"] <= 0.01 and row["claim_power"]["0.095"] >= 0.95
+    assert row["blocks_run_fraction"]["slowdown 0.50"] == 0.75       # (6 + 3) / 12
+    assert row["stopped_early"]["slowdown 0.50"] == 1.0
+    assert row["blocks_run_fraction"]["aa"] == 1.0                    # nothing to stop for
+    same = cb.calibrate_design(plain, noise, nights=400, seed=5)
+    assert "looks" not in same and same["claim_power"] == cb.calibrate_design(
+        dataclasses.replace(plain), noise, nights=400, seed=5)["claim_power"]
+
+
+def test_live_pair_looks_never_stop_an_a_a_on_a_regression(nightly: Any) -> None:
+    config = nightly.judge
+    pair = live_pair_calibration(config, 1, 4, 2, Noise(0.02, 0.01, 0.0), nights=400, seed=3,
+                                 looks=(2, 3))
+    assert pair["looks"] == [2, 3, 4] and pair["aa_stopped_early_on_regression"] == 0.0
+    assert pair["aa_false_alarm"] <= 0.01
+    assert pair["stopped_at_first_look"]["1.00"] >= 0.95
+    assert pair["blocks_run_fraction"]["1.00"] < pair["blocks_run_fraction"]["aa"] == 1.0
+
+
+def test_calibrate_prices_each_world_at_the_blocks_its_nights_ran(tmp_path: Path,
+                                                                capsys: Any) -> None:
+    suite = (REPO_ROOT / "suites" / "nightly.toml").read_text()
+    looked = tmp_path / "nightly.toml"
+    looked.write_text(suite.replace("\nblocks = 6\n", "\nblocks = 6\nlooks = [3, 4, 5]\n"))
+    assert calibrate_main(["--json", "--suite", str(looked), "--runner", "gfx95", "--run-cv",
+                           "0.02", "--block-cv", "0.01", "--nights", "200"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["designs"]
+    minutes = row["expected_serving_minutes"]
+    assert minutes["aa"] == pytest.approx(minutes["max"], abs=0.2)
+    assert minutes["slowdown 1.00"] < 0.85 * minutes["max"]
+    assert set(row["head_vs_base"]["expected_serving_minutes"]) >= {"max", "aa"}

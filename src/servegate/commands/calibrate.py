@@ -22,6 +22,7 @@ from typing import Any
 from servegate import calibration as blocks
 from servegate.config import ConfigError, load_suite, suite_path
 from servegate.core.runner_classes import REGISTRY
+from servegate.cost import Cell, CostError, estimate
 
 DEFAULT_SUITES = ("cpu", "premerge", "nightly")
 DEFAULT_RUN_CVS = (0.01, 0.02, 0.04)
@@ -62,15 +63,39 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                 # head vs base of this design (servegate ab): both trees' servers alive
                 pair = blocks.live_pair_calibration(
                     suite.judge, design.starts, design.blocks, len(design.modes), noise,
-                    nights=args.nights, seed=args.seed)
+                    nights=args.nights, seed=args.seed, looks=design.looks)
                 if blocks.family(design):
                     row = blocks.calibrate_design(design, noise, nights=args.nights,
                                                   seed=args.seed, batch=args.batch)
                 else:               # a head-vs-base suite: its family is the pair's alone
                     row = _pair_row(name, runner, noise, pair, args.nights)
                 row["head_vs_base"] = pair
+                _expected_minutes(suite, design, row)
                 rows.append(row)
     return rows
+
+
+def _expected_minutes(suite: Any, design: blocks.BlockDesign, row: dict[str, Any]) -> None:
+    """``expected_serving_minutes`` per simulated world (A/A, the claims, the slowdowns): the
+    suite's serving minutes on the class (:mod:`servegate.cost`) with its blocks scaled by the
+    share a world's nights ran before they stopped (1 without looks); ``max`` with none
+    skipped. The head-vs-base pair's the same way, both trees priced."""
+    for record, trees in ((row, 1), (row["head_vs_base"], 2)):
+        try:
+            priced = estimate(suite, Cell(design.runner, design.modes, "gate", trees))
+        except (CostError, ValueError):
+            continue                        # a class the profile has no speed table for
+        minutes = priced["minutes"]
+        fixed = minutes["warmups"] + minutes["gsm8k"]
+        ran = record.get("blocks_run_fraction") or {}
+        worlds = {"aa": ran.get("aa", 1.0)}
+        worlds.update({k: v for k, v in ran.items() if k != "aa"})
+        if "claim_power" in record and not any(k.startswith("claim") for k in worlds):
+            worlds.update({f"claim {size}": 1.0 for size in record["claim_power"]})
+        record["expected_serving_minutes"] = {
+            "max": priced["serving_minutes"],
+            **{world: round(fixed + minutes["blocks"] * share, 1)
+               for world, share in worlds.items()}}
 
 
 def _pair_row(suite: str, runner: str, noise: blocks.Noise, pair: dict[str, Any],

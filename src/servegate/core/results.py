@@ -183,6 +183,9 @@ class Run(TypedDict, total=False):
     # the design: {"in_server", "starts", "blocks", "unit", "order", "starts_s", ...}
     design: dict[str, Any]
     timings: Timings                        # measured seconds (absent in older runs)
+    # a design with looks: {"looks", "levels", "taken": [...], "stopped_at_blocks",
+    # "skipped_points", "minutes_saved"} (servegate.commands.bench_looks)
+    sequential: dict[str, Any]
 
 
 class RunFolderError(ServegateError, ValueError):

@@ -1,0 +1,89 @@
+"""Interim looks in bench: due only at the end of a look's block round in the last start; the
+run stops where the judge says its verdict is known, and run.json says what that saved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from servegate.commands import bench_looks
+from servegate.config import Design
+from servegate.judge.checks import Check
+from servegate.plan import build_block_plan
+
+
+def _ctx(tmp_path: Path, starts: int = 2, blocks: int = 4,
+         looks: tuple[int, ...] = (2, 3)) -> Any:
+    design = Design(starts=starts, blocks=blocks, looks=looks)
+    suite = SimpleNamespace(effective_design=design, judge=SimpleNamespace(confidence=0.95))
+    logged: list[str] = []
+    return SimpleNamespace(suite=suite, run={"points": []}, run_dir=tmp_path,
+                           session=SimpleNamespace(save=lambda: None),
+                           console=SimpleNamespace(log=logged.append), logged=logged)
+
+
+def _points(starts: int = 2, blocks: int = 4) -> list[Any]:
+    slots = build_block_plan(("off", "on"), (2, 4), (2, 4), starts, blocks, seed=1)
+    return [p for slot in slots for p in slot.points]
+
+
+def test_a_look_is_due_after_its_round_in_the_last_start_only(tmp_path: Path) -> None:
+    ctx, points = _ctx(tmp_path), _points()
+    due = [(p.start, p.block, bench_looks.look_due(ctx, p, nxt))
+           for p, nxt in zip(points, [*points[1:], None], strict=True)]
+    assert [(s, b, k) for s, b, k in due if k is not None] == [(1, 1, 2), (1, 2, 3)]
+    assert sum(k is not None for _, _, k in due) == 2       # once per round, not per point
+    assert bench_looks.look_due(_ctx(tmp_path, looks=()), points[-1], None) is None
+
+
+def test_the_run_stops_at_the_first_look_that_decides_and_records_the_saving(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = _ctx(tmp_path, starts=1)
+    points = tuple(_points(starts=1))
+    looked: list[int] = []
+
+    def take(ctx: Any, blocks: int) -> bool:
+        looked.append(blocks)
+        return blocks == 3
+
+    monkeypatch.setattr(bench_looks, "take_look", take)
+    measured: list[Any] = []
+
+    def measure(planned: Any) -> None:
+        measured.append(planned)
+        ctx.run["points"].append({"wall_s": 6.0})
+
+    bench_looks.run_points(ctx, points, measure)
+    assert looked == [2, 3]
+    assert {p.block for p in measured} == {0, 1, 2} and len(measured) == 3 * 4
+    record = ctx.run["sequential"]
+    assert record["skipped_points"] == 4 and record["minutes_saved"] == 0.4   # 4 x 6 s
+    assert record["looks"] == [2, 3, 4] and len(record["levels"]) == 3
+
+
+def _judgement(*verdicts: str, gate: bool = True) -> Any:
+    checks = [Check("ab", f"check {i}", "mean_ttft_ms", v, gate=gate, primary=True)
+              for i, v in enumerate(verdicts)]
+    return SimpleNamespace(checks=checks, config=SimpleNamespace(confidence=0.99))
+
+
+@pytest.mark.parametrize(("verdicts", "gate", "stop"), [
+    (("regression", "inconclusive"), True, True),       # the run fails whatever comes next
+    (("pass", "improvement"), True, True),              # every gated check decided
+    (("pass", "inconclusive"), True, False),            # one still open: go on
+    (("regression",), False, False),                    # nothing gated: nothing to decide
+])
+def test_a_look_stops_on_a_gated_regression_or_when_every_gated_check_is_decided(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdicts: tuple[str, ...],
+        gate: bool, stop: bool) -> None:
+    ctx = _ctx(tmp_path, starts=1)
+    monkeypatch.setattr(bench_looks, "judge",
+                        lambda run_dir, at_blocks: _judgement(*verdicts, gate=gate))
+    assert bench_looks.take_look(ctx, 2) is stop
+    [taken] = ctx.run["sequential"]["taken"]
+    assert taken["blocks"] == 2 and taken["stop"] is stop and taken["level"] == 0.01
+    assert ctx.run["sequential"]["stopped_at_blocks"] == (2 if stop else None)
+    assert ctx.logged[-1].startswith(f"look after 2 of 4 blocks: {'stop' if stop else 'go on'}")
