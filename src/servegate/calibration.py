@@ -490,7 +490,8 @@ def _pair_nights(rng: np.random.Generator, nights: int, starts: int, blocks: int
 
 def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: int,
                           noise: Noise, *, nights: int, seed: int,
-                          looks: tuple[int, ...] = ()) -> dict[str, Any]:
+                          looks: tuple[int, ...] = (),
+                          slowdowns: tuple[float, ...] = SLOWDOWNS) -> dict[str, Any]:
     """Head vs base in live pairs (``servegate ab``): A/A false alarms per run and the power
     against a head-only TTFT slowdown, through the judge's live-pair estimator (block pairs, the
     two servers' start difference from the prior 2 x run_to_run_cv^2 or measured with two
@@ -546,9 +547,9 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
 
     aa_hit, aa_ran = regressions(0.0)
     aa = int(aa_hit.sum())
-    worlds = {f"{s:.2f}": regressions(math.log1p(s)) for s in SLOWDOWNS}
+    worlds = {f"{s:.2f}": regressions(math.log1p(s)) for s in slowdowns}
     curve = {name: round(float(hit.mean()), 4) for name, (hit, _) in worlds.items()}
-    reach = [s for s in SLOWDOWNS if curve[f"{s:.2f}"] >= 0.8]
+    reach = [s for s in slowdowns if curve[f"{s:.2f}"] >= 0.8]
     out: dict[str, Any] = {
         "design": "live-pair", "starts": starts, "blocks": blocks,
         "server_starts": 2 * starts, "family_size": m, "nights": nights,
@@ -569,4 +570,6 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
             name: fraction(ran) for name, (_, ran) in worlds.items()}}
         out["stopped_at_first_look"] = {name: round(float((ran == schedule[0]).mean()), 4)
                                         for name, (_, ran) in worlds.items()}
+        out["stopped_early"] = {name: round(float((ran < blocks).mean()), 4)
+                                for name, (_, ran) in worlds.items()}
     return out

@@ -102,10 +102,11 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
                                   else sequential.stopped_at(dict(run)))
     except ValueError as err:
         return error_judgement(run_dir, f"run.json design: {err}", strict, run)
+    late_notes = []                     # after the notes a reader needs first
     if look is not None:
         run = sequential.at_look(run, look)
         config = replace(config, confidence=1.0 - look.level)
-        notes.append(look.note())
+        late_notes.append(look.note())
     interference = interference_note(run.get("points") or [])
     if interference:
         notes.append(interference)
@@ -113,6 +114,7 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
     evidence = evidence_from_run(dict(run))
     if is_ab(run):
         notes.append(head_vs_base_note(run))
+        notes.extend(late_notes)
         pendings = block_pendings(
             run, evidence, config,
             extra=head_vs_base_accuracy_pendings(run, run_dir, config,
@@ -130,6 +132,7 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
                     if "outcomes" in entry}
         extra = baseline_accuracy_pendings(run, baseline, config, outcomes,
                                            primary=not config.family)
+    notes.extend(late_notes)
     pendings = block_pendings(
         run, evidence, config,
         baseline=evidence_from_baseline(baseline) if baseline else None, extra=extra)

@@ -31,6 +31,7 @@ from servegate.accuracy.report import paired_analysis
 from servegate.commands import compare
 from servegate.config import load_suite, suite_path
 from servegate.core.results import load_run
+from servegate.cost import Cell, estimate
 from servegate.history import cli as history_cli
 
 TAG_VAR = "SERVEGATE_E2E_TAG"
@@ -136,6 +137,19 @@ def _check_verdict_speed(run_dir: Path, code: int, verdict_lines: list[str]) -> 
             assert check["verdict"] == "pass", (metric, check)
 
 
+def _serving_seconds(run: dict) -> tuple[float, float]:
+    """(`servegate plan`'s serving seconds for the `cpu` main job, the run's measured
+    ``timings.serving_seconds``): warm-ups, blocks, switches and GSM8K."""
+    suite = load_suite(suite_path("cpu"))
+    priced = estimate(suite, Cell("cpu", tuple(run["design"]["modes"]), "run", 1))
+    predicted = 60 * priced["serving_minutes"]
+    measured = float(run["timings"]["serving_seconds"])
+    print(f"\nservegate plan --suite cpu: serving {predicted:.0f} s predicted, {measured:.0f} s "
+          f"measured (blocks {sum(b['seconds'] for b in run['timings']['blocks']):.0f} s, "
+          f"GSM8K {sum(g['seconds'] for g in run['timings']['gsm8k']):.0f} s)")
+    return predicted, measured
+
+
 def _judged_exit(run_dir: Path) -> int | None:
     """The judge's exit code recorded in the run's verdict.json (None: no verdict written)."""
     try:
@@ -226,6 +240,11 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path,
     assert run["run_id"] == run_dir.name and run["servegate_commit"]
     assert _tagged_processes(tag) == []
     print(f"fresh clone, README main command: {elapsed:.0f} s")
+    predicted_s, measured_s = _serving_seconds(run)
     skip_if_contended(run_dir, what=f"the verdict against the committed baseline (exit "
-                      f"{proc.returncode}, overall {verdict['overall']}) and the no-op TOSTs")
+                      f"{proc.returncode}, overall {verdict['overall']}) and the no-op TOSTs, "
+                      f"and `servegate plan`'s serving time ({predicted_s:.0f} s predicted, "
+                      f"{measured_s:.0f} s measured)")
     _check_verdict_speed(run_dir, proc.returncode, verdicts)
+    # issue 29: the speed model prices the main job within 25 % of what it measured
+    assert abs(predicted_s - measured_s) <= 0.25 * measured_s, (predicted_s, measured_s)
