@@ -57,6 +57,14 @@ def calibrate(session: nox.Session) -> None:
 
 
 @nox.session(reuse_venv=True)
+def plan(session: nox.Session) -> None:
+    """What a suite costs per CI cell before a GPU is booked (no sglang needed):
+    nox -s plan -- --suite premerge [--runner gfx95] [--json]."""
+    session.install("-e", ".")
+    session.run("python", "-m", "servegate", "plan", *session.posargs)
+
+
+@nox.session(reuse_venv=True)
 def mutation(session: nox.Session) -> None:
     """Opt-in, not part of `tests`: mutmut over the gate's core against the unit tier, surviving
     mutants per module, results/mutation-<stamp>/summary.json (docs/mutation.md):

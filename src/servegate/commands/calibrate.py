@@ -90,10 +90,10 @@ def _expected_minutes(suite: Any, design: blocks.BlockDesign, row: dict[str, Any
         ran = record.get("blocks_run_fraction") or {}
         worlds = {"aa": ran.get("aa", 1.0)}
         worlds.update({k: v for k, v in ran.items() if k != "aa"})
-        if "claim_power" in record and not any(k.startswith("claim") for k in worlds):
+        if record.get("claim_power") and not any(k.startswith("claim") for k in worlds):
             worlds.update({f"claim {size}": 1.0 for size in record["claim_power"]})
         record["expected_serving_minutes"] = {
-            "max": priced["serving_minutes"],
+            "max": round(fixed + minutes["blocks"], 1),
             **{world: round(fixed + minutes["blocks"] * share, 1)
                for world, share in worlds.items()}}
 

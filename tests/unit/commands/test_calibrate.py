@@ -112,7 +112,7 @@ class _BlockRecorder:
                 "slowdown_80": 0.1, "claim_power": {"0.054": 0.81, "0.095": 0.996}}
 
     def pair(self, config: JudgeConfig, starts: int, blocks: int, modes: int, noise: Any, *,
-             nights: int, seed: int) -> dict[str, Any]:
+             nights: int, seed: int, looks: tuple[int, ...] = ()) -> dict[str, Any]:
         self.pairs.append((starts, blocks, modes, noise, nights, seed))
         return {"design": "live-pair", "starts": starts, "blocks": blocks,
                 "server_starts": 2 * starts, "family_size": 2 * modes,
@@ -171,6 +171,10 @@ def test_a_suite_gated_only_head_vs_base_is_the_live_pairs_row(
     pair = row.pop("head_vs_base")
     assert pair["design"] == "live-pair"
     noise = sims.pairs[0][3]
+    minutes = row.pop("expected_serving_minutes")      # priced by servegate.cost (1 tree)
+    assert set(minutes) == {"max", "aa"} and 0 < minutes["aa"] == minutes["max"]
+    assert set(pair["expected_serving_minutes"]) == {"max", "aa"}      # both trees
+    assert pair["expected_serving_minutes"]["max"] > minutes["max"]
     assert row == {
         "suite": suite, "runner": "cpu", "runner_class": "cpu", "design": "live-pair",
         "starts": pair["starts"], "blocks": pair["blocks"],
