@@ -180,6 +180,11 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
     wall_s = serving_s + sequential_loads * load_s
     cls = runner_classes.get(cell.runner_class)
     per_server = (layout.per_server if layout else 0) or _gpus_per_server(suite, cell)
+    notes = []
+    if "dtype" in suite.server_overrides:
+        notes.append(f"the suite serves dtype {suite.server_overrides['dtype']}; the speed "
+                     f"figures are the profile's (its own dtype): read the minutes as a rough "
+                     f"guide until this suite's runs are in the history store")
     gpus_booked = 0 if cls.arch == "cpu" or cls.emulated else max(cls.gpus, per_server)
     return {
         "runner_class": cell.runner_class, "modes": list(cell.modes), "role": cell.role,
@@ -198,6 +203,7 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
         "gpus_booked": gpus_booked,
         "gpu_minutes": round(gpus_booked * wall_s / 60, 1),
         "speed": speed.figures(),
+        "notes": notes,
     }
 
 

@@ -114,6 +114,8 @@ def _print(result: dict[str, Any]) -> None:
               f"{m['warmups']}, GSM8K {m['gsm8k']}), model loads {m['model_loads']} min, wall "
               f"{c['wall_minutes']} min, {c['gpu_minutes']} GPU-minutes on "
               f"{c['gpus_booked']} GPUs; figures: {c['figures']}")
+        for note in c["notes"]:
+            print(f"    note: {note}")
 
 
 def main(argv: list[str]) -> int:

@@ -61,3 +61,47 @@ def test_bad_input_exits_2_naming_what_is_wrong(argv: list[str], message: str,
 def test_no_history_store_means_the_speed_model(tmp_path: Path) -> None:
     assert plan.measured_figures(tmp_path / "missing", "cpu", "cpu", 3.0) is None
     assert plan.measured_figures(None, "cpu", "cpu", 3.0) is None
+
+
+def _stored_run(tmp_path: Path, run_id: str, start_s: float, block_s: float) -> Path:
+    """A complete `cpu` run with timings, added to a history store the way bench does."""
+    from unit.judge.block_runs import write_block_run
+
+    from servegate.history.store import add_run
+
+    run_dir = write_block_run(tmp_path / run_id, runner_class="cpu", starts=1, blocks=2,
+                              concurrencies=(2,), modes=("off", "on"))
+    run = json.loads((run_dir / "run.json").read_text())
+    run.update(run_id=run_id, suite="cpu", timings={
+        "server_starts": [{"label": "s0", "seconds": start_s, "attempt": 1}],
+        "blocks": [{"arm": "", "mode": p["mode"], "start": 0, "block": p["block"],
+                    "concurrency": 2, "seconds": block_s} for p in run["points"]],
+        "warmups": [], "switches": [], "gsm8k": [], "serving_seconds": 4 * block_s,
+        "total_seconds": start_s + 4 * block_s})
+    (run_dir / "run.json").write_text(json.dumps(run))
+    add_run(run_dir, tmp_path / "store")
+    return run_dir
+
+
+def test_measured_nights_replace_the_load_and_scale_the_serving_time(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = _json(capsys, "--suite", "cpu", "--history", str(tmp_path / "none"))["cells"][0]
+    point_s = model["minutes"]["blocks"] * 60 / model["points"]
+    _stored_run(tmp_path, "cpu-cpu-20261201T000000Z", 40.0, 2 * point_s)
+    _stored_run(tmp_path, "cpu-cpu-20261202T000000Z", 60.0, 2 * point_s)
+    [cell] = _json(capsys, "--suite", "cpu", "--history", str(tmp_path / "store"))["cells"]
+    assert cell["figures"] == "measured: 2 stored run(s) of cpu on cpu"
+    assert cell["measured"]["model_load_s"] == 50.0                   # the median start
+    assert cell["measured"]["block_scale"] == pytest.approx(2.0, abs=0.05)
+    assert cell["minutes"]["model_loads"] == round(50.0 / 60, 1)
+    assert cell["minutes"]["blocks"] == pytest.approx(2 * model["minutes"]["blocks"], abs=0.1)
+    assert cell["speed_model_estimate"]["serving_minutes"] == model["serving_minutes"]
+
+
+def test_a_suite_serving_another_dtype_says_its_price_is_the_profiles(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SERVEGATE_HISTORY", raising=False)
+    [cell] = _json(capsys, "--suite", "cpu-gate")["cells"]
+    assert any("serves dtype float32" in note for note in cell["notes"])
+    [plain] = _json(capsys, "--suite", "cpu")["cells"]
+    assert plain["notes"] == []
