@@ -105,3 +105,10 @@ GATE_FILE = "sglang/srt/managers/schedule_policy.py"
 GATE_BODY = "    return envs.SGLANG_EXACT_CHUNK_FILL.get() and is_gfx95_supported()\n"
 # The gate leaked: exact fill everywhere, whatever SGLANG_EXACT_CHUNK_FILL says.
 GATE_LEAK = {GATE_FILE: (GATE_BODY, "    return True  # leaked: every device, env ignored\n")}
+# Exact fill broken: its truncation floors to the page like the old branch, so a forced batch
+# stops short of the chunk while `off` is untouched (sglang 0.5.23, add_one_req's shape).
+FORCED_FLOOR = {GATE_FILE: (
+    "                extend_len = chunk_tokens_limit\n"
+    "                if truncation_align_size is not None:\n",
+    "                extend_len = chunk_tokens_limit // self.page_size * self.page_size\n"
+    "                if truncation_align_size is not None:\n")}

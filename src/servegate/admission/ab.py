@@ -15,6 +15,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -207,6 +208,29 @@ def summary(rows: list[Row]) -> dict[str, Any]:
     return counts
 
 
+# A failure line of the admission checks starts with its scenario and mode (checks._where).
+_FAILURE_WHERE = re.compile(r"^(?P<scenario>\S+) \[(?P<mode>[a-z]+)\]")
+
+
+def invariant_failures(base: dict[str, Any], head: dict[str, Any],
+                       expect: tuple[Expectation, ...] = ()) -> dict[str, Any]:
+    """Each tree's own invariant failures (the suite's checks: forced rounds at the chunk, KV
+    offsets page-ceiled, the gate closed off gfx95, ...). Every head failure gates unless an
+    ``--expect-change`` covers its scenario and mode; one the base tree has too is marked
+    ``pre_existing`` (still failing: the head must hold the invariant). The base's own list is
+    reported, never gating."""
+    base_lines = list(base.get("failures") or [])
+
+    def expected(line: str) -> bool:
+        where = _FAILURE_WHERE.match(line)
+        return bool(where) and any(e.covers(where["scenario"], where["mode"]) for e in expect)
+
+    head_rows = [{"failure": line, "pre_existing": line in base_lines,
+                  "expected": expected(line)} for line in head.get("failures") or []]
+    return {"head": head_rows, "base": base_lines,
+            "failing": [r["failure"] for r in head_rows if not r["expected"]]}
+
+
 def ab_main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     from servegate.admission.suite import SuiteError, load_suite
@@ -238,6 +262,7 @@ def ab_main(argv: list[str]) -> int:
         return EXIT_USAGE
     rows = compare(outputs["base"], outputs["head"], runner_class.gated, args.expect_change)
     failing = [row for row in rows if row.failing]
+    invariants = invariant_failures(outputs["base"], outputs["head"], args.expect_change)
     result = {
         "base": _side(trees["base"], outputs["base"]),
         "head": _side(trees["head"], outputs["head"]),
@@ -246,7 +271,10 @@ def ab_main(argv: list[str]) -> int:
         "scenarios": [row.to_json() for row in rows],
         "summary": summary(rows),
         "failing": [f"{row.name} [{row.mode}]" for row in failing],
-        "verdict": "FAIL" if failing else "PASS",
+        "head_invariant_failures": invariants["head"],
+        "base_invariant_failures": invariants["base"],
+        "failing_invariants": invariants["failing"],
+        "verdict": "FAIL" if failing or invariants["failing"] else "PASS",
     }
     if args.json:
         print(json.dumps(result))
@@ -255,9 +283,16 @@ def ab_main(argv: list[str]) -> int:
         for row in failing:
             for line in row.rounds_moved:
                 print(f"MOVED: {line}")
+        for row in invariants["head"]:
+            state = ("expected" if row["expected"] else
+                     "FAIL, pre-existing in base" if row["pre_existing"] else "FAIL")
+            print(f"HEAD INVARIANT ({state}): {row['failure']}")
+        for line in invariants["base"]:
+            print(f"base invariant (reported): {line}")
         for mode, counts in result["summary"].items():
             print(f"{mode}: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
         gated = "off" + ("" if runner_class.gated else " and on")
         print(f"admission ab: {result['verdict']} ({len(failing)} {gated} scenarios moved without "
-              f"--expect-change; runner class {runner_class.name})")
-    return EXIT_FAIL if failing else EXIT_OK
+              f"--expect-change, {len(invariants['failing'])} head invariant failure(s); "
+              f"runner class {runner_class.name})")
+    return EXIT_FAIL if failing or invariants["failing"] else EXIT_OK

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from repo_files import REPO_ROOT
 from servegate_cli import run_servegate
-from sglang_trees import ASR_FIX, GATE_LEAK, edited_copy, release_tree
+from sglang_trees import ASR_FIX, FORCED_FLOOR, GATE_LEAK, edited_copy, release_tree
 
 REPO = REPO_ROOT
 
@@ -117,3 +117,21 @@ def test_bracketing_pair_off_identical_and_forced_only_in_the_newer(tmp_path: Pa
         assert len(rows) == 93 and all(s["only_in"] == "head" and s["identical"] is None
                                        for s in rows)
     assert result["verdict"] == "PASS"
+
+
+@pytest.mark.sglang
+def test_a_head_that_breaks_exact_fill_fails_on_its_own_invariants(tmp_path: Path) -> None:
+    """`off` and `on` are untouched (no trace the gate reads moves), yet the head's forced
+    batches stop short of the chunk: its own invariant checks fail the gate, listed apart from
+    trace moves; the base (the release) has none."""
+    base = release_tree("0.5.23")
+    head = edited_copy(base, tmp_path / "sglang-0.5.23-forced-floor", FORCED_FLOOR)
+    proc = _ab("--base", base, "--head", head, "--json")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    result = _json(proc)
+    assert result["failing"] == []                       # no gated trace moved
+    assert result["base_invariant_failures"] == []
+    assert result["failing_invariants"] and all(
+        "[forced]" in line for line in result["failing_invariants"])
+    assert all(not r["pre_existing"] for r in result["head_invariant_failures"])
+    assert result["verdict"] == "FAIL"

@@ -12,7 +12,7 @@ from typing import Any
 from repo_files import REPO_ROOT
 from servegate_cli import run_servegate
 
-from servegate.admission.ab import Expectation, compare
+from servegate.admission.ab import Expectation, compare, invariant_failures
 
 REPO = REPO_ROOT
 
@@ -54,3 +54,20 @@ def test_bad_input_exits_2_naming_the_option(tmp_path: Path) -> None:
     assert f"--base {tmp_path}: not an sglang tree" in proc.stderr
     proc = _ab("--base", tmp_path, "--head", tmp_path, "--expect-change", "x:sometimes")
     assert proc.returncode == 2 and "--expect-change" in proc.stderr and "MODE one of" in proc.stderr
+
+
+def test_the_head_trees_own_invariant_failures_gate_and_the_bases_are_reported() -> None:
+    """A head failure gates (marked pre-existing when the base has it too) unless an
+    --expect-change covers its scenario and mode; the base's own failures never gate."""
+    forced = "p64-c2048-x [forced] round 0: forced batch 2016 tokens, not the chunk 2048"
+    leaked = "p8-c256-y [on]: exact fill effective without gfx95 (gate leaked)"
+    old = "p1-c64-z [off] round 2: KV offset grew by 70, not the page-ceiled extend + a page"
+    got = invariant_failures({"failures": [old, leaked]}, {"failures": [forced, leaked]})
+    assert got["failing"] == [forced, leaked]
+    assert [(r["pre_existing"], r["expected"]) for r in got["head"]] == [(False, False),
+                                                                          (True, False)]
+    assert got["base"] == [old, leaked]
+    excused = invariant_failures({"failures": []}, {"failures": [forced, leaked]},
+                                 (Expectation("p8-*", "on"),))
+    assert excused["failing"] == [forced]
+    assert invariant_failures({}, {})["failing"] == []
