@@ -19,8 +19,10 @@ from statsmodels.stats.proportion import proportion_confint
 from unit.judge.block_runs import write_block_run
 
 from servegate import calibration as cb
+from servegate import calibration_pairs as cp
 from servegate.accuracy.paired import agresti_min
-from servegate.calibration import Noise, live_pair_calibration
+from servegate.calibration import Noise
+from servegate.calibration_pairs import live_pair_calibration
 from servegate.commands import calibrate
 from servegate.commands.calibrate import main as calibrate_main
 from servegate.config import load_suite, suite_path
@@ -370,21 +372,21 @@ def test_paired_power_without_noise_is_the_prior_interval_by_hand() -> None:
     threshold = math.expm1(math.log(1.02) + sps.t.ppf(0.975, 5) * se)
     assert threshold == pytest.approx(0.036719, abs=1e-6)
     quiet = cb.Noise(0.0, 0.0, 0.0)
-    below = cb.paired_effect_power(2, 6, 0.036, quiet, floor=0.02, prior_cv=PRIOR_CV,
+    below = cp.paired_effect_power(2, 6, 0.036, quiet, floor=0.02, prior_cv=PRIOR_CV,
                                    prior_dof=PRIOR_DOF, nights=200)
-    above = cb.paired_effect_power(2, 6, 0.0375, quiet, floor=0.02, prior_cv=PRIOR_CV,
+    above = cp.paired_effect_power(2, 6, 0.0375, quiet, floor=0.02, prior_cv=PRIOR_CV,
                                    prior_dof=PRIOR_DOF, nights=200)
     assert below == {"excludes_no_change": 1.0, "regression": 0.0}
     assert above == {"excludes_no_change": 1.0, "regression": 1.0}
     # no change at all: the interval always holds 0
-    none = cb.paired_effect_power(2, 6, 0.0, quiet, floor=0.02, prior_cv=PRIOR_CV,
+    none = cp.paired_effect_power(2, 6, 0.0, quiet, floor=0.02, prior_cv=PRIOR_CV,
                                   prior_dof=PRIOR_DOF, nights=200)
     assert none == {"excludes_no_change": 0.0, "regression": 0.0}
 
 
 def test_paired_power_grows_with_the_effect() -> None:
     noise = cb.Noise(0.02, 0.01, 0.003)
-    results = [cb.paired_effect_power(2, 6, effect, noise, floor=0.02, prior_cv=0.003,
+    results = [cp.paired_effect_power(2, 6, effect, noise, floor=0.02, prior_cv=0.003,
                                       prior_dof=4.0, nights=2000)
                for effect in (0.0, 0.02, 0.035, 0.05, 0.1)]
     regression = [r["regression"] for r in results]
@@ -397,14 +399,14 @@ def test_paired_power_grows_with_the_effect() -> None:
 
 def test_smallest_paired_effect_is_the_first_grid_step_with_80_percent_power() -> None:
     noise = cb.Noise(0.02, 0.05, 0.003)
-    smallest = cb.smallest_paired_effect(2, 6, noise, floor=0.02, prior_cv=0.003, prior_dof=4.0)
+    smallest = cp.smallest_paired_effect(2, 6, noise, floor=0.02, prior_cv=0.003, prior_dof=4.0)
     assert smallest == 0.1
-    power = {effect: cb.paired_effect_power(2, 6, effect, noise, floor=0.02, prior_cv=0.003,
+    power = {effect: cp.paired_effect_power(2, 6, effect, noise, floor=0.02, prior_cv=0.003,
                                             prior_dof=4.0)["regression"]
              for effect in (0.05, 0.1)}
     assert power[0.05] < 0.8 <= power[0.1]
     # huge block noise: nothing on the grid is caught in 80 % of nights
-    assert cb.smallest_paired_effect(2, 6, cb.Noise(0.02, 3.0, 0.003), floor=0.02,
+    assert cp.smallest_paired_effect(2, 6, cb.Noise(0.02, 3.0, 0.003), floor=0.02,
                                      prior_cv=0.003, prior_dof=4.0) is None
 
 
@@ -449,7 +451,7 @@ def test_cli_unknown_runner_exits_2_with_a_message(capsys: pytest.CaptureFixture
 
 
 def test_paired_power_of_a_speed_up_is_no_regression() -> None:
-    result = cb.paired_effect_power(2, 6, -0.05, cb.Noise(0.02, 0.01, 0.003), floor=0.02,
+    result = cp.paired_effect_power(2, 6, -0.05, cb.Noise(0.02, 0.01, 0.003), floor=0.02,
                                     prior_cv=0.003, prior_dof=4.0, nights=200)
     assert result["regression"] == 0.0
 
@@ -566,9 +568,9 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
                                               nights=70, seed=11),
         "live_pair_70_noisy": live_pair_calibration(premerge.judge, 1, 4, 2,
                                                     Noise(0.2, 0.05, 0.0), nights=70, seed=11),
-        "paired_power_default_nights": cb.paired_effect_power(
+        "paired_power_default_nights": cp.paired_effect_power(
             2, 4, 0.05, Noise(0.02, 0.02, 0.01), floor=0.02, prior_cv=0.02, prior_dof=10),
-        "paired_power": {f"{effect:g}": cb.paired_effect_power(
+        "paired_power": {f"{effect:g}": cp.paired_effect_power(
             2, 4, effect, Noise(0.02, 0.02, 0.01), floor=0.02, prior_cv=0.02, prior_dof=10,
             nights=300) for effect in (0.0, 0.05, -0.05, 1.0)},
         "accuracy": [_rounded(side) for side in cb._accuracy(np.random.default_rng(3), 4, 60)],

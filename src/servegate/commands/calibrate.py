@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from servegate import calibration as blocks
+from servegate import calibration_pairs as pairs
 from servegate.config import ConfigError, load_suite, suite_path
 from servegate.core.runner_classes import REGISTRY
 from servegate.cost import Cell, CostError, estimate
@@ -61,7 +62,7 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                     else args.interaction_cv
                 noise = blocks.Noise(run_cv, block_cv, interaction)
                 # head vs base of this design (servegate ab): both trees' servers alive
-                pair = blocks.live_pair_calibration(
+                pair = pairs.live_pair_calibration(
                     suite.judge, design.starts, design.blocks, len(design.modes), noise,
                     nights=args.nights, seed=args.seed, looks=design.looks)
                 if blocks.family(design):

@@ -8,7 +8,7 @@ of the other. The suite has sequential looks after 2 and 3 of its 4 block pairs.
 same tree twice) exits 0 with no regression and never stops early on one; the slowdown test
 injects a prefill delay into the head server only (``SERVEGATE_INJECT_ARMS=head``) of the size
 the calibration says this design catches and stops early on with >= 99.5 % probability at this
-VM's measured noise (:func:`calibration.live_pair_calibration` with the suite's looks), and it
+VM's measured noise (:func:`calibration_pairs.live_pair_calibration` with the suite's looks), and it
 must be reported as a regression at a look before the fourth block pair, the verdict saying so.
 The
 delay that makes that size comes from the A/A's own base blocks (their mean TTFT, same load,
@@ -131,7 +131,8 @@ def test_a_a_same_tree_is_no_regression(a_a: LivePairRun) -> None:
 def _head_delay_ms(reference_ttft_ms: float) -> tuple[float, float]:
     """(the smallest TTFT slowdown this sequential design catches and stops early on with
     >= 99.5 % probability at the measured noise, its delay per prefill batch in ms)."""
-    from servegate.calibration import Noise, live_pair_calibration
+    from servegate.calibration import Noise
+    from servegate.calibration_pairs import live_pair_calibration
     from servegate.config import load_suite
 
     suite = load_suite(SUITE)

@@ -7,7 +7,7 @@ passing, is asserted on the README main command's run (one server for all three 
 (b) A decode slowdown injected only in ``forced`` blocks (``SERVEGATE_INJECT_MODES=forced``,
     ``SERVEGATE_INJECT_DECODE_DELAY_MS``: a sleep per decode batch adds to every inter-token gap),
     judged on the forced-vs-off median TPOT and sized by the calibration
-    (:func:`calibration.paired_effect_power`: this test's design, the judge's paired
+    (:func:`calibration_pairs.paired_effect_power`: this test's design, the judge's paired
     estimator, the bursty block model): the smallest slowdown of +25/50/75/100/150/200 % whose
     interval excludes no change in 99 % of nights at the noisiest per-arm block log-sd measured
     here (``NOISY_BLOCK_CV``), which is what this test asserts. The calibration's 80 %-power size
@@ -52,7 +52,8 @@ METRIC = "median_tpot_ms"
 def _injected_delay_ms() -> tuple[float, float, float | None]:
     """(slowdown the test injects, delay in ms per decode batch, the calibration's 80 % size at
     the typical block noise, for the record)."""
-    from servegate.calibration import Noise, paired_effect_power, smallest_paired_effect
+    from servegate.calibration import Noise
+    from servegate.calibration_pairs import paired_effect_power, smallest_paired_effect
     from servegate.commands.calibrate import CPU_BLOCK_CV
     from servegate.config import load_suite
 

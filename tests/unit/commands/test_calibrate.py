@@ -98,7 +98,7 @@ class _BlockRecorder:
         self.pairs: list[tuple[int, int, int, Any, int, int]] = []
         self.pair_slowdown_80: float | None = 0.7
         monkeypatch.setattr(cal.blocks, "calibrate_design", self.design)
-        monkeypatch.setattr(cal.blocks, "live_pair_calibration", self.pair)
+        monkeypatch.setattr(cal.pairs, "live_pair_calibration", self.pair)
 
     def design(self, design: Any, noise: Any, *, nights: int, seed: int,
                batch: int) -> dict[str, Any]:
