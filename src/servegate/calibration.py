@@ -306,24 +306,20 @@ def decide_sequential(design: BlockDesign, checks: list[SimCheck], current: dict
     levels = sequential.nominal_levels(design.looks, design.blocks, alpha)
     accuracy = _accuracy(rng, nights, design.questions)
     schedule = [*design.looks, design.blocks]
-    done = np.zeros(nights, dtype=bool)
-    ran = np.full(nights, design.blocks)
+    walk = sequential.FirstStops(nights, design.blocks)
     out: Decided | None = None
     for blocks, level in zip(schedule, levels, strict=True):
         seen = {key: value[..., :blocks] for key, value in current.items()}
         decided = decide_nights(design, checks, seen, reference, rng, nights, alpha=level,
                                 accuracy=accuracy)
-        final = blocks == design.blocks
-        take = ~done & (final | sequential.stops(decided.codes, decided.gating))
+        take = walk.take(blocks, decided.codes, decided.gating)
         if out is None:
             out = decided
         else:
             out.codes[take], out.gating[take] = decided.codes[take], decided.gating[take]
             out.p_values[take] = decided.p_values[take]
-        ran[take] = blocks
-        done |= take
     assert out is not None
-    return out, ran
+    return out, walk.ran
 
 
 def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: int,

@@ -118,15 +118,12 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
                                shift if slowed[i] else 0.0),
                   _pair_nights(rng, nights, starts, blocks, noise, 0.0)) for i in range(m)]
         hit = np.zeros(nights, dtype=bool)
-        ran = np.full(nights, blocks)
-        done = np.zeros(nights, dtype=bool)
+        walk = sequential.FirstStops(nights, blocks)
         for k, level in zip(schedule, levels, strict=True):
             codes = judged([(h[..., :k], b[..., :k]) for h, b in pairs], level)
-            take = ~done & ((k == blocks) | sequential.stops(codes, np.ones_like(codes, bool)))
+            take = walk.take(k, codes, np.ones_like(codes, bool))
             hit[take] = (codes[take] == 1).any(axis=-1)
-            ran[take] = k
-            done |= take
-        return hit, ran
+        return hit, walk.ran
 
     aa_hit, aa_ran = regressions(0.0)
     aa = int(aa_hit.sum())

@@ -24,7 +24,7 @@ from typing import Any
 from servegate.config import Suite
 from servegate.config.speed import SpeedModel
 from servegate.core import runner_classes
-from servegate.plan import PlannedPoint, build_block_plan, expected_schedulers, live_pair_layout
+from servegate.plan import PlannedPoint, build_block_plan, live_pair_layout
 
 # sglang's benchmark/serving.py: warm-up requests copy the first prompt, output capped at 32.
 CLIENT_WARMUP_OUTPUT = 32
@@ -69,15 +69,13 @@ def cells(suite: Suite, runner: str, workflow: str, modes: tuple[str, ...] | Non
 
 
 def _runner_class(runner: str) -> runner_classes.RunnerClass:
-    """A class by name, or an architecture's first class with a CI runner label."""
+    """A class by name, or an architecture's first class with a CI runner label (else its
+    first class)."""
     if runner in runner_classes.REGISTRY:
         return runner_classes.REGISTRY[runner]
-    for cls in runner_classes.REGISTRY.values():
-        if cls.arch == runner and cls.ci_labels and not cls.emulated:
-            return cls
-    for cls in runner_classes.REGISTRY.values():
-        if cls.arch == runner and not cls.emulated:
-            return cls
+    real = runner_classes.of_arch(runner)
+    if real:
+        return next((cls for cls in real if cls.ci_labels), real[0])
     raise runner_classes.UnknownRunner(
         f"--runner {runner!r}: not a runner class or architecture (known: "
         f"{', '.join(runner_classes.names())})")
@@ -170,8 +168,8 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
     passes = len(arms) * len(cell.modes) if with_accuracy else 0
     one_pass_s, questions = gsm8k_seconds(speed, suite)
     tally.gsm8k_s, tally.gsm8k_questions = passes * one_pass_s, passes * questions
-    layout = live_pair_layout(suite, cell.runner_class) if cell.trees == 2 else None
-    live = bool(layout and layout.live)
+    layout = live_pair_layout(suite, cell.runner_class)
+    live = cell.trees == 2 and layout.live
     server_starts = len(slots)
     load_s = measured_load_s if measured_load_s is not None else speed.model_load_s
     sequential_loads = design.starts if live else server_starts
@@ -179,7 +177,7 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
     serving_s = scale * (tally.block_s + tally.warmup_s + tally.gsm8k_s)
     wall_s = serving_s + sequential_loads * load_s
     cls = runner_classes.get(cell.runner_class)
-    per_server = (layout.per_server if layout else 0) or _gpus_per_server(suite, cell)
+    per_server = layout.per_server or 1
     notes = []
     if "dtype" in suite.server_overrides:
         notes.append(f"the suite serves dtype {suite.server_overrides['dtype']}; the speed "
@@ -194,6 +192,7 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
         "warmup_points": tally.warmup_points, "waves": tally.waves,
         "requests": tally.requests, "prefill_tokens": tally.prefill_tokens,
         "decode_steps": tally.decode_steps, "gsm8k_questions": tally.gsm8k_questions,
+        "mean_point_seconds": round(tally.block_s / tally.points, 3) if tally.points else 0.0,
         "minutes": {"model_loads": round(sequential_loads * load_s / 60, 1),
                     "blocks": round(scale * tally.block_s / 60, 1),
                     "warmups": round(scale * tally.warmup_s / 60, 1),
@@ -205,7 +204,3 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
         "speed": speed.figures(),
         "notes": notes,
     }
-
-
-def _gpus_per_server(suite: Suite, cell: Cell) -> int:
-    return expected_schedulers(list(suite.server_for(cell.runner_class).args)) or 1

@@ -193,8 +193,8 @@ def main(argv: list[str]) -> int:
                         run_in_server(ctx, slot, progress, task,
                                       with_accuracy=not args.skip_accuracy)
             run["design"]["start_seconds"] = list(ctx.start_seconds)
-            walls = [float(p["wall_s"]) for p in run["points"] if "wall_s" in p]
-            run["design"]["block_seconds"] = round(sum(walls) / len(walls), 2) if walls else None
+            mean_wall = bench_timings.mean_block_wall(run)
+            run["design"]["block_seconds"] = None if mean_wall is None else round(mean_wall, 2)
             bench_timings.finish(run, started)
             session.complete()
             console.log(f"all points done in {time.monotonic() - started:.0f} s")

@@ -9,9 +9,9 @@ every look taken, where the run stopped and the measured minutes it saved.
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
+from servegate.commands import bench_timings
 from servegate.commands.bench_context import Context
 from servegate.judge import sequential
 from servegate.judge.evaluate import judge
@@ -65,8 +65,7 @@ def take_look(ctx: Context, blocks: int) -> bool:
 def skipped(ctx: Context, rest: list[PlannedPoint]) -> None:
     """Record the blocks a stop saved and their measured cost (this run's mean block)."""
     record = _record(ctx)
-    walls = [float(p["wall_s"]) for p in ctx.run["points"] if "wall_s" in p]
-    mean = statistics.fmean(walls) if walls else 0.0
+    mean = bench_timings.mean_block_wall(ctx.run) or 0.0
     record["skipped_points"] = len(rest)
     record["minutes_saved"] = round(len(rest) * mean / 60.0, 2)
     ctx.console.log(f"stopped early: {len(rest)} planned block(s) not run, ~"

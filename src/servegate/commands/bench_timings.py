@@ -60,6 +60,13 @@ def timed(run: Run, kind: Kind, **entry: Any) -> Iterator[None]:
     add(run, kind, time.monotonic() - began, **entry)
 
 
+def mean_block_wall(run: Run) -> float | None:
+    """The run's mean measured block wall (its points' ``wall_s``; None before any block):
+    run.json's ``design.block_seconds`` and the minutes an early stop saved."""
+    walls = [float(p["wall_s"]) for p in run.get("points", []) if "wall_s" in p]
+    return sum(walls) / len(walls) if walls else None
+
+
 def finish(run: Run, started: float, now: float | None = None) -> None:
     """``total_seconds``: bench's wall from ``started`` (time.monotonic) to now, set just before
     the run is marked complete or failed."""

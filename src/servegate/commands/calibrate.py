@@ -88,9 +88,7 @@ def _expected_minutes(suite: Any, design: blocks.BlockDesign, row: dict[str, Any
             continue                        # a class the profile has no speed table for
         minutes = priced["minutes"]
         fixed = minutes["warmups"] + minutes["gsm8k"]
-        ran = record.get("blocks_run_fraction") or {}
-        worlds = {"aa": ran.get("aa", 1.0)}
-        worlds.update({k: v for k, v in ran.items() if k != "aa"})
+        worlds = {"aa": 1.0, **(record.get("blocks_run_fraction") or {})}
         if record.get("claim_power") and not any(k.startswith("claim") for k in worlds):
             worlds.update({f"claim {size}": 1.0 for size in record["claim_power"]})
         record["expected_serving_minutes"] = {

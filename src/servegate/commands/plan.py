@@ -23,6 +23,7 @@ from servegate.config import load_suite, suite_path
 from servegate.config._schema import ConfigError
 from servegate.core import runner_classes
 from servegate.cost import HEAD_VS_BASE_SUITES, Cell, CostError, cells, estimate
+from servegate.history.cli import ENV_STORE
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -72,8 +73,8 @@ def plan_cells(args: argparse.Namespace) -> dict[str, Any]:
     suite = load_suite(path)
     workflow = args.workflow or ("premerge" if suite.name in HEAD_VS_BASE_SUITES else "nightly")
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip()) if args.modes else None
-    store = args.history or (Path(os.environ["SERVEGATE_HISTORY"])
-                             if os.environ.get("SERVEGATE_HISTORY") else None)
+    store = args.history or (Path(os.environ[ENV_STORE]) if os.environ.get(ENV_STORE)
+                             else None)
     out: list[dict[str, Any]] = []
     for runner in args.runner or list(suite.runners):
         for cell in cells(suite, runner, workflow, modes):
@@ -85,8 +86,8 @@ def plan_cells(args: argparse.Namespace) -> dict[str, Any]:
 def _priced(suite: Any, cell: Cell, with_accuracy: bool, store: Path | None) -> dict[str, Any]:
     """One cell from the speed model, then again with the runner's measured figures if any."""
     model = estimate(suite, cell, with_accuracy)
-    point_s = (model["minutes"]["blocks"] * 60 / model["points"]) if model["points"] else 0.0
-    measured = measured_figures(store, suite.name, cell.runner_class, point_s)
+    measured = measured_figures(store, suite.name, cell.runner_class,
+                                model["mean_point_seconds"])
     if measured is None:
         return {**model, "figures": "speed model (models/ profile)"}
     priced = estimate(suite, cell, with_accuracy, measured_scale=measured["block_scale"],

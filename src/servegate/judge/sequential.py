@@ -88,6 +88,25 @@ def _box(law: sps._multivariate.multivariate_normal_frozen, bound: np.ndarray) -
     return float(law.cdf(bound, lower_limit=-bound))
 
 
+class FirstStops:
+    """Simulated nights walked through a design's looks in order: each night is kept at the
+    first look that stops it (:func:`stops`), and the final look (all ``blocks``) stops every
+    night left; ``ran`` holds the blocks per start each night ran to."""
+
+    def __init__(self, nights: int, blocks: int) -> None:
+        self.blocks = blocks
+        self.ran = np.full(nights, blocks)
+        self._done = np.zeros(nights, dtype=bool)
+
+    def take(self, at: int, codes: np.ndarray, gating: np.ndarray) -> np.ndarray:
+        """The nights this look (``at`` blocks) ends, recorded as run to ``at``."""
+        stop = np.ones_like(self._done) if at == self.blocks else stops(codes, gating)
+        taken = stop & ~self._done
+        self.ran[taken] = at
+        self._done |= taken
+        return taken
+
+
 def stops(codes: np.ndarray, gating: np.ndarray) -> np.ndarray:
     """Whether a look ends the run, per night (last axis: the family's checks, verdict codes of
     :data:`servegate.judge.stats.CODES`): a gated regression, or no gated check inconclusive."""

@@ -92,3 +92,12 @@ def test_a_look_the_design_does_not_have_is_an_error_naming_it(tmp_path: Path) -
     judgement = judge(run_dir, at_blocks=3)
     assert judgement.exit_code == 2
     assert any("no look after 3 blocks" in c.reason for c in judgement.checks)
+
+
+def test_each_simulated_night_is_kept_at_the_first_look_that_stops_it() -> None:
+    walk = sequential.FirstStops(3, blocks=4)
+    gating = np.ones((3, 1), dtype=bool)
+    assert walk.take(2, np.array([[1], [3], [3]]), gating).tolist() == [True, False, False]
+    assert walk.take(3, np.array([[0], [0], [3]]), gating).tolist() == [False, True, False]
+    assert walk.take(4, np.array([[3], [3], [3]]), gating).tolist() == [False, False, True]
+    assert walk.ran.tolist() == [2, 3, 4]
