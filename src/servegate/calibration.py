@@ -130,7 +130,8 @@ def family(design: BlockDesign) -> list[SimCheck]:
         kind = {"improvement": "claim_ttft", "accuracy": "claim_accuracy",
                 "noop-prefill": "noop_prefill", "noop": "noop_tost"}.get(check.claim or "",
                                                                         "versus")
-        concs = design.concurrencies if check.concurrency is None else (check.concurrency,)
+        concs = (tuple(design.config.aggregate_concs(check.metric, list(design.concurrencies)))
+                 if check.concurrency is None else (check.concurrency,))
         out.append(SimCheck(check.name, kind, check.metric, check.mode, tuple(concs),
                             float(check.floor or 0.0), pending.one_sided))
     return out

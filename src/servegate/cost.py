@@ -4,7 +4,8 @@ will run), priced by the model profile's speed model (``[runners.<key>.speed]``)
 
 The load is priced in the suites' wave regime (``range_ratio`` 1: a wave's requests arrive
 together and finish together): a wave of ``c`` requests costs its prompt tokens at the prefill
-rate plus ``output_len - 1`` decode steps at batch ``c``. A block also pays the client's own
+rate plus ``output_len - 1`` decode steps at batch ``c`` (the point's shaped output length where
+the suite shapes its points, ``[load].shaped_output_len``). A block also pays the client's own
 warm-up requests (one prompt, shared by the radix cache, at most 32 output tokens: sglang's
 ``benchmark/serving.py`` warm-up) and the speed model's per-block overhead. GSM8K is priced as
 closed-loop waves of its concurrency. Server starts: a live pair loads both trees at once on
@@ -101,19 +102,20 @@ def point_seconds(speed: SpeedModel, suite: Suite, point: PlannedPoint) -> tuple
     """One block's client run: (seconds, waves, decode steps), client warm-up included."""
     load = suite.load
     c, n = point.concurrency, point.num_prompts
+    output_len = load.output_len_at(c)
     waves = math.ceil(n / c)
     seconds, steps = speed.block_overhead_s, 0
     warm = min(load.warmup_requests, c)
     if warm:
-        warm_steps = min(load.output_len, CLIENT_WARMUP_OUTPUT) - 1
+        warm_steps = min(output_len, CLIENT_WARMUP_OUTPUT) - 1
         seconds += load.input_len / speed.prefill_tokens_per_s
         seconds += warm_steps * speed.decode_step_ms(warm) / 1000
         steps += warm_steps
     for wave in range(waves):
         size = min(c, n - wave * c)
         seconds += size * load.input_len / speed.prefill_tokens_per_s
-        seconds += (load.output_len - 1) * speed.decode_step_ms(size) / 1000
-        steps += load.output_len - 1
+        seconds += (output_len - 1) * speed.decode_step_ms(size) / 1000
+        steps += output_len - 1
     return seconds, waves, steps
 
 

@@ -41,11 +41,14 @@ PREFILL = "no-op: on prefill batches not aligned beyond off (exact fill inactive
 
 
 NIGHTLY_CONCS = (4, 8, 16, 32, 64)
+# the nightly design before its points were shaped, frozen: the mechanics tested here (and the
+# recorded numbers) do not move with the shipped suite's design
+NIGHTLY_FULL = REPO_ROOT / "tests" / "data" / "suites" / "nightly-full.toml"
 
 
 @pytest.fixture(scope="module")
 def nightly() -> Any:
-    return load_suite(suite_path("nightly"))
+    return load_suite(NIGHTLY_FULL)
 
 
 def design_of(suite: Any, runner: str, **config: Any) -> cb.BlockDesign:
@@ -467,7 +470,7 @@ def test_paired_power_of_a_speed_up_is_no_regression() -> None:
 
 
 def test_block_design_of_the_nightly_suite_keeps_the_suites_settings() -> None:
-    """The shipped nightly ([design]: 2 starts x 6 blocks) as servegate.calibration simulates it: on
+    """The shipped nightly ([design]: 3 starts x 4 blocks) as servegate.calibration simulates it: on
     a gated class (MI355X) off and on, elsewhere every mode of the suite."""
     from servegate.calibration import block_design
     from servegate.config import load_suite, suite_path
@@ -475,12 +478,25 @@ def test_block_design_of_the_nightly_suite_keeps_the_suites_settings() -> None:
     gated = block_design(suite, "mi355x")
     assert (gated.suite, gated.runner, gated.starts, gated.blocks, gated.modes,
             gated.concurrencies, gated.questions, gated.gated) == (
-        "nightly", "mi355x", 2, 6, ("off", "on"), tuple(suite.load.concurrency), 1319, True)
-    assert gated.concurrencies == (4, 8, 16, 32, 64)
+        "nightly", "mi355x", 3, 4, ("off", "on"), tuple(suite.load.concurrency), 1319, True)
+    assert gated.concurrencies == (4, 16, 64)
     assert gated.config == suite.judge
     ungated = block_design(suite, "mi300x")
     assert (ungated.starts, ungated.blocks, ungated.modes, ungated.questions, ungated.gated) == (
-        2, 6, ("off", "on", "forced"), 1319, False)
+        3, 4, ("off", "on", "forced"), 1319, False)
+
+
+def test_a_shaped_suites_tpot_aggregate_leaves_out_its_prefill_shaped_point() -> None:
+    """The shipped nightly's c64 runs 16 output tokens (its TPOT times the wave's prefill):
+    the family's TPOT aggregates cover c4 and c16 only, the TTFT ones every concurrency, and
+    the claim stays at c64 - the judge's own pending list, as the calibration simulates it."""
+    suite = load_suite(suite_path("nightly"))
+    checks = cb.family(cb.block_design(suite, "mi355x"))
+    concs = {(c.mode, c.metric): c.concs for c in checks if c.kind == "versus"}
+    assert concs == {(mode, metric): (4, 16) if metric == "median_tpot_ms" else (4, 16, 64)
+                     for mode in ("off", "on") for metric in ("mean_ttft_ms", "median_tpot_ms")}
+    [claim] = [c for c in checks if c.kind == "claim_ttft"]
+    assert claim.concs == (64,)
 
 
 # ------------------------------- head vs base in live pairs (A/A <= 1 % at stated noise)
@@ -642,8 +658,8 @@ def test_live_pair_looks_never_stop_an_a_a_on_a_regression(nightly: Any) -> None
 
 def test_calibrate_prices_each_world_at_the_blocks_its_nights_ran(tmp_path: Path,
                                                                 capsys: Any) -> None:
-    suite = (REPO_ROOT / "suites" / "nightly.toml").read_text()
-    looked = tmp_path / "nightly.toml"
+    suite = NIGHTLY_FULL.read_text()
+    looked = tmp_path / "nightly-full.toml"
     looked.write_text(suite.replace("\nblocks = 6\n", "\nblocks = 6\nlooks = [3, 4, 5]\n"))
     assert calibrate_main(["--json", "--suite", str(looked), "--runner", "gfx95", "--run-cv",
                            "0.02", "--block-cv", "0.01", "--nights", "200"]) == 0

@@ -57,11 +57,14 @@ def test_premerge_counts_every_block_wave_token_and_step_of_both_trees() -> None
     assert got["points"] == rounds * len(load.concurrency)
     assert got["waves"] == rounds * waves and got["requests"] == rounds * requests
     assert got["prefill_tokens"] == rounds * requests * load.input_len
-    warm_steps = min(load.output_len, CLIENT_WARMUP_OUTPUT) - 1
-    assert got["decode_steps"] == (rounds * waves * (load.output_len - 1)
-                                   + got["points"] * warm_steps)
+    # each point decodes its shaped output (c16: 256, c64: 16 tokens), warm-ups at most 32
+    assert [load.output_len_at(c) for c in load.concurrency] == [256, 16]
+    steps = sum(math.ceil(n / c) * (load.output_len_at(c) - 1)
+                + min(load.output_len_at(c), CLIENT_WARMUP_OUTPUT) - 1
+                for c, n in zip(load.concurrency, load.num_prompts, strict=True))
+    assert got["decode_steps"] == rounds * steps == rounds * (255 + 31 + 2 * 15 + 15)
     assert got["warmup_points"] == 2 * 2 * design.warmup_blocks   # trees x modes per start
-    assert got["gsm8k_questions"] == 2 * 2 * 1319
+    assert got["gsm8k_questions"] == 2 * 2 * 560
     assert got["live_pair"] is True and got["gpus_booked"] == 8
     assert got["gpu_minutes"] == pytest.approx(8 * got["wall_minutes"], abs=0.5)
 

@@ -75,7 +75,8 @@ def client_point(ctx: Context, server: Server, planned: PlannedPoint, output_fil
     """The client's arguments for one run of the planned point's shape against ``server``."""
     load = ctx.suite.load
     return ClientPoint(base_url=server.base_url, model=ctx.model_dir, tokenizer=ctx.model_dir,
-                       input_len=load.input_len, output_len=load.output_len,
+                       input_len=load.input_len,
+                       output_len=load.output_len_at(planned.concurrency),
                        num_prompts=planned.num_prompts, concurrency=planned.concurrency,
                        seed=seed, warmup_requests=load.warmup_requests,
                        range_ratio=load.range_ratio, output_file=output_file)

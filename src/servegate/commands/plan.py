@@ -16,11 +16,13 @@ import json
 import os
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from servegate.config import load_suite, suite_path
 from servegate.config._schema import ConfigError
+from servegate.config.suites import Suite
 from servegate.core import runner_classes
 from servegate.cost import HEAD_VS_BASE_SUITES, Cell, CostError, cells, estimate
 from servegate.history.cli import ENV_STORE
@@ -83,17 +85,37 @@ def plan_cells(args: argparse.Namespace) -> dict[str, Any]:
             "design": suite.effective_design.record(), "cells": out}
 
 
-def _priced(suite: Any, cell: Cell, with_accuracy: bool, store: Path | None) -> dict[str, Any]:
+def gsm8k_sizing(suite: Suite, cell: Cell) -> dict[str, Any] | None:
+    """The cell's GSM8K questions against their need (servegate.accuracy.sizing): at the
+    smallest margin a gated GSM8K check uses, in the cell's gated family (the judge's own
+    pending list, as the calibration builds it)."""
+    if suite.gsm8k is None:
+        return None
+    from servegate.accuracy.sizing import size
+    from servegate.calibration import block_design, family, suite_questions
+
+    design = replace(block_design(suite, cell.runner_class), modes=cell.modes)
+    checks = len(family(design))
+    margin = min(suite.judge.accuracy_noninferiority_margin, suite.judge.accuracy_floor)
+    sized = size(margin, suite_questions(suite), checks)
+    return {**sized.to_json(), "line": sized.line()}
+
+
+def _priced(suite: Suite, cell: Cell, with_accuracy: bool, store: Path | None
+            ) -> dict[str, Any]:
     """One cell from the speed model, then again with the runner's measured figures if any."""
     model = estimate(suite, cell, with_accuracy)
+    if with_accuracy:
+        model["gsm8k_sizing"] = gsm8k_sizing(suite, cell)
     measured = measured_figures(store, suite.name, cell.runner_class,
                                 model["mean_point_seconds"])
     if measured is None:
         return {**model, "figures": "speed model (models/ profile)"}
     priced = estimate(suite, cell, with_accuracy, measured_scale=measured["block_scale"],
                       measured_load_s=measured["model_load_s"])
-    return {**priced, "figures": f"measured: {measured['runs']} stored run(s) of "
-                                 f"{suite.name} on {cell.runner_class}",
+    return {**priced, "gsm8k_sizing": model.get("gsm8k_sizing"),
+            "figures": f"measured: {measured['runs']} stored run(s) of {suite.name} on "
+                       f"{cell.runner_class}",
             "measured": measured, "speed_model_estimate": {
                 k: model[k] for k in ("serving_minutes", "wall_minutes", "gpu_minutes")}}
 
@@ -115,6 +137,8 @@ def _print(result: dict[str, Any]) -> None:
               f"{m['warmups']}, GSM8K {m['gsm8k']}), model loads {m['model_loads']} min, wall "
               f"{c['wall_minutes']} min, {c['gpu_minutes']} GPU-minutes on "
               f"{c['gpus_booked']} GPUs; figures: {c['figures']}")
+        if c.get("gsm8k_sizing"):
+            print(f"    {c['gsm8k_sizing']['line']}")
         for note in c["notes"]:
             print(f"    note: {note}")
 

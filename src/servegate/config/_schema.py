@@ -61,7 +61,7 @@ def check_table(path: Path, where: str, table: Any, spec: dict[str, Field]) -> d
         if not _is(value, field.kind):
             raise ConfigError(f"{path}: {name}: expected {_kind_name(field.kind)}, "
                               f"got {type(value).__name__} {value!r}")
-        if field.item is not None:
+        if field.item is not None and isinstance(value, (list, dict)):
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for sub, item in items:
                 if not _is(item, field.item):

@@ -57,12 +57,21 @@ class JudgeConfig:
     family_method: str = "holm"
     # the metrics of the aggregate checks (geometric mean over concurrencies, per mode)
     aggregate_metrics: tuple[str, ...] = ("mean_ttft_ms", "median_tpot_ms")
+    # per aggregate metric, the concurrencies its geometric mean covers (absent: every one both
+    # sides measured); a decode metric leaves out prefill-shaped points, whose few output tokens
+    # wait behind the wave's prefill and so time prefill, not decode
+    aggregate_concurrency: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # prior for the start x mode interaction of modes paired inside one server (blocks design):
     # the part of start-to-start noise that does not cancel between two modes of one server
     interaction_cv: float = 0.01
     interaction_cv_dof: float = 10.0
     source: str = "<defaults>"
     deprecations: tuple[str, ...] = ()     # old key names read, for a note in the verdict
+
+    def aggregate_concs(self, metric: str, concs: list[int]) -> list[int]:
+        """The concurrencies of ``concs`` that the ``metric`` aggregate covers."""
+        chosen = self.aggregate_concurrency.get(metric)
+        return [c for c in concs if chosen is None or c in chosen]
 
     def floor(self, metric: str) -> float:
         """Practical floor (relative change) for ``metric``."""
@@ -85,7 +94,7 @@ def _metric_list(value: Any, where: str) -> tuple[str, ...]:
 _TOP_KEYS = ("metrics", "floors", "default_floor", "confidence", "bootstrap_resamples", "seed",
              "min_repeats_for_repeat_bootstrap", "accuracy_floor", "run_to_run_cv",
              "run_to_run_cv_dof", "claims", "family", "family_method", "aggregate_metrics",
-             "interaction_cv", "interaction_cv_dof")
+             "interaction_cv", "interaction_cv_dof", "aggregate_concurrency")
 # Keys of the request-level judge retired with it (issue 30): read, ignored, named as such.
 RETIRED_KEYS = ("bootstrap_resamples", "min_repeats_for_repeat_bootstrap")
 _CLAIM_KEYS = ("gated_min_ttft_improvement", "gated_ttft_metric", "gated_claim_concurrency",
@@ -94,6 +103,14 @@ _CLAIM_KEYS = ("gated_min_ttft_improvement", "gated_ttft_metric", "gated_claim_c
 # Claim keys were named after gfx95 before runner classes had a registry; still read.
 DEPRECATED_CLAIM_KEYS = {f"gfx95_{k[len('gated_'):]}": k for k in _CLAIM_KEYS
                          if k.startswith("gated_")}
+
+
+def _concurrencies(value: Any, where: str) -> tuple[int, ...]:
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
+        raise JudgeConfigError(f"{where}: expected a non-empty list of concurrencies (positive "
+                               f"integers), got {value!r}")
+    return tuple(value)
 
 
 def _fraction(value: Any, where: str) -> float:
@@ -111,6 +128,11 @@ def _integer(value: Any, where: str, low: int) -> int:
 def _parse_value(key: str, value: Any, where: str) -> Any:
     if key in ("metrics", "noop_metrics", "experiment_metrics", "aggregate_metrics"):
         return _metric_list(value, where)
+    if key == "aggregate_concurrency":
+        if not isinstance(value, dict):
+            raise JudgeConfigError(f"{where}: expected a table metric -> list of concurrencies")
+        return {metric: _concurrencies(concs, f"{where}.{metric}")
+                for metric, concs in value.items()}
     if key == "family":
         if not isinstance(value, list) or not all(v in FAMILY_SELECTORS for v in value):
             raise JudgeConfigError(f"{where}: expected a list of {', '.join(FAMILY_SELECTORS)}, "
@@ -183,6 +205,10 @@ def parse_judge_table(table: dict[str, Any], source: str) -> JudgeConfig:
     if "metrics" not in values and values.get("floors"):
         values["metrics"] = tuple(values["floors"])
     config = JudgeConfig(**values, deprecations=tuple(deprecated))
+    for metric in config.aggregate_concurrency:
+        if metric not in config.aggregate_metrics:
+            raise JudgeConfigError(f"{source}: [judge].aggregate_concurrency.{metric}: not one of "
+                                   f"[judge].aggregate_metrics {list(config.aggregate_metrics)}")
     for metric in (*config.metrics, *(config.noop_metrics or ()), *config.aggregate_metrics,
                    *(config.experiment_metrics or ()), *config.floors):
         try:

@@ -49,6 +49,9 @@ _LOAD = {
     "point_timeout_s": Field(int, required=True),
     # the client's --random-range-ratio: lengths uniform in [max(int(len * r), 1), len]
     "range_ratio": Field(float),
+    # one output length per concurrency (same order) where points are shaped to their question
+    # (e.g. a prefill-shaped TTFT point); output_len stays the full load preflight compares with
+    "shaped_output_len": Field(list, item=int),
 }
 _GSM8K = {  # types here; values checked by GSM8KSettings.parse
     "questions": Field((int, str), required=True),     # a count, or "all"
@@ -72,6 +75,19 @@ class Load:
     warmup_requests: int
     point_timeout_s: int
     range_ratio: float = 1.0            # --random-range-ratio; 1.0: every length exactly as set
+    # per concurrency (same order) when the suite shapes its points; empty: output_len everywhere
+    shaped_output_len: tuple[int, ...] = ()
+
+    def output_len_at(self, concurrency: int) -> int:
+        """The output length the client asks at ``concurrency`` (its shaped length, if any)."""
+        if not self.shaped_output_len:
+            return self.output_len
+        return self.shaped_output_len[self.concurrency.index(concurrency)]
+
+    @property
+    def reshaped(self) -> tuple[int, ...]:
+        """Concurrencies whose points run a shorter output than the full load's."""
+        return tuple(c for c in self.concurrency if self.output_len_at(c) != self.output_len)
 
 
 @dataclass(frozen=True)
@@ -192,6 +208,17 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
         _positive_ints(path, f"load.{key}", load[key])
     for key in ("input_len", "output_len", "point_timeout_s"):
         _positive_ints(path, f"load.{key}", [load[key]])
+    shaped = tuple(load.get("shaped_output_len", ()))
+    if shaped:
+        _positive_ints(path, "load.shaped_output_len", shaped)
+        if len(shaped) != len(load["concurrency"]):
+            raise ConfigError(f"{path}: load.shaped_output_len must list one output length per "
+                              f"load.concurrency entry ({len(load['concurrency'])} "
+                              f"concurrencies, {len(shaped)} lengths)")
+        if any(n > load["output_len"] for n in shaped):
+            raise ConfigError(f"{path}: load.shaped_output_len: a shaped point runs at most the "
+                              f"full load's load.output_len ({load['output_len']}), got "
+                              f"{list(shaped)}")
     if load["warmup_requests"] < 0:
         raise ConfigError(f"{path}: load.warmup_requests: expected >= 0")
     range_ratio = float(load.get("range_ratio", 1.0))
@@ -220,6 +247,11 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
         raise ConfigError(f"{path}: [judge]: expected a table")
     judge = (parse_judge_table(judge_table, str(path)) if judge_table is not None
              else JudgeConfig(source=f"<defaults: {path} has no [judge] table>"))
+    for metric, concs in judge.aggregate_concurrency.items():
+        if not set(concs) <= set(load["concurrency"]):
+            raise ConfigError(f"{path}: [judge].aggregate_concurrency.{metric}: {list(concs)} "
+                              f"must be concurrencies of load.concurrency "
+                              f"{load['concurrency']}")
     profile = load_profile((models_dir or MODELS_DIR) / f"{head['model']}.toml")
     for cls in runner_registry.expand(head["runners"]):
         runner = cls.name
@@ -237,7 +269,8 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
                   concurrency=tuple(load["concurrency"]),
                   num_prompts=tuple(load["num_prompts"]),
                   warmup_requests=load["warmup_requests"],
-                  point_timeout_s=load["point_timeout_s"], range_ratio=range_ratio),
+                  point_timeout_s=load["point_timeout_s"], range_ratio=range_ratio,
+                  shaped_output_len=shaped),
         server_overrides=dict(server), gsm8k=gsm8k_settings, gsm8k_table=gsm8k, judge=judge,
         judge_table=judge_table,
         description=head.get("description", ""), design=design, notes=notes)

@@ -174,6 +174,11 @@ class Judge:
         return sorted(set(self.evidence.concurrencies(arm, a)) &
                       set(self.evidence.concurrencies(arm, b)))
 
+    def _aggregate_is(self, metric: str, concs: list[int], conc: int) -> bool:
+        """Is ``metric``'s aggregate over ``concs`` the single point at ``conc``?"""
+        return (metric in self.config.aggregate_metrics
+                and self.config.aggregate_concs(metric, concs) == [conc])
+
     # -------------------------------------------------------------------- claims
 
     def claims(self, arm: str = "") -> list[Pending]:
@@ -194,10 +199,12 @@ class Judge:
         elif concs:
             pendings.append(self._prefill_pooled(arm, concs))
             for metric in self.config.aggregate_metrics:
-                pendings.append(self._noop(arm, concs, metric, primary=self.primary(CLAIMS)))
+                if covered := self.config.aggregate_concs(metric, concs):
+                    pendings.append(self._noop(arm, covered, metric,
+                                               primary=self.primary(CLAIMS)))
             for conc in concs:
                 for metric in self.config.noop_metrics or self.config.metrics:
-                    if len(concs) == 1 and metric in self.config.aggregate_metrics:
+                    if self._aggregate_is(metric, concs, conc):
                         continue            # the aggregate over one concurrency is this check
                     pendings.append(self._noop(arm, [conc], metric, primary=False))
         for conc in self.shared_concs(arm, "forced", "off"):
@@ -354,16 +361,17 @@ class Judge:
                         reason=f"new point: not in the {label} (update baselines to gate it)")))
             shared = sorted(cur_concs & ref_concs)
             for metric in self.config.aggregate_metrics:
+                covered = self.config.aggregate_concs(metric, shared)
                 # a metric a baseline lacks is not judged; a tree lacking it is inconclusive
-                if shared and (kind == "ab" or all(reference.slots(ref_arm, mode, c, metric)
-                                                   for c in shared)):
-                    pendings.append(self._versus(reference, arm, ref_arm, mode, shared, metric,
+                if covered and (kind == "ab" or all(reference.slots(ref_arm, mode, c, metric)
+                                                    for c in covered)):
+                    pendings.append(self._versus(reference, arm, ref_arm, mode, covered, metric,
                                                  kind, label, self.primary(selector)))
             for conc in shared:
                 for metric in self.config.metrics:
                     if kind != "ab" and not reference.slots(ref_arm, mode, conc, metric):
                         continue
-                    if len(shared) == 1 and metric in self.config.aggregate_metrics:
+                    if self._aggregate_is(metric, shared, conc):
                         continue            # the aggregate over one concurrency is this check
                     pendings.append(self._versus(reference, arm, ref_arm, mode, [conc], metric,
                                                  kind, label, False))

@@ -6,6 +6,8 @@ Status, first match wins:
   budget cannot chunk (chunk not a multiple of the page);
 - ``capped``: exact fill cannot reach the chunk: ``max_prefill_tokens`` is below the chunk, or a
   saturated exact-fill round is not exactly the chunk size;
+- ``misshaped``: a shaped point (``[load].shaped_output_len``) admits other prefill rounds than
+  the full load would (servegate.preflight.reshape): its TTFT would measure another schedule;
 - ``blind``: exact fill would admit the very same batches as ``off`` at every concurrency (e.g.
   every prompt a page multiple), so the suite cannot see the feature;
 - ``ok``.
@@ -13,7 +15,8 @@ Status, first match wins:
 A cell *gates* (its failure fails preflight) when the suite expects exact fill to be effective
 on that runner: ``on`` on an architecture where sglang's gate is on (gfx95), or ``forced``
 anywhere (bench then requires every saturated batch to be the chunk size). ``invalid`` always
-gates: the server would not start.
+gates: the server would not start; ``misshaped`` always gates: the suite would measure another
+thing on every runner.
 """
 
 from __future__ import annotations
@@ -29,13 +32,15 @@ from servegate.preflight.argv import LaunchRejected, launch_for, parse_server_ar
 from servegate.preflight.arrivals import PREFLIGHT_MODES, PointReplay, replay_point
 from servegate.preflight.budget import Budget, BudgetInvalid, resolve_budget
 from servegate.preflight.lengths import draw_lengths
+from servegate.preflight.reshape import ReshapeProof, prove
 
 # (budget, input lengths, output lengths, concurrency, mode) -> replay: identical budgets (e.g.
 # gfx942 and nvidia), repeats with the same lengths and suites sharing a load replay once
 ReplayCache = dict[tuple[Budget, tuple[int, ...], tuple[int, ...], int, str], PointReplay]
 
-STATUSES: tuple[str, ...] = ("ok", "blind", "capped", "invalid")
-FAILING: frozenset[str] = frozenset({"blind", "capped", "invalid"})
+STATUSES: tuple[str, ...] = ("ok", "blind", "capped", "misshaped", "invalid")
+FAILING: frozenset[str] = frozenset({"blind", "capped", "misshaped", "invalid"})
+ALWAYS_GATING: frozenset[str] = frozenset({"invalid", "misshaped"})
 
 
 @dataclass(frozen=True)
@@ -72,10 +77,11 @@ class Cell:
     modes: dict[str, ModeSummary] = field(default_factory=dict)
     argv: list[str] = field(default_factory=list)
     live_pair: dict[str, Any] | None = None     # head vs base: both servers at once here?
+    reshaped: list[ReshapeProof] = field(default_factory=list)
 
     @property
     def fails(self) -> bool:
-        return self.status == "invalid" or (self.gating and self.status in FAILING)
+        return self.status in ALWAYS_GATING or (self.gating and self.status in FAILING)
 
     def contract(self) -> dict[str, Any]:
         return {
@@ -84,6 +90,7 @@ class Cell:
             "budget": self.budget.contract() if self.budget else None,
             "modes": {name: mode.contract() for name, mode in self.modes.items()},
             "argv": self.argv, "live_pair": self.live_pair,
+            "reshaped": [proof.contract() for proof in self.reshaped],
         }
 
 
@@ -152,6 +159,16 @@ def run_cell(sg: Sglang, suite: Suite, runner: str, cache: ReplayCache | None = 
                   for planned in planned_points(suite)]
         cell.modes[mode] = summarise(points, cell.budget.chunk_size)
     cell.status, cell.reasons = judge(cell.budget, cell.modes["off"], cell.modes["exact"])
+    first = {p.concurrency: p for p in reversed(planned_points(suite))}    # first repeat's
+
+    def replay(conc: int, output_len: int, mode: str) -> PointReplay:
+        assert cell.budget is not None
+        return _point(sg, suite, cell.budget, first[conc], mode, cache, output_len)
+
+    cell.reshaped = prove(suite.load.concurrency, suite.load.output_len_at,
+                          suite.load.output_len, replay)
+    if broken := [proof.reason() for proof in cell.reshaped if not proof.holds]:
+        cell.status, cell.reasons = "misshaped", broken + cell.reasons
     return cell
 
 
@@ -165,9 +182,13 @@ def planned_points(suite: Suite) -> list[PlannedPoint]:
 
 
 def _point(sg: Sglang, suite: Suite, budget: Budget, planned: PlannedPoint, mode: str,
-           cache: ReplayCache) -> PointReplay:
+           cache: ReplayCache, output_len: int | None = None) -> PointReplay:
+    """One point's replay (cached); ``output_len`` overrides the point's own (the full load's
+    outputs, for the reshape proof)."""
     load = suite.load
-    lengths = draw_lengths(planned.seed, load.input_len, load.output_len, load.range_ratio,
+    if output_len is None:
+        output_len = load.output_len_at(planned.concurrency)
+    lengths = draw_lengths(planned.seed, load.input_len, output_len, load.range_ratio,
                            planned.num_prompts)
     key = (budget, lengths.inputs, lengths.outputs, planned.concurrency, mode)
     if key not in cache:

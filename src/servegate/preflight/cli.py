@@ -1,8 +1,8 @@
 """``servegate preflight [--suite S] [--runner R] [--json]``: can each GPU suite see exact fill?
 
-Exit 0 when every gating cell is ``ok``; 1 when a gating cell is ``blind``, ``capped`` or
-``invalid`` (see :mod:`servegate.preflight.cells`); 2 for bad input (unknown suite or runner, a
-malformed suite or profile), the message naming the file and key.
+Exit 0 when every gating cell is ``ok``; 1 when a gating cell is ``blind``, ``capped``,
+``misshaped`` or ``invalid`` (see :mod:`servegate.preflight.cells`); 2 for bad input (unknown
+suite or runner, a malformed suite or profile), the message naming the file and key.
 """
 
 from __future__ import annotations

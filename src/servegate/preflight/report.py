@@ -57,6 +57,14 @@ def print_table(sglang_version: str, cells: list[Cell], seconds: float) -> None:
                      if split else "")
             console.print(f"{cell.suite} x {cell.runner}: head vs base: {pair['note']}{where}",
                           markup=False, highlight=False)
+        for proof in cell.reshaped:
+            if proof.holds:
+                rounds = ", ".join(f"{name} {m.rounds} ({m.saturated} saturated)"
+                                   for name, m in proof.modes.items())
+                console.print(f"{cell.suite} x {cell.runner}: shaped c{proof.concurrency} "
+                              f"({proof.output_len} output tokens) admits the full load's "
+                              f"({proof.full_output_len}) prefill rounds: {rounds}",
+                              markup=False, highlight=False)
         for reason in cell.reasons:
             console.print(f"{cell.suite} x {cell.runner}: {cell.status}: {reason}",
                           markup=False, highlight=False)

@@ -175,10 +175,39 @@ def test_fixed_suites_pass(name: str, capsys: pytest.CaptureFixture[str]) -> Non
         assert off["aligned_fraction"] < 1.0 and exact["aligned_fraction"] == 1.0
         # PR #32888's own ledger: 8100-token prompts, page 64 -> off runs 16328, exact 16384
         assert off["min_saturated_tokens"] == 16328 and exact["min_saturated_tokens"] == 16384
+        # the prefill-shaped claim point (16 output tokens) admits the full 1024-token load's
+        # rounds, round by round, in off and exact fill: 2 waves of 64 x 8100 tokens
+        proofs = {p["concurrency"]: p for p in cell["reshaped"]}
+        assert set(proofs) == set(load_suite(suite_path(name)).load.concurrency)
+        assert all(p["holds"] for p in proofs.values())
+        proof = proofs[64]
+        assert (proof["output_len"], proof["full_output_len"]) == (16, 1024)
+        for mode in ("off", "exact"):
+            rounds = proof["modes"][mode]
+            assert rounds["holds"] and rounds["first_difference"] is None
+            assert rounds["rounds"] == rounds["full_rounds"] >= 2 * 31
+            assert rounds["saturated"] >= 2 * 30
     points = cells["gfx95"]["modes"]["off"]["points"]
     suite = load_suite(suite_path(name))
     assert len(points) == suite.repeats * len(suite.load.concurrency)
-    assert [p["requests"] for p in points[:5]] == list(suite.load.num_prompts)
+    assert [p["requests"] for p in points] == list(suite.load.num_prompts)
+
+
+def test_a_shaped_point_with_spread_lengths_is_misshaped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Outputs spread by range_ratio < 1 finish (and the next requests arrive) at other times
+    with 16 tokens than with 1024: the shaped c64 point would time another prefill schedule,
+    and preflight fails the cell naming the point, whatever the runner gates."""
+    suite = tmp_path / "premerge.toml"
+    shutil.copy(suite_path("premerge"), suite)
+    suite.write_text(suite.read_text().replace("range_ratio = 1.0 ", "range_ratio = 0.5 "))
+    code, report = _run(["--suite", str(suite), "--runner", "gfx942"], capsys)
+    (cell,) = report["cells"]
+    assert code == 1 and cell["status"] == "misshaped" and cell["fails"]
+    [proof] = [p for p in cell["reshaped"] if not p["holds"]]
+    assert proof["concurrency"] == 64
+    assert cell["reasons"][0].startswith("shaped point c64 (16 output tokens) does not admit "
+                                         "the full load's (1024) prefill rounds")
 
 
 @pytest.mark.parametrize(("old", "new", "flag"), [

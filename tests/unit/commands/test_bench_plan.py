@@ -30,7 +30,8 @@ def test_eight_gpus_hold_two_tp4_servers_with_halves_crossed_over() -> None:
     assert layout.live and (layout.gpus, layout.per_server) == (8, 4), layout
     pairs = select_plan(suite, ["off", "on"], dict(TREES), False, "mi355x")
     assert [p.devices for p in pairs] == [((0, 1, 2, 3), (4, 5, 6, 7)),
-                                          ((4, 5, 6, 7), (0, 1, 2, 3))]
+                                          ((4, 5, 6, 7), (0, 1, 2, 3)),
+                                          ((0, 1, 2, 3), (4, 5, 6, 7))]
     assert device_env("gfx95", (4, 5, 6, 7)) == {"HIP_VISIBLE_DEVICES": "4,5,6,7"}
     assert device_env("nvidia", (0, 1)) == {"CUDA_VISIBLE_DEVICES": "0,1"}
     assert device_env("cpu", ()) == {}

@@ -41,8 +41,13 @@ def test_shipped_suites_load() -> None:
         # 8100 = not a page multiple (the exact-fill PR's example); 8192 would be blind
         assert suite.load.input_len == 8100 and suite.load.output_len == 1024
         assert suite.load.range_ratio == 1.0
-        assert suite.load.concurrency == (4, 8, 16, 32, 64)
-        assert len(suite.load.num_prompts) == 5
+        # shaped points (issue 29): c64 prefill-shaped for the claim, the rest decode
+        assert suite.load.concurrency[-1] == 64 and suite.load.output_len_at(64) == 16
+        assert suite.load.reshaped == suite.load.concurrency      # c64: 16, the rest 256
+        assert {suite.load.output_len_at(c) for c in suite.load.concurrency[:-1]} == {256}
+        assert suite.judge.aggregate_concurrency == {
+            "median_tpot_ms": suite.load.concurrency[:-1]}
+        assert len(suite.load.num_prompts) == len(suite.load.concurrency)
     # cpu, premerge and nightly run every mode inside each server start ([design]); nightly
     # replicates over server starts, premerge and cpu use one
     designs = {name: load_suite(suite_path(name))
@@ -51,7 +56,7 @@ def test_shipped_suites_load() -> None:
         "cpu": (Design(starts=1, blocks=8), 1, ()),
         "cpu-gfx95": (Design(starts=1, blocks=3), 1, ()),
         "premerge": (Design(starts=1, blocks=4, warmup_blocks=1), 1, ()),
-        "nightly": (Design(starts=2, blocks=6, warmup_blocks=1), 1, ())}
+        "nightly": (Design(starts=3, blocks=4, warmup_blocks=1), 1, ())}
     assert all(s.effective_design is s.design and s.design.in_server for s in designs.values())
     assert designs["nightly"].effective_design.starts > 1
     # the judge's validation suite is on [design] too (issue 30): one start of one block

@@ -127,3 +127,44 @@ def test_looks_are_read_and_recorded(tmp_path: Path) -> None:
 def test_bad_looks_are_refused_naming_the_key(tmp_path: Path, looks: str) -> None:
     with pytest.raises(ConfigError, match=r"design.looks: expected increasing block counts"):
         load(write_suite(tmp_path, tail=f"[design]\nstarts = 1\nblocks = 6\nlooks = {looks}\n"))
+
+
+def test_shaped_output_lengths_are_read_per_concurrency(tmp_path: Path) -> None:
+    suite = load(write_suite(tmp_path, tail="shaped_output_len = [4, 16]\n" + DESIGN))
+    load_ = suite.load
+    assert (load_.output_len_at(2), load_.output_len_at(4)) == (4, 16)
+    assert load_.reshaped == (2,) and load_.output_len == 16
+    plain = load(write_suite(tmp_path, tail=DESIGN)).load
+    assert plain.output_len_at(4) == 16 and plain.reshaped == ()
+
+
+@pytest.mark.parametrize(("shaped", "needle"), [
+    ("[4]", "load.shaped_output_len must list one output length per load.concurrency entry "
+            "(2 concurrencies, 1 lengths)"),
+    ("[4, 32]", "load.shaped_output_len: a shaped point runs at most the full load's "
+                "load.output_len (16), got [4, 32]"),
+    ("[0, 16]", "load.shaped_output_len: expected positive integers, got 0"),
+    ('["4", 16]', "load.shaped_output_len[0]: expected integer"),
+])
+def test_bad_shaped_output_lengths_name_the_key(tmp_path: Path, shaped: str,
+                                                needle: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        load(write_suite(tmp_path, tail=f"shaped_output_len = {shaped}\n" + DESIGN))
+
+
+def test_aggregate_concurrency_is_read_and_checked_against_the_load(tmp_path: Path) -> None:
+    judge = load(write_suite(tmp_path, tail=DESIGN + "[judge]\naggregate_concurrency = "
+                                                     "{ median_tpot_ms = [2] }\n")).judge
+    assert judge.aggregate_concurrency == {"median_tpot_ms": (2,)}
+    assert judge.aggregate_concs("median_tpot_ms", [2, 4]) == [2]
+    assert judge.aggregate_concs("mean_ttft_ms", [2, 4]) == [2, 4]
+    for table, needle in [
+            ("{ median_tpot_ms = [8] }", "[judge].aggregate_concurrency.median_tpot_ms: [8] "
+                                         "must be concurrencies of load.concurrency [2, 4]"),
+            ("{ p99_ttft_ms = [2] }", "[judge].aggregate_concurrency.p99_ttft_ms: not one of "
+                                      "[judge].aggregate_metrics"),
+            ("{ median_tpot_ms = [] }", "[judge].aggregate_concurrency.median_tpot_ms: "
+                                        "expected a non-empty list of concurrencies")]:
+        with pytest.raises(ConfigError, match=re.escape(needle)):
+            load(write_suite(tmp_path, tail=DESIGN + f"[judge]\naggregate_concurrency = "
+                                                     f"{table}\n"))
