@@ -163,7 +163,8 @@ def main(argv: list[str]) -> int:
     run["timings"] = bench_timings.empty()
     try:
         with terminate_on_sigterm():
-            run["fingerprint"] = fingerprint(detected, suite.model.path, suite.model.revision)
+            run["fingerprint"] = fingerprint(detected, suite.model.path, suite.model.revision,
+                                             server_env=server.env)
             if trees.get("") is not None:   # --sglang-src: the tree is the sglang measured
                 tree = trees[""]
                 run["fingerprint"].update(sglang=tree.version, sglang_commit=tree.commit or "")

@@ -121,6 +121,18 @@ class Fingerprint(TypedDict, total=False):
     device_double: str              # emulated runner classes only (servegate.core.runner_classes)
     cpu_model: str                  # /proc/cpuinfo "model name" (the reference's machine)
     cpu_count: int
+    # the kernel stack (servegate.serve.kernel_stack; compared through servegate.core.stack)
+    aiter: str
+    aiter_commit: str
+    hipblaslt: str
+    hipblaslt_commit: str
+    triton: str
+    triton_commit: str
+    tilelang: str
+    tilelang_commit: str
+    image_digest: str
+    gemm_configs: dict[str, str]    # AITER_CONFIG_GEMM_* / HIPBLASLT_TUNING_FILE -> sha256
+    gpu_clocks: dict[str, Any]      # {"tool", per-GPU "sclk_mhz", "sclk_max_mhz", ...} at start
 
 
 class AccuracyResult(TypedDict, total=False):

@@ -10,6 +10,12 @@ Schema 2 (keys sorted when written)::
 
 plus one GSM8K line per mode: ``metric = "gsm8k_accuracy"``, ``values = [accuracy]`` and ``n``.
 
+The run's first line may also carry ``stack``: the components under sglang its fingerprint
+recorded (``{"aiter": "0.1.10", "aiter_commit": ..., "gemm_config:AITER_CONFIG_GEMM_A8W8":
+"sha256:...", "gpu_clock_limits": ...}``, servegate.core.stack.components), once per run like
+``timings``; reading gives it to every line of the run (servegate.history.store.read_store), so a
+change point can name every component that changed, not only sglang.
+
 The run's first line may also carry ``timings``: run.json's measured seconds (server starts,
 warm-ups, blocks, switches, GSM8K passes; servegate.commands.bench_timings), once per run, not
 per line (a night's timings are kilobytes; a run has a hundred lines). An additive optional key
@@ -39,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servegate.core import stack as kernel_stack
 from servegate.core.metrics import finite_number
 from servegate.core.results import Run
 from servegate.core.versioned import Schema, SchemaVersionError
@@ -91,6 +98,8 @@ class Record:
     n: int | None = None
     # the run's measured seconds (run.json ``timings``), on the run's first line only
     timings: dict[str, Any] | None = field(default=None, hash=False)
+    # the run's components under sglang (servegate.core.stack), written on its first line only
+    stack: dict[str, str] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if not self.starts:
@@ -127,7 +136,14 @@ class Record:
             data["n"] = self.n
         if self.timings is not None:
             data["timings"] = self.timings
+        if self.stack is not None:
+            data["stack"] = self.stack
         return data
+
+    def components(self) -> dict[str, str]:
+        """Every recorded component of the night: sglang's version and commit, then its stack."""
+        own = {"sglang": self.sglang_version, "sglang_commit": self.sglang_commit}
+        return {**{k: v for k, v in own.items() if v}, **(self.stack or {})}
 
     @property
     def identity(self) -> tuple[str, str, str]:
@@ -191,6 +207,9 @@ def records_from_run(run: Run, run_id: str) -> list[Record]:
     timings = run.get("timings")
     if records and isinstance(timings, dict):
         records[0] = dataclasses.replace(records[0], timings=dict(timings))
+    components = kernel_stack.components(fingerprint)
+    if records and components:
+        records[0] = dataclasses.replace(records[0], stack=components)
     return records
 
 
@@ -271,6 +290,10 @@ def parse_line(raw: str, path: Path, run_id: str) -> tuple[Record, int] | str:
     timings = data.get("timings")
     if timings is not None and not isinstance(timings, dict):
         return f"timings must be an object or absent, got {timings!r:.80}"
+    stack = data.get("stack")
+    if stack is not None and not (isinstance(stack, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in stack.items())):
+        return f"stack must be an object of strings or absent, got {stack!r:.80}"
     return Record(run_id=data["run_id"], time=data["time"], runner_class=data["runner_class"],
                   model=data["model"], suite=data["suite"], mode=data["mode"], concurrency=conc,
                   metric=data["metric"], values=tuple(float(v) for v in values),
@@ -279,4 +302,4 @@ def parse_line(raw: str, path: Path, run_id: str) -> tuple[Record, int] | str:
                   sglang_commit=data.get("sglang_commit"),
                   servegate_commit=data.get("servegate_commit"),
                   n=n if isinstance(n, int) and not isinstance(n, bool) else None,
-                  timings=timings), found
+                  timings=timings, stack=stack), found

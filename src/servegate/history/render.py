@@ -150,7 +150,8 @@ def render_index(groups: Mapping[Identity, Sequence[SeriesPage]], problems: Sequ
 
 def _change_point_table(report: SeriesReport, base: str | None) -> str:
     """The change points, then per change point its suspects: the sglang commits of the last
-    accepted night before the step and of the first night after it, in full (``git log A..B``)."""
+    accepted night before the step and of the first night after it, in full (``git log A..B``),
+    and every other recorded component that changed between them (aiter, a GEMM config, ...)."""
     cps = change_point_json(report)
     if not cps:
         return '<p class="muted">No change point: the series holds one level.</p>'
@@ -171,7 +172,12 @@ def _change_point_table(report: SeriesReport, base: str | None) -> str:
             f'<li>night {cp["index"]} (x{cp["ratio"]:.3f}): sglang '
             f'<code class="commit">{_e(before or "?")}</code> (last night before) &rarr; '
             f'<code class="commit">{_e(after or "?")}</code> (first night after): '
-            f"<code>git log {_e(before or '?')}..{_e(after or '?')}</code></li>")
+            f"<code>git log {_e(before or '?')}..{_e(after or '?')}</code>"
+            + "".join(f'; {_e(c["label"])} <code class="commit">{_e(c["before"])}</code> &rarr; '
+                      f'<code class="commit">{_e(c["after"])}</code>'
+                      for c in cp["components"]
+                      if c["component"] not in ("sglang", "sglang_commit"))
+            + "</li>")
     return ("<table><thead><tr><th>night</th><th>first night at the new level</th>"
             "<th>before &rarr; after</th><th>ratio</th><th>effect</th><th>status</th>"
             "<th>sglang commit range</th><th>sglang version</th></tr></thead><tbody>"

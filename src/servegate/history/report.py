@@ -7,7 +7,11 @@ runs in time order. The JSON form is a contract (issue 12)::
                  "change_points": [{"index", "run_id", "before", "after", "ratio",
                                     "sglang_commits": [before, after], "status", ...}]}]}
 
-Extra keys (``status``, ``transients``, ``noise``, top-level ``problems``) only add to it.
+Extra keys (``status``, ``transients``, ``noise``, top-level ``problems``) only add to it. A
+change point's ``components`` names every recorded component that changed between the last
+accepted night before the step and the first night after it (``{"component", "label",
+"before", "after"}``: sglang's version and commit, and the stack under it, servegate.core.stack):
+a step between two nights that differ only in aiter names the aiter range.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servegate.config.judge import gated_floors
+from servegate.core import stack
 from servegate.history.changepoints import Detection, detect
 from servegate.history.noise import Budget, budget, measure_levels
 from servegate.history.records import ACCURACY_METRIC, Record
@@ -113,6 +118,12 @@ def _round(value: float | None, digits: int = 6) -> float | None:
     return None if value is None or not math.isfinite(value) else round(value, digits)
 
 
+def changed_components(before: Record, after: Record) -> list[dict[str, str]]:
+    """Every component recorded on both nights with another value, as a range."""
+    return [{"component": key, "label": stack.label(key), "before": old, "after": new}
+            for key, old, new in stack.changed(before.components(), after.components())]
+
+
 def change_point_json(report: SeriesReport) -> list[dict[str, Any]]:
     nights = report.nights
     out = []
@@ -128,6 +139,7 @@ def change_point_json(report: SeriesReport) -> list[dict[str, Any]]:
                                 nights[cp.index].sglang_version],
             "status": cp.status, "nights_after": cp.nights_after,
             "effect": effect(report.key[5], cp.ratio),
+            "components": changed_components(nights[previous], nights[cp.index]),
         })
     return out
 
@@ -177,6 +189,15 @@ def to_json(reports: Sequence[SeriesReport], problems: Sequence[Problem],
                                      "start and block levels measured apart"}}
 
 
+def _other_components(components: Sequence[dict[str, str]]) -> str:
+    """``; aiter 0.1.9 -> 0.1.10, triton commit a -> b``: what changed besides sglang (its
+    range is already on the line), "" when nothing else recorded did."""
+    others = [c for c in components if c["component"] not in ("sglang", "sglang_commit")]
+    if not others:
+        return ""
+    return "; " + ", ".join(f"{c['label']} {c['before']} -> {c['after']}" for c in others)
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f} %"
 
@@ -195,7 +216,8 @@ def render_text(reports: Sequence[SeriesReport], problems: Sequence[Problem],
             lines.append(
                 f"  {report.label}: night {cp['index']} ({cp['run_id']}) "
                 f"{cp['before']:.4g} -> {cp['after']:.4g} (x{cp['ratio']:.3f}, {cp['effect']}) "
-                f"{cp['status']} after {cp['nights_after']} night(s); sglang {before} -> {after}")
+                f"{cp['status']} after {cp['nights_after']} night(s); sglang {before} -> {after}"
+                + _other_components(cp["components"]))
     blips = [r for r in reports if r.detection.transients]
     for report in blips:
         ids = ", ".join(report.nights[i].run_id for i in report.detection.transients)

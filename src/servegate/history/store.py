@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -141,15 +141,16 @@ def _content(record: Record) -> tuple[Any, ...]:
 def _older_copy(existing: str, path: Path, records: list[Record]) -> bool:
     """``existing`` is this run written by an older servegate: every line readable, the same
     values as ``records``, and one line at least older than the current schema or the file
-    without the run's timings (added before runs kept them)."""
+    without the run's timings or stack (added before runs kept them)."""
     parsed = [parse_line(raw, path, path.name[: -len(SUFFIX)])
               for raw in existing.splitlines() if raw.strip()]
     if not parsed or any(isinstance(line, str) for line in parsed):
         return False
     lines = [line for line in parsed if not isinstance(line, str)]
     older = (any(found < STORE_SCHEMA_VERSION for _, found in lines)
-             or (all(r.timings is None for r, _ in lines)
-                 and any(r.timings is not None for r in records)))
+             or any(all(getattr(r, key) is None for r, _ in lines)
+                    and any(getattr(r, key) is not None for r in records)
+                    for key in ("timings", "stack")))
     return older and [_content(r) for r, _ in lines] == [_content(r) for r in records]
 
 
@@ -173,6 +174,7 @@ def read_store(store: Path, *, strict: bool = False) -> StoreContents:
         except (OSError, UnicodeDecodeError) as err:
             contents.problems.append(Problem(path, 0, f"unreadable ({err})"))
             continue
+        run_records = []
         for number, raw in enumerate(lines, start=1):
             if not raw.strip():
                 continue
@@ -180,12 +182,22 @@ def read_store(store: Path, *, strict: bool = False) -> StoreContents:
             if isinstance(parsed, str):
                 contents.problems.append(Problem(path, number, parsed))
             else:
-                contents.records.append(parsed[0])
+                run_records.append(parsed[0])
+        contents.records.extend(_with_run_stack(run_records))
     if strict and contents.problems:
         first = contents.problems[0]
         more = len(contents.problems) - 1
         raise HistoryError(f"{first}" + (f" (and {more} more problem line(s))" if more else ""))
     return contents
+
+
+def _with_run_stack(records: list[Record]) -> list[Record]:
+    """The run's stack (written on its first line) on every line of the run, so each series'
+    night knows it."""
+    stack = next((r.stack for r in records if r.stack is not None), None)
+    if stack is None:
+        return records
+    return [r if r.stack is not None else replace(r, stack=stack) for r in records]
 
 
 SeriesKey = tuple[str, str, str, str, int | None, str]

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from servegate.core import stack
+
 # (fingerprint key, label), machine first, then the software stack. A key missing on either
 # side is not compared: an older baseline that did not record it says nothing either way.
 MACHINE_FIELDS: tuple[tuple[str, str], ...] = (
@@ -29,9 +31,13 @@ SOFTWARE_FIELDS: tuple[tuple[str, str], ...] = (
     ("sglang", "sglang"),
     ("sglang_commit", "sglang commit"),
     ("image", "image"),
+    # the kernel stack under sglang (servegate.core.stack): versions, commits, the image digest
+    *((key, label) for key, label in stack.TEXT_COMPONENTS
+      if key not in {"rocm", "cuda", "torch", "image"}),
 )
 FIELDS = MACHINE_FIELDS + SOFTWARE_FIELDS
 _MACHINE_KEYS = frozenset(key for key, _ in MACHINE_FIELDS)
+_TEXT_KEYS = frozenset(key for key, _ in FIELDS)
 
 
 def _present(value: Any) -> bool:
@@ -41,11 +47,15 @@ def _present(value: Any) -> bool:
 def fingerprint_diff(reference: Mapping[str, Any] | None,
                      current: Mapping[str, Any] | None) -> list[tuple[str, Any, Any]]:
     """``(key, reference value, current value)`` for every compared field recorded on both
-    sides with different values, in :data:`FIELDS` order."""
+    sides with different values, in :data:`FIELDS` order; then the structured components
+    (servegate.core.stack: each tuned GEMM config file by its variable, the GPU clock caps) as
+    their short views."""
     reference, current = reference or {}, current or {}
-    return [(key, reference[key], current[key]) for key, _ in FIELDS
+    diff = [(key, reference[key], current[key]) for key, _ in FIELDS
             if _present(reference.get(key)) and _present(current.get(key))
             and str(reference[key]) != str(current[key])]
+    structured = stack.changed(stack.components(reference), stack.components(current))
+    return diff + [(key, old, new) for key, old, new in structured if key not in _TEXT_KEYS]
 
 
 def _show(value: Any) -> str:
@@ -58,7 +68,7 @@ def describe_diff(diff: list[tuple[str, Any, Any]]) -> str | None:
     when nothing differs)."""
     if not diff:
         return None
-    labels = dict(FIELDS)
+    labels = {key: stack.label(key) for key, _, _ in diff} | dict(FIELDS)
     where = ("another machine" if any(key in _MACHINE_KEYS for key, _, _ in diff)
              else "the same machine, other software")
     parts = ", ".join(f"{labels[key]} {_show(old)} -> {_show(new)}" for key, old, new in diff)

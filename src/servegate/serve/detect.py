@@ -19,6 +19,7 @@ import re
 import shutil
 import socket
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -27,6 +28,7 @@ from typing import Any
 from servegate.core import runner_classes
 from servegate.core.errors import ServegateError
 from servegate.core.results import Fingerprint
+from servegate.serve import kernel_stack
 
 IMAGE_ENV_VARS = ("SERVEGATE_IMAGE", "SGLANG_IMAGE", "DOCKER_IMAGE", "CONTAINER_IMAGE")
 # nvidia-smi names no architecture: any NVIDIA device classifies as "cuda" (arch_of lowercases)
@@ -156,8 +158,14 @@ def _cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 
 
 def fingerprint(detected: Detected, model: str, model_revision: str | None = None,
-                torch_module: ModuleType | None = None) -> Fingerprint:
-    """Provenance for every result. Contains no environment secrets (only named, known fields)."""
+                torch_module: ModuleType | None = None,
+                server_env: Mapping[str, str] | None = None,
+                probe: kernel_stack.Probe | None = None) -> Fingerprint:
+    """Provenance for every result. Contains no environment secrets (only named, known fields).
+
+    ``server_env`` is what the profile sets for the server over this environment (a tuned GEMM
+    config it names is the one in use); ``probe`` reads the kernel stack (tests: recorded
+    outputs)."""
     torch: Any = torch_module if torch_module is not None else _import_torch()
     fp: Fingerprint = {
         "runner_class": detected.runner_class,
@@ -209,4 +217,8 @@ def fingerprint(detected: Detected, model: str, model_revision: str | None = Non
         if os.environ.get(var):
             fp["image"] = os.environ[var]
             break
+    if probe is None:
+        probe = kernel_stack.Probe(run=_run, env={**os.environ, **(server_env or {})})
+    stack = kernel_stack.collect(probe, image=fp.get("image"), on_gpu=not on_cpu)
+    fp.update(stack)  # type: ignore[typeddict-item]
     return fp

@@ -84,3 +84,44 @@ def test_named_once_in_the_block_and_in_summary(tmp_path: Path) -> None:
     same = judgement(tmp_path, j.checks, run={"fingerprint": RUN_FP},
                      baseline={"provenance": {"fingerprint": RUN_FP}})
     assert not [line for line in hl.verdict_block(same) if "reference:" in line]
+
+
+# ---------------------------------------------------------------- the kernel stack (issue 32)
+
+GPU_FP = {"runner_class": "mi355x", "host": "mi355x-03", "gpu_name": "AMD Instinct MI355X",
+          "sglang": "0.5.23", "sglang_commit": "abc1234", "rocm": "7.0.51831", "torch": "2.8.0",
+          "aiter": "0.1.7.post2.dev52+gc16d44b93", "aiter_commit": "c16d44b9",
+          "hipblaslt": "1.0.0", "triton": "3.4.0", "image_digest": "sha256:" + "ab" * 32,
+          "gemm_configs": {"AITER_CONFIG_GEMM_A8W8_BLOCKSCALE": "cd" * 32},
+          "gpu_clocks": {"tool": "amd-smi", "sclk_mhz": [132] * 8, "sclk_max_mhz": [2400] * 8}}
+
+
+def test_a_baseline_that_differs_in_aiter_is_named() -> None:
+    run = {**GPU_FP, "aiter": "0.1.8.dev3+g4453aaaa", "aiter_commit": "4453aaaa"}
+    baseline = {"provenance": {"fingerprint": GPU_FP}}
+    assert reference.reference_text(baseline, {"fingerprint": run}) == (
+        "baseline from the same machine, other software: aiter 0.1.7.post2.dev52+gc16d44b93 -> "
+        "0.1.8.dev3+g4453aaaa, aiter commit c16d44b9 -> 4453aaaa")
+
+
+def test_a_retuned_gemm_config_a_clock_cap_and_the_image_digest_are_named() -> None:
+    run = {**GPU_FP, "image_digest": "sha256:" + "ef" * 32,
+           "gemm_configs": {"AITER_CONFIG_GEMM_A8W8_BLOCKSCALE": "01" * 32},
+           "gpu_clocks": {"tool": "amd-smi", "sclk_mhz": [2100] * 8, "sclk_max_mhz": [1900] * 8}}
+    assert reference.fingerprint_diff(GPU_FP, run) == [
+        ("image_digest", "sha256:" + "ab" * 32, "sha256:" + "ef" * 32),
+        ("gemm_config:AITER_CONFIG_GEMM_A8W8_BLOCKSCALE", "sha256:" + "cd" * 6,
+         "sha256:" + "01" * 6),
+        ("gpu_clock_limits", "sclk max 2400 MHz", "sclk max 1900 MHz")]
+    text = reference.describe_diff(reference.fingerprint_diff(GPU_FP, run))
+    assert text is not None and "gemm config AITER_CONFIG_GEMM_A8W8_BLOCKSCALE sha256:cdcdcd" \
+        in text and "gpu clock limits \"sclk max 2400 MHz\" -> \"sclk max 1900 MHz\"" in text
+
+
+def test_clocks_at_start_alone_and_an_older_baseline_without_the_stack_say_nothing() -> None:
+    warmer = {**GPU_FP, "gpu_clocks": {**GPU_FP["gpu_clocks"], "sclk_mhz": [2100] * 8}}
+    assert reference.fingerprint_diff(GPU_FP, warmer) == []
+    older = {k: v for k, v in GPU_FP.items()
+             if k not in ("aiter", "aiter_commit", "hipblaslt", "triton", "image_digest",
+                          "gemm_configs", "gpu_clocks")}
+    assert reference.fingerprint_diff(older, GPU_FP) == []
