@@ -36,6 +36,10 @@ GSM8K_TEST_QUESTIONS = 1319
 # Suites a workflow runs head vs base (two trees): ci/workflows/premerge.yml runs
 # `servegate ab --suite premerge` (tests/unit/test_cost.py checks the workflow says so).
 HEAD_VS_BASE_SUITES = ("premerge",)
+# Suites a workflow runs on a one-GPU runner label (ci/workflows/premerge.yml's smoke job): the
+# job books the server's GPUs, not the class's usual 8 (tests/unit/test_cost.py checks the
+# workflow says so).
+ONE_GPU_SUITES = ("smoke",)
 
 
 class CostError(ValueError):
@@ -185,7 +189,8 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
         notes.append(f"the suite serves dtype {suite.server_overrides['dtype']}; the speed "
                      f"figures are the profile's (its own dtype): read the minutes as a rough "
                      f"guide until this suite's runs are in the history store")
-    gpus_booked = 0 if cls.arch == "cpu" or cls.emulated else max(cls.gpus, per_server)
+    whole_runner = per_server if suite.name in ONE_GPU_SUITES else max(cls.gpus, per_server)
+    gpus_booked = 0 if cls.arch == "cpu" or cls.emulated else whole_runner
     return {
         "runner_class": cell.runner_class, "modes": list(cell.modes), "role": cell.role,
         "trees": cell.trees, "live_pair": live,

@@ -668,3 +668,22 @@ def test_calibrate_prices_each_world_at_the_blocks_its_nights_ran(tmp_path: Path
     assert minutes["aa"] == pytest.approx(minutes["max"], abs=0.2)
     assert minutes["slowdown 1.00"] < 0.85 * minutes["max"]
     assert set(row["head_vs_base"]["expected_serving_minutes"]) >= {"max", "aa"}
+
+
+def test_a_suite_that_reports_its_claims_gates_only_the_no_op() -> None:
+    """smoke ([judge.claims] gated_claims = false): on gfx95 the TTFT and GSM8K claims are
+    reported (the small model cannot show the PR's GEMM effect), so nothing of the family gates
+    there; where the gate is closed the no-op claims still gate."""
+    smoke = load_suite(suite_path("smoke"))
+    assert cb.family(cb.block_design(smoke, "mi355x")) == []
+    run = cb._skeleton(cb.block_design(smoke, "mi355x"))
+    reported = [p.name for p in block_pendings(run, evidence_from_run(run),  # type: ignore[arg-type]
+                                               smoke.judge) if p.counts and not p.primary]
+    assert "claim: on vs off GSM8K non-inferior within 2.0 pp" in reported
+    assert any(name.startswith("effect: on vs off mean_ttft_ms at c16") for name in reported)
+    closed = cb.family(cb.block_design(smoke, "mi300x"))
+    assert kinds(closed) == {"noop_prefill": 1, "noop_tost": 2}
+    gated = dataclasses.replace(smoke.judge, gated_claims=True)
+    assert kinds(cb.family(dataclasses.replace(cb.block_design(smoke, "mi355x"),
+                                               config=gated))) == {"claim_ttft": 1,
+                                                                   "claim_accuracy": 1}

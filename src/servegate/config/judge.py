@@ -44,6 +44,9 @@ class JudgeConfig:
     gated_min_ttft_improvement: float = 0.04
     gated_ttft_metric: str = "mean_ttft_ms"
     gated_claim_concurrency: int | None = None   # None: the highest concurrency in the run
+    # false: a gated class's TTFT and GSM8K claims are reported, not gated (a smoke suite's small
+    # model cannot show the PR's kernel effect); the no-op claims elsewhere still gate
+    gated_claims: bool = True
     noop_margin: float = 0.05
     # the no-op TOST gates only when its power to show equivalence of identical arms is at least
     # this; otherwise it is reported (gate false) with the power it had
@@ -98,6 +101,7 @@ _TOP_KEYS = ("metrics", "floors", "default_floor", "confidence", "bootstrap_resa
 # Keys of the request-level judge retired with it (issue 30): read, ignored, named as such.
 RETIRED_KEYS = ("bootstrap_resamples", "min_repeats_for_repeat_bootstrap")
 _CLAIM_KEYS = ("gated_min_ttft_improvement", "gated_ttft_metric", "gated_claim_concurrency",
+               "gated_claims",
                "noop_margin", "noop_metrics", "noop_min_power", "accuracy_noninferiority_margin",
                "experiment_metrics")
 # Claim keys were named after gfx95 before runner classes had a registry; still read.
@@ -128,6 +132,10 @@ def _integer(value: Any, where: str, low: int) -> int:
 def _parse_value(key: str, value: Any, where: str) -> Any:
     if key in ("metrics", "noop_metrics", "experiment_metrics", "aggregate_metrics"):
         return _metric_list(value, where)
+    if key == "gated_claims":
+        if not isinstance(value, bool):
+            raise JudgeConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
     if key == "aggregate_concurrency":
         if not isinstance(value, dict):
             raise JudgeConfigError(f"{where}: expected a table metric -> list of concurrencies")

@@ -186,16 +186,18 @@ class Judge:
         pendings: list[Pending] = []
         concs = self.shared_concs(arm, "on", "off")
         if runner in REGISTRY and REGISTRY[runner].gated:
+            gating = self.config.gated_claims
             if concs:
                 claim_conc = self.config.gated_claim_concurrency or concs[-1]
-                if claim_conc not in concs:
+                if claim_conc not in concs and gating:
                     pendings.append(self._missing_claim(claim_conc, concs))
                 for conc in concs:
-                    pendings.append(self._ttft_claim(arm, conc, primary=conc == claim_conc))
+                    pendings.append(self._ttft_claim(arm, conc,
+                                                     primary=gating and conc == claim_conc))
                 pendings.append(Pending(
                     claim_name(self.config), True,
                     lambda c: accuracy_claim(self.run, self.config, tost_confidence(c)),
-                    primary=self.primary(CLAIMS), one_sided=True))
+                    primary=gating and self.primary(CLAIMS), one_sided=True))
         elif concs:
             pendings.append(self._prefill_pooled(arm, concs))
             for metric in self.config.aggregate_metrics:

@@ -193,6 +193,21 @@ def test_fixed_suites_pass(name: str, capsys: pytest.CaptureFixture[str]) -> Non
     assert [p["requests"] for p in points] == list(suite.load.num_prompts)
 
 
+def test_the_one_gpu_smoke_sees_exact_fill_on_every_architecture(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """suites/smoke.toml (Qwen2.5-0.5B TP1, chunk 2048, page 64, 1000-token prompts): its argv
+    passes sglang's parser on every class and off's saturated rounds are page-ceiled (2000)
+    where exact fill's are the chunk."""
+    code, report = _run(["--suite", "smoke"], capsys)
+    assert code == 0
+    for cell in report["cells"]:
+        assert cell["status"] == "ok" and cell["gating"], cell["reasons"]
+        assert "--attention-backend" in cell["argv"] and "triton" in cell["argv"]
+        off, exact = cell["modes"]["off"], cell["modes"]["exact"]
+        assert (off["min_saturated_tokens"], exact["min_saturated_tokens"]) == (2000, 2048)
+        assert exact["aligned_fraction"] == 1.0 and off["aligned_fraction"] == 0.0
+
+
 def test_a_shaped_point_with_spread_lengths_is_misshaped(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Outputs spread by range_ratio < 1 finish (and the next requests arrive) at other times

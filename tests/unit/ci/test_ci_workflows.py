@@ -458,3 +458,25 @@ def test_scripts_named_in_workflows_exist_and_runnable_ones_are_executable() -> 
                 assert path.is_file(), f"{workflow.name}:{job_id} names missing {rel}"
                 if path.read_text().startswith("#!"):   # sourced libraries have no shebang
                     assert path.stat().st_mode & 0o111, f"{rel} is not executable"
+
+
+def test_the_one_gpu_smoke_runs_exactly_when_the_glm_tier_is_skipped() -> None:
+    """premerge.yml's smoke job: the trigger's opposite (never both, never neither), never fork
+    code, the smoke suite on the head tree on one-GPU labels of gfx95 and a closed-gate class."""
+    from servegate.config import load_suite, suite_path
+    from servegate.cost import ONE_GPU_SUITES
+
+    workflow = REPO / "ci" / "workflows" / "premerge.yml"
+    all_jobs = jobs(workflow)
+    smoke, gpu = all_jobs["smoke"], all_jobs["gpu"]
+    assert "needs.trigger.outputs.run != 'true'" in smoke["if"]
+    assert "needs.trigger.outputs.run == 'true'" in gpu["if"]
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in smoke["if"]
+    cells = smoke["strategy"]["matrix"]["include"]
+    assert {c["gpu"] for c in cells} == {"gfx95", "gfx942"}
+    assert all("gpu-1" in c["label"] or "1gpu" in c["label"] for c in cells)
+    [script] = [s for job_id, s in run_scripts(workflow) if job_id == "smoke" and "-s bench" in s]
+    assert "--suite smoke" in script and "--sglang-src trees/head" in script
+    assert "smoke" in ONE_GPU_SUITES
+    suite = load_suite(suite_path("smoke"))
+    assert suite.judge.gated_claims is False and suite.effective_design.starts == 1

@@ -43,6 +43,9 @@ noop_margin = 0.08
     assert config.metrics == ("mean_ttft_ms", "output_throughput")
     assert config.floor("mean_ttft_ms") == 0.1 and config.floor("p99_ttft_ms") == 0.05
     assert (config.gated_min_ttft_improvement, config.noop_margin) == (0.05, 0.08)
+    assert config.gated_claims is True
+    _suite(tmp_path, "[judge.claims]\ngated_claims = false\n")
+    assert load_judge_table(tmp_path / "suites" / "s.toml").gated_claims is False
 
 
 @pytest.mark.parametrize(("body", "needle"), [
@@ -51,6 +54,7 @@ noop_margin = 0.08
     ("[judge]\nflors = {}\n", "[judge].flors: unknown key"),
     ("[judge.claims]\nnoop_margin = 'tight'\n", "[judge.claims].noop_margin"),
     ("[judge]\nconfidence = 95\n", "[judge].confidence"),
+    ("[judge.claims]\ngated_claims = 'no'\n", "[judge.claims].gated_claims: expected true or false"),
 ])
 def test_malformed_names_file_and_key(tmp_path, body, needle):
     _suite(tmp_path, body)
