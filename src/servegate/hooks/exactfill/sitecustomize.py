@@ -82,7 +82,7 @@ def _ms(name: str) -> float:
 
 def _emulate(module: Any) -> None:
     """The device double: the gate sglang calls is its own, evaluated as on the env's device."""
-    import servegate_device_double as double     # beside this file, on the same path entry
+    import servegate_device_double as double  # beside this file, on the same path entry
 
     device = double.emulated_device(os.environ)
     if device is None:
