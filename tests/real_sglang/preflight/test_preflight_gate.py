@@ -41,6 +41,13 @@ def test_a_tree_that_opens_the_gate_on_gfx942_makes_its_cells_claim_cells(tmp_pa
         assert cell["status"] == "ok"
     assert (cells["nvidia"]["gate_open"], cells["nvidia"]["on_cell"]) == (False, "no-op")
 
+    # servegate plan reads the same gate: gfx942 open there, so no nightly forced experiment
+    proc = run_servegate("plan", "--suite", "nightly", "--runner", "gfx942", "--workflow",
+                         "nightly", "--sglang-src", opened, "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [(c["role"], c["gate_open"]) for c in json.loads(proc.stdout)["cells"]] == [
+        ("gate", True)]
+
     before = _cells(released, "gfx95", "gfx942")   # the unmodified tree: gfx95 only
     assert (before["gfx942"]["gate_open"], before["gfx942"]["on_cell"]) == (False, "no-op")
     assert (before["gfx95"]["gate_open"], before["gfx95"]["on_cell"]) == (True, "claim")
