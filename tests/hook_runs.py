@@ -11,7 +11,8 @@ from servegate.serve.launch import EXACTFILL_HOOK_DIR
 
 # The hook's own variables: a test sets the ones it means, the caller's environment none.
 HOOK_VARIABLES = ("SERVEGATE_FORCE_EXACT_FILL", "SERVEGATE_REPORT_EXACT_FILL",
-                  "SERVEGATE_EMULATE_GFX95", "SERVEGATE_MODE", "SERVEGATE_MODE_CONTROL",
+                  "SERVEGATE_EMULATE_GFX95", "SERVEGATE_EMULATE_ARCH", "SERVEGATE_MODE",
+                  "SERVEGATE_MODE_CONTROL",
                   "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS",
                   "SERVEGATE_INJECT_MODES")
 

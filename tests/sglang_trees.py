@@ -112,3 +112,9 @@ FORCED_FLOOR = {GATE_FILE: (
     "                if truncation_align_size is not None:\n",
     "                extend_len = chunk_tokens_limit // self.page_size * self.page_size\n"
     "                if truncation_align_size is not None:\n")}
+# The gate opened on gfx942 too (what the PR's review asks for next): the tree's own device check
+# for CDNA3, sglang's is_gfx942_supported (srt/utils/common.py), beside is_gfx95_supported.
+GATE_GFX942 = {GATE_FILE: (GATE_BODY, (
+    "    from sglang.srt.utils import is_gfx942_supported\n\n"
+    "    return envs.SGLANG_EXACT_CHUNK_FILL.get() and (\n"
+    "        is_gfx95_supported() or is_gfx942_supported())\n"))}

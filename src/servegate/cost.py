@@ -56,11 +56,12 @@ class Cell:
     trees: int                      # 1: bench; 2: head vs base (servegate ab)
 
 
-def cells(suite: Suite, runner: str, workflow: str, modes: tuple[str, ...] | None = None
-          ) -> list[Cell]:
+def cells(suite: Suite, runner: str, workflow: str, modes: tuple[str, ...] | None = None,
+          gate_open: bool | None = None) -> list[Cell]:
     """The CI cells a workflow runs for ``runner`` (an architecture picks its CI class): the
-    gate cell, plus nightly's ``forced`` experiment where the gate is off; CPU classes and an
-    explicit ``modes`` give one cell."""
+    gate cell, plus nightly's ``forced`` experiment where the gate is off (``gate_open``: the
+    tree's gate on the class, servegate.serve.gate; None: released sglang's); CPU classes and
+    an explicit ``modes`` give one cell."""
     cls = _runner_class(runner)
     trees = 2 if workflow == "premerge" else 1
     if modes is not None:
@@ -68,8 +69,10 @@ def cells(suite: Suite, runner: str, workflow: str, modes: tuple[str, ...] | Non
     if cls.arch == "cpu" or cls.emulated:
         return [Cell(cls.name, suite.modes, "run", trees)]
     out = [Cell(cls.name, cls.gate_modes, "gate", trees)]
-    if workflow == "nightly" and cls.experiment_modes:
-        out.append(Cell(cls.name, cls.experiment_modes, "experiment", trees))
+    experiment = cls.experiment_modes if gate_open is None else (
+        None if gate_open else ("off", "forced"))
+    if workflow == "nightly" and experiment:
+        out.append(Cell(cls.name, experiment, "experiment", trees))
     return out
 
 

@@ -90,6 +90,16 @@ def test_nightly_prices_the_gate_cell_and_the_forced_experiment_where_the_gate_i
     assert got["server_starts"] == suite.effective_design.starts
 
 
+def test_the_trees_gate_decides_the_nightly_experiment() -> None:
+    """A tree whose gate opens on gfx942 (servegate.serve.gate) needs no forced experiment
+    there; one whose gate stays closed on gfx95 gets one; None keeps released sglang's."""
+    suite = load_suite(suite_path("nightly"))
+    assert [c.role for c in cells(suite, "gfx942", "nightly", gate_open=True)] == ["gate"]
+    assert [(c.modes, c.role) for c in cells(suite, "gfx95", "nightly", gate_open=False)] == [
+        (("off", "on"), "gate"), (("off", "forced"), "experiment")]
+    assert cells(suite, "gfx942", "nightly", gate_open=None) == cells(suite, "gfx942", "nightly")
+
+
 def test_measured_figures_replace_the_load_and_scale_the_serving_time() -> None:
     suite = load_suite(suite_path("cpu"))
     cell = Cell("cpu", suite.modes, "run", 1)

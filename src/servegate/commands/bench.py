@@ -46,6 +46,7 @@ from servegate.core.errors import EXIT_INFRA, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM
 from servegate.core.results import MODES
 from servegate.plan import LivePair, total_points
 from servegate.serve.detect import Detected, RunnerError, detect, fingerprint
+from servegate.serve.gate import on_cell, read_tree
 from servegate.serve.modelprep import ensure_gguf_model
 from servegate.serve.process import Terminated, terminate_on_sigterm
 from servegate.serve.support import UnsupportedSglang, locate_sglang, require_exact_fill
@@ -125,6 +126,25 @@ def _require_gate(modes: list[str], trees: dict[str, SglangTree | None]) -> None
         require_exact_fill(modes, info)
 
 
+def _read_gates(ctx: Context, modes: list[str]) -> None:
+    """Each arm's tree's exact-fill gate on this runner class, before any server starts: it
+    decides what ``on`` must show (servegate.serve.gate). Only ``on`` depends on it."""
+    if "on" not in modes:
+        return
+    runner = ctx.detected.runner_class
+    readings = {arm: read_tree(ctx.python, tree, [runner])[runner]
+                for arm, tree in ctx.trees.items()}
+    ctx.gate_open = {arm: reading.gate_open for arm, reading in readings.items()}
+    judged = readings.get("head") or readings[""]
+    ctx.run["gate_open"] = judged.gate_open
+    ctx.run["gate"] = {**judged.record(), **({"arms": dict(ctx.gate_open)}
+                                             if len(readings) > 1 else {})}
+    for arm, reading in readings.items():
+        ctx.console.log(f"{arm + ': ' if arm else ''}exact-fill gate on {runner} "
+                        f"({reading.device_arch}): {'open' if reading.gate_open else 'closed'}"
+                        f" -> on is a {on_cell(reading.gate_open)} cell")
+
+
 def main(argv: list[str]) -> int:
     args = _parse(argv)
     console = Console(stderr=True)
@@ -168,6 +188,8 @@ def main(argv: list[str]) -> int:
             if trees.get("") is not None:   # --sglang-src: the tree is the sglang measured
                 tree = trees[""]
                 run["fingerprint"].update(sglang=tree.version, sglang_commit=tree.commit or "")
+            session.save()
+            _read_gates(ctx, modes)
             session.save()
             if suite.model.prepare is not None:
                 console.log(f"preparing model {suite.model.name} (first time: ~30 s)")

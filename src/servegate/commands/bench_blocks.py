@@ -113,10 +113,11 @@ def measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: 
     full_log = logparse.read_slice(server.log_path, 0, end)
     if control is None:
         effective = check_effective(planned.mode, ctx.detected.runner_class, full_log,
-                                    alignment)
+                                    alignment, ctx.gate_open.get(planned.arm))
     else:
         effective = check_block_effective(planned.mode, ctx.detected.runner_class,
-                                          list(control.acks().values()), alignment)
+                                          list(control.acks().values()), alignment,
+                                          ctx.gate_open.get(planned.arm))
     point = Point(mode=planned.mode, concurrency=planned.concurrency,  # type: ignore[typeddict-item]
                   repeat=planned.repeat, order=planned.order, metrics=metrics,
                   requests=requests, alignment=alignment, exact_fill_effective=effective,

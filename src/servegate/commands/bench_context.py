@@ -32,6 +32,9 @@ class Context:
     console: Console
     trees: dict[str, SglangTree | None] = dataclasses.field(default_factory=lambda: {"": None})
     start_seconds: list[float] = dataclasses.field(default_factory=list)
+    # arm -> the arm's tree's gate on this runner class (servegate.serve.gate); an arm not
+    # here is read back against released sglang's (the registry's ``gated``)
+    gate_open: dict[str, bool] = dataclasses.field(default_factory=dict)
 
     def client_env(self, arm: str) -> dict[str, str] | None:
         """The client imports sglang too: the arm's tree goes first on its import path."""

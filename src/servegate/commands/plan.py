@@ -5,7 +5,10 @@ starts, blocks, waves, requests, prompt tokens, decode steps, GSM8K questions, a
 wall / GPU minutes from the model profile's speed model, every speed figure with its source
 (:mod:`servegate.cost`). With a history store (``--history`` or ``$SERVEGATE_HISTORY``) holding
 runs of the suite on the class, the measured server starts replace the model load figure and
-the measured blocks scale the serving time; the output says which figures were used.
+the measured blocks scale the serving time; the output says which figures were used. With
+``--sglang-src TREE`` the gate is read from that tree (servegate.serve.gate): a class whose gate
+opens there gets no nightly ``forced`` experiment, one whose gate stays closed gets one; each cell
+says ``gate_open`` (null: released sglang's gate, the registry's).
 Exit 0; 2 for bad input (the message names the file, key or option).
 """
 
@@ -23,7 +26,7 @@ from typing import Any
 from servegate.config import load_suite, suite_path
 from servegate.config._schema import ConfigError
 from servegate.config.suites import Suite
-from servegate.core import runner_classes
+from servegate.core.errors import ServegateError
 from servegate.cost import HEAD_VS_BASE_SUITES, Cell, CostError, cells, estimate
 from servegate.history.cli import ENV_STORE
 
@@ -43,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--history", type=Path, default=None,
                    help="history store with measured runs (default: $SERVEGATE_HISTORY)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--sglang-src", type=Path, default=None, metavar="PATH",
+                   help="read each runner's exact-fill gate from this sglang tree (evaluated "
+                        "with this Python); default: released sglang's gate")
     return p
 
 
@@ -70,6 +76,17 @@ def measured_figures(store: Path | None, suite: str, runner_class: str,
             "block_scale": round(statistics.median(ratios), 3) if ratios else None}
 
 
+def _gates(tree_path: Path | None, runners: list[str]) -> dict[str, bool]:
+    """runner -> the tree's gate on it (empty without a tree)."""
+    if tree_path is None:
+        return {}
+    from servegate.serve.gate import read_tree
+    from servegate.serve.trees import resolve_tree
+
+    readings = read_tree(sys.executable, resolve_tree(tree_path), runners)
+    return {runner: reading.gate_open for runner, reading in readings.items()}
+
+
 def plan_cells(args: argparse.Namespace) -> dict[str, Any]:
     path = suite_path(args.suite)
     suite = load_suite(path)
@@ -78,9 +95,12 @@ def plan_cells(args: argparse.Namespace) -> dict[str, Any]:
     store = args.history or (Path(os.environ[ENV_STORE]) if os.environ.get(ENV_STORE)
                              else None)
     out: list[dict[str, Any]] = []
-    for runner in args.runner or list(suite.runners):
-        for cell in cells(suite, runner, workflow, modes):
-            out.append(_priced(suite, cell, not args.skip_accuracy, store))
+    runners = args.runner or list(suite.runners)
+    gates = _gates(args.sglang_src, runners)
+    for runner in runners:
+        for cell in cells(suite, runner, workflow, modes, gates.get(runner)):
+            out.append({**_priced(suite, cell, not args.skip_accuracy, store),
+                        "gate_open": gates.get(runner)})
     return {"suite": suite.name, "suite_file": str(path), "workflow": workflow,
             "design": suite.effective_design.record(), "cells": out}
 
@@ -139,6 +159,8 @@ def _print(result: dict[str, Any]) -> None:
               f"{c['gpus_booked']} GPUs; figures: {c['figures']}")
         if c.get("gsm8k_sizing"):
             print(f"    {c['gsm8k_sizing']['line']}")
+        if c["gate_open"] is not None:
+            print(f"    gate (read from the tree): {'open' if c['gate_open'] else 'closed'}")
         for note in c["notes"]:
             print(f"    note: {note}")
 
@@ -147,7 +169,7 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         result = plan_cells(args)
-    except (ConfigError, CostError, runner_classes.UnknownRunner, FileNotFoundError) as err:
+    except (ConfigError, CostError, ServegateError, FileNotFoundError) as err:
         print(f"servegate plan: {err}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:

@@ -45,4 +45,6 @@ def main(argv: list[str]) -> int:
             gate = "gated" if cls.gated else "not gated"
             labels = ", ".join(cls.ci_labels) or "-"
             print(f"{cls.name:<10} {cls.arch:<7} {gate:<10} labels: {labels:<50} {cls.description}")
+        print("gated: released sglang's exact-fill gate (gfx95 only); a tree's own gate per class: "
+              "servegate preflight --sglang-src TREE (gate_open)")
     return 0

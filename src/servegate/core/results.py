@@ -198,6 +198,12 @@ class Run(TypedDict, total=False):
     # a design with looks: {"looks", "levels", "taken": [...], "stopped_at_blocks",
     # "skipped_points", "minutes_saved"} (servegate.commands.bench_looks)
     sequential: dict[str, Any]
+    # the tree under test's exact-fill gate on runner_class (head's in head vs base), read by
+    # evaluating its _use_exact_chunk_fill on the class's emulated device before any server
+    # starts (servegate.serve.gate): True makes `on` a claim, False a no-op; absent in older runs
+    # and runs without `on` (the registry's released-sglang `gated` then stands)
+    gate_open: bool
+    gate: dict[str, Any]    # {"runner", "device_arch", "gate_open", "has_gate", "arms": {...}}
 
 
 class RunFolderError(ServegateError, ValueError):

@@ -3,19 +3,25 @@
 A runner class is a GPU *model* (``mi355x``, ``mi300x``, ...), because that is what a measurement
 depends on (clocks, memory): baselines and history are keyed by it, and a run on one model is
 never judged against another model's baseline. Its *architecture* (``gfx95``, ``gfx942``,
-``nvidia``, ``cpu``) decides what sglang's exact-fill gate does (``gated``: on only where
-``is_gfx95_supported()`` is true) and which model-profile section applies when a profile has no
-section for the class itself. Detection, profile lookup, the judge's claims, ``--runner`` help
-and the CI matrices (``servegate runners --matrix``) all read this table.
+``nvidia``, ``cpu``; :data:`ARCHES`) decides which model-profile section applies when a profile
+has no section for the class itself, and which device sglang's exact-fill gate sees
+(:data:`DEVICE_ARCHES`: the ``gcnArchName`` servegate's device double emulates for it).
 
-An *emulated* class (``cpu-gfx95``) is a CPU machine on which servegate's one device double
-(``SERVEGATE_EMULATE_GFX95``, in the exact-fill hook) makes sglang's gate see a gfx95 device: it
-carries the emulated architecture (so it is gated and the gated claims apply), but it is chosen
-only by name (``--runner``): detection never picks it, and a suite or profile section naming the
-architecture (``gfx95``) never covers it.
+Whether the gate is open on a class is read from the sglang tree under test, not from this
+table: preflight, bench (run.json ``gate_open``) and the judge evaluate the tree's own
+``_use_exact_chunk_fill()`` with the class's device emulated (servegate.serve.gate). ``gated``
+here is only what released sglang (0.5.20-0.5.23: gfx95 only) does, used where no tree is read:
+the CI matrices, calibration, and run files recorded before ``gate_open``.
+
+An *emulated* class (``cpu-gfx95``) is a CPU machine on which servegate's device double
+(``SERVEGATE_EMULATE_ARCH`` / ``SERVEGATE_EMULATE_GFX95``, in the exact-fill hook) makes sglang's
+gate see its architecture's device: it is chosen only by name (``--runner``): detection never
+picks it, and a suite or profile section naming the architecture (``gfx95``) never covers it.
 
 Adding a runner class: one :class:`RunnerClass` entry here (plus a profile section only if the
-model needs settings other than its architecture's, plus its CI labels).
+model needs settings other than its architecture's, plus its CI labels). Adding an architecture:
+one :data:`DEVICE_ARCHES` entry (and :func:`arch_of` if its device strings need more than their
+base name).
 """
 
 from __future__ import annotations
@@ -26,7 +32,18 @@ from typing import Any
 
 from servegate.core.errors import ServegateError
 
-ARCHES: tuple[str, ...] = ("cpu", "gfx95", "gfx942", "nvidia")
+# Architecture -> the device string its devices report (``gcnArchName`` on ROCm, as
+# torch.cuda.get_device_properties(0) gives it; ``sm_XY`` on CUDA; ``cpu``: no GPU): what the
+# device double emulates when a tree's gate is evaluated for a class of the architecture.
+DEVICE_ARCHES: dict[str, str] = {
+    "cpu": "cpu",
+    "gfx95": "gfx950:sramecc+:xnack-",      # MI350X / MI355X (CDNA4)
+    "gfx942": "gfx942:sramecc+:xnack-",     # MI300X / MI325X (CDNA3)
+    "gfx90a": "gfx90a:sramecc+:xnack-",     # MI210 / MI250X (CDNA2)
+    "gfx1250": "gfx1250",                   # the gfx12.5 Instinct generation
+    "nvidia": "sm_90",
+}
+ARCHES: tuple[str, ...] = tuple(DEVICE_ARCHES)
 
 
 class UnknownRunner(ServegateError, ValueError):
@@ -37,7 +54,8 @@ class UnknownRunner(ServegateError, ValueError):
 class RunnerClass:
     name: str                       # e.g. "mi355x": baselines/<name>/..., run.json runner_class
     arch: str                       # one of ARCHES
-    gated: bool                     # sglang's exact-fill gate is on here (gfx95 only)
+    gated: bool                     # released sglang's gate is on here (gfx95 only); the
+    #                                 tree under test decides where one is read (module doc)
     gpu_names: tuple[str, ...] = ()  # substrings of the device name that identify the model
     ci_labels: tuple[str, ...] = ()  # GitHub runner labels that provide this class
     image_var: str = ""             # repository variable naming the container image
@@ -46,6 +64,11 @@ class RunnerClass:
     # devices per runner: the smallest of its CI labels (preflight's assumption for a live
     # pair of head and base servers; bench counts the devices it sees)
     gpus: int = 0
+
+    @property
+    def device_arch(self) -> str:
+        """The device string sglang's gate sees for this class (its architecture's)."""
+        return DEVICE_ARCHES[self.arch]
 
     @property
     def gate_modes(self) -> tuple[str, ...]:
@@ -106,15 +129,24 @@ def of_arch(arch: str) -> tuple[RunnerClass, ...]:
 
 
 def arch_of(device_arch: str) -> str:
-    """A device's architecture string (``gfx950:sramecc+:xnack-``, ``sm_90``) -> one of ARCHES."""
+    """A device's architecture string (``gfx950:sramecc+:xnack-``, ``sm_90``) -> one of ARCHES;
+    an architecture servegate has no entry for is an error naming it."""
     base = device_arch.split(":", 1)[0].strip().lower()  # pragma: no mutate (maxsplit: same [0])
     if base.startswith("gfx95"):
         return "gfx95"
-    if base == "gfx942":
-        return "gfx942"
     if base.startswith("sm_") or base == "cuda":
         return "nvidia"
-    raise UnknownRunner(f"GPU architecture {device_arch!r}: servegate knows {', '.join(ARCHES)}")
+    if base in DEVICE_ARCHES and base != "cpu":
+        return base
+    raise UnknownRunner(f"GPU architecture {device_arch!r}: servegate knows "
+                        f"{', '.join(a for a in ARCHES if a != 'cpu')} (a new one is a "
+                        f"DEVICE_ARCHES entry in servegate/core/runner_classes.py)")
+
+
+def device_arch(entry: str) -> str:
+    """The device string a runner entry's gate is evaluated on: a class's, or an
+    architecture's (``gfx942`` -> ``gfx942:sramecc+:xnack-``)."""
+    return DEVICE_ARCHES[entry] if entry in DEVICE_ARCHES else get(entry).device_arch
 
 
 def classify(device_arch: str, gpu_name: str) -> RunnerClass:
@@ -122,6 +154,11 @@ def classify(device_arch: str, gpu_name: str) -> RunnerClass:
     single registered model of that architecture is taken when the name says nothing)."""
     arch = arch_of(device_arch)
     candidates = of_arch(arch)
+    if not candidates:
+        raise UnknownRunner(
+            f"GPU {gpu_name or '<no name>'!r} ({device_arch}): architecture {arch} has no "
+            f"registered runner class; pass --runner or add a RunnerClass entry in "
+            f"servegate/core/runner_classes.py")
     named = [c for c in candidates if any(n.lower() in gpu_name.lower() for n in c.gpu_names)]
     if len(named) == 1:
         return named[0]

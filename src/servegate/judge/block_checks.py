@@ -181,11 +181,21 @@ class Judge:
 
     # -------------------------------------------------------------------- claims
 
-    def claims(self, arm: str = "") -> list[Pending]:
+    @property
+    def gate_open(self) -> bool:
+        """The tree's gate on the run's class as bench read it (run.json ``gate_open``: the
+        gate opens, so ``on`` is claimed to improve; closed: ``on`` is a no-op); older runs:
+        released sglang's, the registry's ``gated``."""
+        recorded = self.run.get("gate_open")
+        if recorded is not None:
+            return bool(recorded)
         runner = str(self.run.get("runner_class") or "")
+        return runner in REGISTRY and REGISTRY[runner].gated
+
+    def claims(self, arm: str = "") -> list[Pending]:
         pendings: list[Pending] = []
         concs = self.shared_concs(arm, "on", "off")
-        if runner in REGISTRY and REGISTRY[runner].gated:
+        if self.gate_open:
             gating = self.config.gated_claims
             if concs:
                 claim_conc = self.config.gated_claim_concurrency or concs[-1]

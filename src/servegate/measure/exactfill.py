@@ -35,9 +35,12 @@ class ExactFillMismatch(ServegateError, RuntimeError):
     """What the server did differs from what the mode asked for."""
 
 
-def expected_effective(mode: str, runner_class: str) -> bool:
-    """forced: always; on: where the runner's architecture has sglang's gate on (gfx95)."""
-    return mode == "forced" or (mode == "on" and runner_classes.get(runner_class).gated)
+def expected_effective(mode: str, runner_class: str, gate_open: bool | None = None) -> bool:
+    """forced: always; on: where the tree's gate is open on the runner class (``gate_open``, read
+    from the tree by servegate.serve.gate; None: released sglang's, the registry's ``gated``)."""
+    if gate_open is None:
+        gate_open = runner_classes.get(runner_class).gated
+    return mode == "forced" or (mode == "on" and gate_open)
 
 
 def device_double(runner_class: str, server_log_text: str) -> str | None:
@@ -49,12 +52,12 @@ def device_double(runner_class: str, server_log_text: str) -> str | None:
         if doubles:
             raise ExactFillMismatch(f"runner {runner_class} is a real device, but the server ran "
                                     f"servegate's device double in pids {sorted(doubles)} "
-                                    f"(SERVEGATE_EMULATE_GFX95 set?)")
+                                    f"(SERVEGATE_EMULATE_ARCH or SERVEGATE_EMULATE_GFX95 set?)")
         return None
     if not doubles:
         raise ExactFillMismatch(f"runner {runner_class} is emulated, but the server log has no "
                                 f"'servegate-hook: device double' line (the profile section must "
-                                f"set SERVEGATE_EMULATE_GFX95=1)")
+                                f"set SERVEGATE_EMULATE_ARCH or SERVEGATE_EMULATE_GFX95=1)")
     # the processes that evaluated the gate: its report lines, or under the mode switch the
     # schedulers that acknowledged a mode (they evaluate the real gate at every switch)
     deciding = gate_pids(server_log_text) | {ack.pid for ack in mode_acks(server_log_text)}
@@ -79,12 +82,13 @@ def _require_aligned(mode: str, effective: bool, alignment: Alignment) -> None:
 
 
 def check_effective(mode: str, runner_class: str, server_log_text: str,
-                    alignment: Alignment) -> bool:
-    """Return whether exact fill was effective; raise ExactFillMismatch on any contradiction."""
+                    alignment: Alignment, gate_open: bool | None = None) -> bool:
+    """Return whether exact fill was effective; raise ExactFillMismatch on any contradiction
+    (``gate_open``: the tree's gate on this class, as :func:`expected_effective` takes it)."""
     device_double(runner_class, server_log_text)
     forced_pids = forced_hook_pids(server_log_text)
     gates = gate_values(server_log_text)
-    expected = expected_effective(mode, runner_class)
+    expected = expected_effective(mode, runner_class, gate_open)
     if mode == "forced":
         if not forced_pids:
             raise ExactFillMismatch("mode forced, but the server log has no "
@@ -139,14 +143,14 @@ def _block_state(mode: str, acks: list[Ack]) -> bool:
 
 
 def check_block_effective(mode: str, runner_class: str, acks: list[Ack],
-                          alignment: Alignment) -> bool:
+                          alignment: Alignment, gate_open: bool | None = None) -> bool:
     """One block of a mode-switched server: whether exact fill was effective, read back from the
     schedulers' acknowledgements; raises ExactFillMismatch when a gate contradicts the mode and
-    runner class (on: effective only where the runner class is gated; forced: always; off:
-    never), when the pids disagree, or when exact fill was on but a saturated batch was not
+    runner class (on: effective only where the tree's gate is open on the class; forced:
+    always; off: never), when the pids disagree, or when exact fill was on but a saturated batch was not
     exactly the chunk."""
     effective = _block_state(mode, acks)
-    expected = expected_effective(mode, runner_class)
+    expected = expected_effective(mode, runner_class, gate_open)
     if effective != expected:
         raise ExactFillMismatch(
             f"mode {mode} on runner {runner_class}: exact fill expected "

@@ -51,7 +51,7 @@ FORCED_HOOK = re.compile(r"servegate-hook: exact chunk fill forced in pid (\d+)"
                          r"|\[sitecustomize\] pid (\d+): forced \S*_use_exact_chunk_fill")
 GATE_HOOK = re.compile(r"servegate-hook: exact chunk fill gate=(True|False) in pid (\d+)")
 # The device double (runner classes marked emulated in servegate.core.runner_classes), from the hook.
-DEVICE_DOUBLE = re.compile(r"servegate-hook: device double: (?P<what>gfx95 emulated "
+DEVICE_DOUBLE = re.compile(r"servegate-hook: device double: (?P<what>\w+ emulated "
                            r"\(gcnArchName=[^)\s]+\)) in pid (?P<pid>\d+)")
 # A scheduler's acknowledgement of a mode switch (servegate.serve.modeswitch, one server).
 MODE_ACK = re.compile(r"servegate-hook: mode ack seq=(?P<seq>\d+) mode=(?P<mode>\w+) "

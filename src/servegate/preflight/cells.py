@@ -12,11 +12,15 @@ Status, first match wins:
   every prompt a page multiple), so the suite cannot see the feature;
 - ``ok``.
 
+Whether sglang's gate is open on the runner (``gate_open``) is read from the tree under test:
+its own ``_use_exact_chunk_fill()`` evaluated on the runner's device by servegate's device double
+(:mod:`servegate.serve.gate`). Where it opens, the cell's ``on`` is a claim cell (``on_cell``
+``claim``: on must improve), where it stays closed a no-op cell (``no-op``).
+
 A cell *gates* (its failure fails preflight) when the suite expects exact fill to be effective
-on that runner: ``on`` on an architecture where sglang's gate is on (gfx95), or ``forced``
-anywhere (bench then requires every saturated batch to be the chunk size). ``invalid`` always
-gates: the server would not start; ``misshaped`` always gates: the suite would measure another
-thing on every runner.
+on that runner: ``on`` where the tree's gate opens, or ``forced`` anywhere (bench then requires
+every saturated batch to be the chunk size). ``invalid`` always gates: the server would not
+start; ``misshaped`` always gates: the suite would measure another thing on every runner.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from servegate.preflight.arrivals import PREFLIGHT_MODES, PointReplay, replay_po
 from servegate.preflight.budget import Budget, BudgetInvalid, resolve_budget
 from servegate.preflight.lengths import draw_lengths
 from servegate.preflight.reshape import ReshapeProof, prove
+from servegate.serve.gate import GateReading, on_cell, read_loaded
 
 # (budget, input lengths, output lengths, concurrency, mode) -> replay: identical budgets (e.g.
 # gfx942 and nvidia), repeats with the same lengths and suites sharing a load replay once
@@ -71,6 +76,7 @@ class Cell:
     suite: str
     runner: str
     gating: bool
+    gate: GateReading               # the tree's gate on this runner's device
     status: str = "ok"
     reasons: list[str] = field(default_factory=list)
     budget: Budget | None = None
@@ -87,6 +93,8 @@ class Cell:
         return {
             "suite": self.suite, "runner": self.runner, "status": self.status,
             "gating": self.gating, "fails": self.fails, "reasons": self.reasons,
+            "gate_open": self.gate.gate_open, "on_cell": on_cell(self.gate.gate_open),
+            "gate": self.gate.record(),
             "budget": self.budget.contract() if self.budget else None,
             "modes": {name: mode.contract() for name, mode in self.modes.items()},
             "argv": self.argv, "live_pair": self.live_pair,
@@ -113,17 +121,9 @@ def summarise(points: list[PointReplay], chunk: int) -> ModeSummary:
                        chunk_size=chunk)
 
 
-def arch_of(runner: str) -> str:
-    """A suite's runner entry (an architecture or a registered class) -> its architecture."""
-    return runner if runner in runner_classes.ARCHES else runner_classes.get(runner).arch
-
-
-def gates(suite: Suite, runner: str) -> bool:
-    """Does the suite expect exact fill to be effective on ``runner``?"""
-    arch = arch_of(runner)
-    gated = (runner_classes.REGISTRY[runner].gated if runner in runner_classes.REGISTRY
-             else any(c.gated for c in runner_classes.of_arch(arch)))
-    return "forced" in suite.modes or ("on" in suite.modes and gated)
+def gates(suite: Suite, gate_open: bool) -> bool:
+    """Does the suite expect exact fill to be effective on a runner whose gate is ``gate_open``?"""
+    return "forced" in suite.modes or ("on" in suite.modes and gate_open)
 
 
 def live_pair_report(suite: Suite, runner: str) -> dict[str, Any]:
@@ -133,6 +133,9 @@ def live_pair_report(suite: Suite, runner: str) -> dict[str, Any]:
     its class with the fewest GPUs (a job for it may land on any)."""
     classes = ([runner_classes.get(runner)] if runner in runner_classes.REGISTRY
                else list(runner_classes.of_arch(runner)))
+    if not classes:
+        return {"live": False, "gpus": 0, "per_server": None, "devices": None,
+                "note": f"architecture {runner} has no registered runner class"}
     fewest = min(classes, key=lambda c: c.gpus).name
     layout = live_pair_layout(suite, fewest)
     split = device_split(layout.gpus, layout.per_server, 0) if layout.live else None
@@ -142,7 +145,8 @@ def live_pair_report(suite: Suite, runner: str) -> dict[str, Any]:
 
 
 def run_cell(sg: Sglang, suite: Suite, runner: str, cache: ReplayCache | None = None) -> Cell:
-    cell = Cell(suite=suite.name, runner=runner, gating=gates(suite, runner))
+    gate = read_loaded(sg.policy, runner)
+    cell = Cell(suite=suite.name, runner=runner, gating=gates(suite, gate.gate_open), gate=gate)
     cell.live_pair = live_pair_report(suite, runner)
     launch = launch_for(suite, runner)
     cell.argv = launch.argv

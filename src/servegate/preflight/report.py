@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from servegate.preflight.cells import Cell, ModeSummary
+from servegate.serve.gate import on_cell
 
 
 def contract(sglang_version: str, cells: list[Cell], seconds: float) -> dict[str, Any]:
@@ -33,7 +34,7 @@ def print_table(sglang_version: str, cells: list[Cell], seconds: float) -> None:
     from rich.table import Table
 
     table = Table(title=f"servegate preflight (sglang {sglang_version}, {seconds:.1f} s)")
-    for column in ("suite", "runner", "status", "chunk/max prefill/page/dp",
+    for column in ("suite", "runner", "status", "gate: on cell", "chunk/max prefill/page/dp",
                    "saturated off/exact", "at chunk off/exact", "smallest off/exact"):
         table.add_column(column)
     for cell in cells:
@@ -43,7 +44,8 @@ def print_table(sglang_version: str, cells: list[Cell], seconds: float) -> None:
                  f"{budget.dp_size}")
         style = "red" if cell.fails else ("yellow" if cell.status != "ok" else "green")
         status = cell.status + ("" if cell.gating else " (not gating)")
-        table.add_row(cell.suite, cell.runner, f"[{style}]{status}[/{style}]", sizes,
+        gate = f"{'open' if cell.gate.gate_open else 'closed'}: {on_cell(cell.gate.gate_open)}"
+        table.add_row(cell.suite, cell.runner, f"[{style}]{status}[/{style}]", gate, sizes,
                       _pair(cell, "saturated_batches"), _pair(cell, "aligned_fraction"),
                       _pair(cell, "min_saturated_tokens"))
     console = Console()

@@ -206,7 +206,7 @@ def fingerprint(detected: Detected, model: str, model_revision: str | None = Non
     if cls is not None and cls.emulated:
         # Declared here; each server's read-back is the point's device_double (measure/exactfill).
         fp["device_double"] = f"{cls.arch} emulated at sglang's device check (servegate hook, " \
-                              f"SERVEGATE_EMULATE_GFX95)"
+                              f"SERVEGATE_EMULATE_ARCH={cls.device_arch})"
     sglang = _version("sglang")
     if sglang:
         fp["sglang"] = sglang

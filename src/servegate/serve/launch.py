@@ -23,6 +23,7 @@ SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|CREDENTIAL|_KEY$
 # The device double (servegate.core.runner_classes: emulated classes) is set only by a profile section; a
 # value inherited from the caller's environment never reaches a server.
 EMULATE_GFX95_ENV = "SERVEGATE_EMULATE_GFX95"
+EMULATE_ARCH_ENV = "SERVEGATE_EMULATE_ARCH"       # the general form: a device string
 LAUNCH_MODE_ENV = "SERVEGATE_MODE"          # the launch mode, read by the exact-fill hook
 # sglang 0.5.23 spellings (srt/arg_groups/fields/parallel.py lines 73-90 and 192-194;
 # srt/server_args.py line 419 for the deprecated --enable-dp-attention).
@@ -116,7 +117,8 @@ def build_launch(
                LAUNCH_MODE_ENV: mode, **(extra_env or {})}
     if mode != "forced":
         base.pop("SERVEGATE_FORCE_EXACT_FILL", None)
-    base.pop(EMULATE_GFX95_ENV, None)       # only the profile's own section may set it
+    base.pop(EMULATE_GFX95_ENV, None)       # only the profile's own section may set them
+    base.pop(EMULATE_ARCH_ENV, None)
     base.pop("SERVEGATE_MODE_CONTROL", None)  # only bench's in-server start may (extra_env)
     env = {**base, **set_env, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
     return LaunchSpec(argv=argv, env=env, set_env={**set_env, "PYTHONPATH": pythonpath},

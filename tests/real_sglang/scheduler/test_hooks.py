@@ -33,29 +33,41 @@ def test_report_hook_shows_real_gate_off_on_cpu() -> None:
 
 
 EMULATION_PROBE = (
+    "import inspect\n"
     "import sglang.srt.managers.schedule_policy as sp, sglang.srt.utils.common as common\n"
     "gate = sp._use_exact_chunk_fill()\n"
-    "real = getattr(sp._use_exact_chunk_fill, '__wrapped__', sp._use_exact_chunk_fill)\n"
+    "real = inspect.unwrap(sp._use_exact_chunk_fill)\n"
     "print('gate', gate)\n"
     "print('gate fn from', real.__code__.co_filename.rsplit('/', 1)[-1])\n"
     "print('policy sees gfx95', sp.is_gfx95_supported())\n"
-    "print('elsewhere gfx95', common.is_gfx95_supported())\n")
+    "print('elsewhere gfx95', common.is_gfx95_supported(), common.is_gfx942_supported())\n"
+    "import torch\n"
+    "print('torch hip', torch.version.hip)\n")
 
 
 @pytest.mark.sglang
-@pytest.mark.parametrize(("exact_fill", "gate"), [("1", True), ("0", False)])
-def test_gfx95_device_double_opens_the_real_gate(exact_fill: str, gate: bool) -> None:
-    """SERVEGATE_EMULATE_GFX95: the device check schedule_policy's real _use_exact_chunk_fill
-    calls answers for an emulated gfx95 device; the env var still decides, nothing else in
-    sglang sees the emulated device, and the double names itself."""
-    out = python_with_hook(EMULATION_PROBE, {"SERVEGATE_EMULATE_GFX95": "1",
-                                             "SGLANG_EXACT_CHUNK_FILL": exact_fill})
+@pytest.mark.parametrize(("env", "exact_fill", "gate", "line"), [
+    ({"SERVEGATE_EMULATE_GFX95": "1"}, "1", True, "gfx95 emulated (gcnArchName=gfx950:sramecc+:xnack-)"),
+    ({"SERVEGATE_EMULATE_GFX95": "1"}, "0", False, "gfx95 emulated (gcnArchName=gfx950:sramecc+:xnack-)"),
+    ({"SERVEGATE_EMULATE_ARCH": "gfx950:sramecc+:xnack-"}, "1", True,
+     "gfx95 emulated (gcnArchName=gfx950:sramecc+:xnack-)"),
+    # released sglang's gate is gfx95-only: an emulated gfx942 or gfx1250 keeps it closed
+    ({"SERVEGATE_EMULATE_ARCH": "gfx942:sramecc+:xnack-"}, "1", False,
+     "gfx942 emulated (gcnArchName=gfx942:sramecc+:xnack-)"),
+    ({"SERVEGATE_EMULATE_ARCH": "gfx1250"}, "1", False, "gfx1250 emulated (gcnArchName=gfx1250)")])
+def test_device_double_evaluates_the_real_gate_on_the_emulated_device(
+        env: dict[str, str], exact_fill: str, gate: bool, line: str) -> None:
+    """The device double (SERVEGATE_EMULATE_ARCH, or the older SERVEGATE_EMULATE_GFX95=1):
+    schedule_policy's real _use_exact_chunk_fill, evaluated with torch answering as the emulated
+    device; the env var still decides, nothing else in sglang (not even schedule_policy's own
+    name for the device check) sees the emulated device, and the double names itself."""
+    out = python_with_hook(EMULATION_PROBE, {**env, "SGLANG_EXACT_CHUNK_FILL": exact_fill})
     assert f"gate {gate}" in out.stdout
     assert "gate fn from schedule_policy.py" in out.stdout      # sglang's own gate, untouched
-    assert "policy sees gfx95 True" in out.stdout
-    assert "elsewhere gfx95 False" in out.stdout                # the CPU stays a CPU elsewhere
-    assert "servegate-hook: device double: gfx95 emulated (gcnArchName=gfx950:sramecc+:xnack-)" \
-        " in pid" in out.stderr
+    assert "policy sees gfx95 False" in out.stdout              # the CPU stays a CPU elsewhere
+    assert "elsewhere gfx95 False False" in out.stdout
+    assert "torch hip None" in out.stdout
+    assert f"servegate-hook: device double: {line} in pid" in out.stderr
     plain = python_with_hook(EMULATION_PROBE, {"SGLANG_EXACT_CHUNK_FILL": exact_fill})
     assert "gate False" in plain.stdout and "device double" not in plain.stderr
 

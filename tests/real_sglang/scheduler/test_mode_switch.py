@@ -29,7 +29,7 @@ from servegate.serve.modeswitch import Ack, ModeControl, ModeSwitchError
 SRC = REPO_ROOT / "src"
 
 CHILD = """
-import os, sys, time, types
+import inspect, os, sys, time, types
 import sglang.srt.managers.schedule_policy as sp
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.managers.scheduler import Scheduler
@@ -75,7 +75,8 @@ scheduler = IdleScheduler()
 hook._start_mode_control(scheduler)
 real = hook._STATE.real_gate
 print("ready", sp._use_exact_chunk_fill is hook._controlled_gate,
-      hasattr(real, "cache_clear"), real.__wrapped__.__code__.co_filename.rsplit("/", 1)[-1], flush=True)
+      hasattr(real, "cache_clear"), inspect.unwrap(real).__code__.co_filename.rsplit("/", 1)[-1],
+      flush=True)
 for line in sys.stdin:
     command = line.strip()
     if command == "probe":
@@ -190,7 +191,8 @@ def test_device_double_idle_rule_and_scoped_injection(tmp_path: Path, start: Sta
     assert control.pids == (pid,)
     assert float(child.ask("run").split()[1]) < 0.3            # off: no delay
     assert control.switch("on")[pid].gate is True               # the real gate, emulated device
-    assert child.ask("probe") == "gate True adder None env 1 device True"
+    # the gate saw the emulated device; schedule_policy's own device check still sees the CPU
+    assert child.ask("probe") == "gate True adder None env 1 device False"
 
     assert child.ask("busy") == "ok"
     with pytest.raises(ModeSwitchError) as info:

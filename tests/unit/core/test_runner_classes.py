@@ -31,9 +31,30 @@ def test_architecture_strings() -> None:
     assert runner_classes.arch_of(" GFX942:sramecc+:xnack- ") == "gfx942"
     assert runner_classes.arch_of("cuda") == "nvidia" and runner_classes.arch_of("sm_90") == "nvidia"
     assert runner_classes.arch_of("gfx950") == "gfx95"
-    with pytest.raises(runner_classes.UnknownRunner) as info:
-        runner_classes.arch_of("gfx90a")
-    assert str(info.value) == "GPU architecture 'gfx90a': servegate knows cpu, gfx95, gfx942, nvidia"
+    # every known AMD architecture, gfx1250 included; an unknown one is named
+    assert [runner_classes.arch_of(a) for a in ("gfx90a:sramecc+:xnack-", "gfx942", "gfx950",
+                                                 "gfx1250")] == ["gfx90a", "gfx942", "gfx95",
+                                                                 "gfx1250"]
+    for unknown in ("gfx1100", "cpu", "tpu_v5"):
+        with pytest.raises(runner_classes.UnknownRunner) as info:
+            runner_classes.arch_of(unknown)
+        assert str(info.value) == (
+            f"GPU architecture {unknown!r}: servegate knows gfx95, gfx942, gfx90a, gfx1250, "
+            f"nvidia (a new one is a DEVICE_ARCHES entry in servegate/core/runner_classes.py)")
+
+
+def test_each_entry_names_the_device_its_gate_is_evaluated_on() -> None:
+    """Classes and architectures alike: the gcnArchName (or sm_XY, or cpu) the device double
+    emulates when the tree's gate is read for them."""
+    device = runner_classes.device_arch
+    assert device("mi300x") == device("mi325x") == device("gfx942") == "gfx942:sramecc+:xnack-"
+    assert device("mi355x") == device("cpu-gfx95") == "gfx950:sramecc+:xnack-"
+    assert (device("gfx1250"), device("h100"), device("cpu")) == ("gfx1250", "sm_90", "cpu")
+    for arch in runner_classes.ARCHES:      # every architecture's device is its own again
+        if arch != "cpu":
+            assert runner_classes.arch_of(device(arch)) == arch
+    with pytest.raises(runner_classes.UnknownRunner, match="runner class 'gfx1100'"):
+        device("gfx1100")
 
 
 def test_a_cpu_class_of_another_name_needs_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,7 +77,9 @@ def _no_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(("arch", "name", "needle"), [
     ("gfx942", "", "not one of the registered gfx942 models (mi300x, mi325x)"),
-    ("gfx90a:sramecc+:xnack-", "AMD Instinct MI250X", "GPU architecture 'gfx90a"),
+    ("gfx90a:sramecc+:xnack-", "AMD Instinct MI250X", "architecture gfx90a has no registered "
+                                                      "runner class"),
+    ("gfx1250", "", "architecture gfx1250 has no registered runner class"),
     ("gfx1100", "Radeon", "GPU architecture 'gfx1100'"),
 ])
 def test_unknown_gpu_is_named_not_guessed(arch: str, name: str, needle: str) -> None:

@@ -630,6 +630,27 @@ def test_each_claim_says_what_it_states_and_no_other_check_does(
     assert (error.verdict, error.claim) == ("error", "improvement")
 
 
+@pytest.mark.parametrize(("runner_class", "gate_open", "claim"), [
+    ("mi300x", True, "improvement"),    # a tree that opens the gate on gfx942: on is claimed
+    ("mi355x", False, "noop"),          # a tree that closes it on gfx95: on must be a no-op
+    ("mi300x", None, "noop"),           # no gate_open recorded (older runs): released sglang's
+    ("mi355x", None, "improvement")])
+def test_the_recorded_gate_decides_claim_or_no_op(tmp_path: Path, runner_class: str,
+                                                 gate_open: bool | None, claim: str) -> None:
+    """run.json's ``gate_open`` (the tree's gate as bench read it) makes a class's ``on`` a claim
+    or a no-op, whatever the registry says for released sglang."""
+    run_dir = write_block_run(tmp_path / "run", runner_class=runner_class)
+    if gate_open is not None:
+        data = json.loads((run_dir / "run.json").read_text())
+        data["gate_open"] = gate_open
+        (run_dir / "run.json").write_text(json.dumps(data))
+    run = load_run(run_dir)
+    claims = {p.evaluate(0.95).claim for p in block_pendings(run, evidence_from_run(run),
+                                                             JudgeConfig())}
+    assert claim in claims
+    assert ({"improvement", "noop"} - {claim}).isdisjoint(claims)
+
+
 def test_without_a_stated_claim_concurrency_the_highest_gates(tmp_path: Path) -> None:
     judgement = run_judge(write_block_run(tmp_path / "run", runner_class="mi355x",
                                           concurrencies=(2, 4, 8)))

@@ -25,8 +25,12 @@ from servegate.serve.modeswitch import Ack
 
 # Run the hook's own patch on a stand-in for sglang's schedule_policy module, then call the
 # gate the way sglang's PrefillAdder does (twice: the hook reports once per process).
+# A stand-in torch (a CPU build) for the device double, which answers torch's device questions.
 HOOK_PROBE = (
-    "import types, sitecustomize as hook\n"
+    "import sys, types, sitecustomize as hook\n"
+    "sys.modules['torch'] = types.SimpleNamespace(version=types.SimpleNamespace(hip=None, "
+    "cuda=None), cuda=types.SimpleNamespace(get_device_properties=None, "
+    "get_device_capability=None))\n"
     "policy = types.SimpleNamespace(_use_exact_chunk_fill=lambda: {gate})\n"
     "hook._patch_policy(policy)\n"
     "print(policy._use_exact_chunk_fill(), policy._use_exact_chunk_fill())\n")
@@ -83,6 +87,8 @@ def test_the_device_doubles_own_line_is_what_the_parser_finds() -> None:
     doubles = logparse.device_doubles(err)
     assert list(doubles) == [pid]
     assert doubles[pid].startswith("gfx95 emulated (gcnArchName=gfx95")
+    err, pid, _ = _hook_stderr({"SERVEGATE_EMULATE_ARCH": "gfx942:sramecc+:xnack-"})
+    assert logparse.device_doubles(err) == {pid: "gfx942 emulated (gcnArchName=gfx942:sramecc+:xnack-)"}
 
 
 def _independent_batches_after_last_flush(text: str) -> list[tuple[int, int]]:

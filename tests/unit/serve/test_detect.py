@@ -181,7 +181,7 @@ def test_cpu_fingerprint_names_the_cpu_and_asks_no_driver(monkeypatch: pytest.Mo
 def test_emulated_fingerprint_declares_the_device_double(monkeypatch: pytest.MonkeyPatch) -> None:
     fp = _fp(monkeypatch, detect.Detected("cpu-gfx95", "override"))
     assert fp["device_double"] == ("gfx95 emulated at sglang's device check (servegate hook, "
-                                   "SERVEGATE_EMULATE_GFX95)")
+                                   "SERVEGATE_EMULATE_ARCH=gfx950:sramecc+:xnack-)")
     assert fp["gpu_name"].startswith("none (CPU: ") and fp["_driver_calls"] == 0
 
 

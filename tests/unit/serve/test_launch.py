@@ -15,6 +15,7 @@ from servegate.plan import build_live_pair_plan, device_env
 from servegate.serve import launch
 from servegate.serve.launch import (
     CPU_STANDIN_DIR,
+    EMULATE_ARCH_ENV,
     EMULATE_GFX95_ENV,
     EXACTFILL_HOOK_DIR,
     build_launch,
@@ -171,10 +172,10 @@ def test_suite_and_profile_section() -> None:
 
 
 def test_only_the_profile_sets_the_double() -> None:
-    base = {EMULATE_GFX95_ENV: "1", "PATH": "/usr/bin"}
+    base = {EMULATE_GFX95_ENV: "1", EMULATE_ARCH_ENV: "gfx942", "PATH": "/usr/bin"}
     cpu = build_launch(python="py", model_path="m", runner=load_suite(suite_path("cpu"))
                        .server_for("cpu"), mode="on", port=1, base_env=base)
-    assert EMULATE_GFX95_ENV not in cpu.env                     # inherited: dropped
+    assert EMULATE_GFX95_ENV not in cpu.env and EMULATE_ARCH_ENV not in cpu.env  # inherited
     emulated = build_launch(python="py", model_path="m", runner=load_suite(
         suite_path("cpu-gfx95")).server_for("cpu-gfx95"), mode="off", port=1, base_env={})
     assert emulated.env[EMULATE_GFX95_ENV] == "1" and emulated.set_env[EMULATE_GFX95_ENV] == "1"

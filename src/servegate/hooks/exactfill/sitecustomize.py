@@ -8,15 +8,18 @@ spawns, so env vars set by servegate reach all of them. Everything here is inert
 - ``SERVEGATE_FORCE_EXACT_FILL=1``: after ``sglang.srt.managers.schedule_policy`` loads, replace
   ``_use_exact_chunk_fill`` with a function returning True (to exercise exact fill where the real
   gfx95 gate is off) and print ``servegate-hook: exact chunk fill forced in pid N``.
-- ``SERVEGATE_EMULATE_GFX95=1`` (runner class ``cpu-gfx95`` only; servegate's one **device
-  double**): after ``schedule_policy`` loads, the name ``is_gfx95_supported`` in that module (the
-  device check ``_use_exact_chunk_fill`` calls: ``return envs.SGLANG_EXACT_CHUNK_FILL.get() and
-  is_gfx95_supported()``, srt/managers/schedule_policy.py lines 94-103) is replaced by sglang's own
-  test (srt/utils/common.py lines 1239-1248: ``any(gfx in gcnArchName for gfx in ["gfx95"])``)
-  applied to an emulated device whose ``gcnArchName`` is MI355X's. ``_use_exact_chunk_fill`` and
-  ``SGLANG_EXACT_CHUNK_FILL`` stay real: ``off`` (env 0) keeps the gate closed, ``on`` opens it.
-  Nothing else in sglang sees the emulated device (the CPU engine keeps its CPU paths). Prints
-  ``servegate-hook: device double: gfx95 emulated (gcnArchName=...) in pid N`` (read back).
+- ``SERVEGATE_EMULATE_ARCH=<device>`` (emulated runner classes only, set by their profile
+  section; servegate's **device double**, ``servegate_device_double.py`` beside this file):
+  after ``schedule_policy`` loads, ``_use_exact_chunk_fill`` is sglang's own gate evaluated with
+  torch answering as the device ``<device>`` (a ROCm ``gcnArchName`` such as
+  ``gfx942:sramecc+:xnack-``) for that call only: ``torch.version.hip`` and
+  ``torch.cuda.get_device_properties(0).gcnArchName``, what ``is_gfx95_supported()`` and its
+  siblings read (srt/utils/common.py lines 1239-1272). ``SGLANG_EXACT_CHUNK_FILL`` stays real:
+  ``off`` (env 0) keeps the gate closed, ``on`` opens it where the tree's gate accepts the device.
+  Nothing else in sglang sees the emulated device (the CPU engine keeps its CPU paths). The older
+  ``SERVEGATE_EMULATE_GFX95=1`` is ``SERVEGATE_EMULATE_ARCH=gfx950:sramecc+:xnack-`` (MI355X's).
+  Prints ``servegate-hook: device double: <arch> emulated (gcnArchName=...) in pid N`` (read
+  back; ``<arch>`` is ``gfx95`` for any gfx95x, else the device's base name).
 - ``SERVEGATE_INJECT_DELAY_MS=<ms>`` / ``SERVEGATE_INJECT_DECODE_DELAY_MS=<ms>``: sleep that long
   in ``Scheduler.run_batch`` per prefill / decode batch: a controlled slowdown that lets the judge
   prove it detects regressions. ``SERVEGATE_INJECT_MODES=off,forced`` scopes the sleeps to those
@@ -53,8 +56,7 @@ from typing import Any
 POLICY_MODULE = "sglang.srt.managers.schedule_policy"
 SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
 EMULATE_GFX95_ENV = "SERVEGATE_EMULATE_GFX95"
-# What torch.cuda.get_device_properties(0).gcnArchName reports on an MI355X.
-EMULATED_GFX95_ARCH = "gfx950:sramecc+:xnack-"
+EMULATE_ARCH_ENV = "SERVEGATE_EMULATE_ARCH"
 MODE_CONTROL_ENV = "SERVEGATE_MODE_CONTROL"
 LAUNCH_MODE_ENV = "SERVEGATE_MODE"
 INJECT_MODES_ENV = "SERVEGATE_INJECT_MODES"
@@ -78,21 +80,19 @@ def _ms(name: str) -> float:
         return 0.0
 
 
-def _emulate_gfx95(module: Any) -> None:
-    """The device double: ``is_gfx95_supported`` as schedule_policy sees it, on an emulated
-    gfx95 device (sglang's own arch test, srt/utils/common.py lines 1239-1248)."""
-    arch = EMULATED_GFX95_ARCH
+def _emulate(module: Any) -> None:
+    """The device double: the gate sglang calls is its own, evaluated as on the env's device."""
+    import servegate_device_double as double  # beside this file, on the same path entry
 
-    def is_gfx95_supported() -> bool:
-        return any(gfx in arch for gfx in ["gfx95"])
-
-    module.is_gfx95_supported = is_gfx95_supported
-    _say(f"device double: gfx95 emulated (gcnArchName={arch})")
+    device = double.emulated_device(os.environ)
+    if device is None:
+        return
+    module._use_exact_chunk_fill = double.EmulatedGate(module._use_exact_chunk_fill, device)
+    _say(f"device double: {double.label(device)} emulated (gcnArchName={device})")
 
 
 def _patch_policy(module: Any) -> None:
-    if os.environ.get(EMULATE_GFX95_ENV) == "1":
-        _emulate_gfx95(module)
+    _emulate(module)
     if os.environ.get(MODE_CONTROL_ENV):
         _install_controlled_gate(module)        # the control file decides from here on
         return
@@ -379,6 +379,7 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 def _wanted() -> bool:
     return any(os.environ.get(name) for name in (
         "SERVEGATE_FORCE_EXACT_FILL", "SERVEGATE_REPORT_EXACT_FILL", EMULATE_GFX95_ENV,
+        EMULATE_ARCH_ENV,
         "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS", MODE_CONTROL_ENV))
 
 
