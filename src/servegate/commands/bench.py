@@ -132,6 +132,15 @@ def _read_gates(ctx: Context, modes: list[str]) -> None:
     if "on" not in modes:
         return
     runner = ctx.detected.runner_class
+    cls = runner_classes.get(runner) if runner in runner_classes.REGISTRY else None
+    if cls is not None and cls.arch == "cpu" and not cls.emulated:
+        # No probe on a plain CPU (10-20 s of sglang imports per tree, every CPU run): sglang's
+        # gate tests a GPU architecture, and a tree that opened it on a CPU would fail the
+        # servers' own read-back (`on` acknowledged effective where inactive is expected).
+        ctx.run["gate_open"] = False
+        ctx.run["gate"] = {"runner": runner, "device_arch": "cpu", "gate_open": False,
+                           "source": "a CPU: not probed; the servers' read-back checks it"}
+        return
     readings = {arm: read_tree(ctx.python, tree, [runner])[runner]
                 for arm, tree in ctx.trees.items()}
     ctx.gate_open = {arm: reading.gate_open for arm, reading in readings.items()}
