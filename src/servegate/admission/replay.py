@@ -345,9 +345,8 @@ def replay(scenario: Scenario, mode: str, sg: Sglang | None = None) -> Trace:
     scenario.validate()
     sg = sg or load_sglang()
     if scenario.ledger is not None:
-        from servegate.admission.ledger_replay import replay_ledger
-
-        return replay_ledger(scenario, mode, sg)
+        raise ScenarioError(f"{scenario.scenario_id}: a ledger scenario replays through "
+                            f"ledger_replay.replay_ledger")
     warm_ids, prompt_ids = _token_ids(scenario)
     longest = max(len(ids) for ids in [*warm_ids, *prompt_ids])
     override = sg.get_context().override_server_args(

@@ -68,7 +68,8 @@ def test_a_ring_charged_again_per_chunk_fails_its_invariant(monkeypatch: pytest.
     from sglang.srt.mem_cache.prefill_budget import SWAPrefillBudget
 
     from servegate.admission.ledger_checks import check_ledger
-    from servegate.admission.replay import load_sglang, replay
+    from servegate.admission.ledger_replay import replay_ledger
+    from servegate.admission.replay import load_sglang
     from servegate.admission.suite import load_suite
 
     real = SWAPrefillBudget.reserve
@@ -80,5 +81,5 @@ def test_a_ring_charged_again_per_chunk_fails_its_invariant(monkeypatch: pytest.
     monkeypatch.setattr(SWAPrefillBudget, "reserve", charge_every_chunk)
     suite = load_suite(REPO_ROOT / "suites" / "admission.toml")
     scenario = next(s for s in suite.scenarios if s.ledger and s.ledger.swa_ring)
-    report = check_ledger({"forced": replay(scenario, "forced", load_sglang())})
+    report = check_ledger({"forced": replay_ledger(scenario, "forced", load_sglang())})
     assert not report.invariants["swa-continuation-charged-to-ring-once"].holds
