@@ -137,8 +137,10 @@ def _modes(text: str) -> tuple[str, ...]:
 
 def suite_main(argv: list[str]) -> int:
     args = _suite_parser().parse_args(argv)
-    from servegate.admission import checks, golden, report
-    from servegate.admission.replay import dllm_disables_exact_fill, replay
+    from servegate.admission import golden, report
+    from servegate.admission.ledger_spec import NOT_BUILT
+    from servegate.admission.matrix import run_matrix
+    from servegate.admission.replay import dllm_disables_exact_fill
     from servegate.admission.suite import SuiteError, load_suite
 
     try:
@@ -150,14 +152,9 @@ def suite_main(argv: list[str]) -> int:
     started = time.monotonic()
     sg, tree = _load_sglang("servegate admission suite", args.sglang_src, modes)
     imported = time.monotonic()
-    traces = []
-    result = checks.CheckResult()
-    for scenario in suite.scenarios:
-        per_mode = {mode: replay(scenario, mode, sg) for mode in modes}
-        for trace in per_mode.values():
-            result.extend(checks.check_trace(trace))
-        result.extend(checks.check_modes(per_mode))
-        traces += per_mode.values()
+    matrix = run_matrix(suite.scenarios, modes, sg)
+    traces, result = matrix.traces, matrix.checked
+    not_built = [*matrix.not_built, *NOT_BUILT]
     if "forced" in modes and not dllm_disables_exact_fill():
         result.failures.append("dLLM config: forced exact fill stayed on with a DllmConfig")
     replayed = time.monotonic()
@@ -185,6 +182,8 @@ def suite_main(argv: list[str]) -> int:
             "traces": [{"scenario": t.scenario.scenario_id, "mode": t.mode, **golden.entry(t)}
                        for t in traces],
             "failures": result.failures, "findings": len(result.findings),
+            "finding_details": result.findings,
+            "ledger": [report.to_json() for report in matrix.ledger], "not_built": not_built,
             "golden_diffs": None if args.no_golden else diffs,
             "seconds": {"import": round(imported - started, 1),
                         "replay": round(replayed - imported, 1)}}))
@@ -194,8 +193,11 @@ def suite_main(argv: list[str]) -> int:
     header = (f"sglang {sg.version}; {len(traces)} replays in {replayed - imported:.1f} s "
               f"after a {imported - started:.1f} s import")
     report.print_table(traces)
+    ledger_lines = report.ledger_lines(matrix.ledger, not_built)
+    print("\n".join(ledger_lines))
     atomic.write_text(out_dir / "report.md",
-                      report.markdown(traces, result.failures, result.findings, diffs, header))
+                      report.markdown(traces, result.failures, result.findings, diffs, header)
+                      + "\n".join(["", "## Ledger scenarios", "", *ledger_lines, ""]))
     atomic.write_json(out_dir / "traces.json",
                       {"sglang_version": sg.version, "traces": [t.contract(sg.version) for t in traces]})
     for title, items in (("FAILURE", result.failures), ("GOLDEN DIFF", diffs)):

@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from servegate.admission.replay import Trace
+from servegate.admission.replay import Trace, _ledger_keys
 from servegate.core import atomic
 from servegate.core.errors import ServegateError
 from servegate.core.versioned import Schema, SchemaVersionError
@@ -32,7 +32,7 @@ def round_record(trace: Trace) -> list[dict[str, Any]]:
         {"extend": r.extend_lens, "prefix": [a.prefix_len for a in r.admissions],
          "kv": [a.kv_reserved for a in r.admissions], "tokens": r.batch_tokens,
          "saturated": r.saturated, "rem_chunk": r.rem_chunk_tokens,
-         "rem_input": r.rem_input_tokens, "stop": r.stop}
+         "rem_input": r.rem_input_tokens, "stop": r.stop, **_ledger_keys(r)}
         for r in trace.rounds
     ]
 

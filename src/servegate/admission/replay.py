@@ -12,19 +12,20 @@ number recorded is read off sglang's own objects.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import random
-import sys
 from array import array
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 from servegate.admission.scenario import EXACT_FILL_MODES, Scenario, ScenarioError
-from servegate.serve.trees import SglangTree, TreeError, describe_import_failure
+
+# Sglang and its loaders live in sglang_api; re-exported here for callers (preflight, tests).
+from servegate.admission.sglang_api import Sglang as Sglang
+from servegate.admission.sglang_api import load_sglang as load_sglang
+from servegate.admission.sglang_api import load_sglang_tree as load_sglang_tree
 
 EXACT_FILL_ENV = "SGLANG_EXACT_CHUNK_FILL"
 # What a CPU server runs with: the torch-native attention backend makes sglang write the
@@ -42,6 +43,7 @@ class Admission:
     extend_len: int
     kv_reserved: int            # growth of the KV budget's current offset for this admission
     chunked: bool               # True when the request was cut (continues next round)
+    ledger: dict[str, int] = field(default_factory=dict)   # ledger scenarios: SWA, mamba, dLLM
 
 
 @dataclass
@@ -53,6 +55,7 @@ class Round:
     rem_chunk_tokens: int | None
     rem_input_tokens: int
     stop: str                   # why admission stopped: chunk, input, kv, drained, other
+    ledger: dict[str, Any] = field(default_factory=dict)   # ledger scenarios: tile, SWA caps
 
     @property
     def extend_lens(self) -> list[int]:
@@ -72,6 +75,7 @@ class Trace:
     rows_free_after: int
     warm_rounds: int = 0
     notes: list[str] = field(default_factory=list)
+    ledger: dict[str, Any] = field(default_factory=dict)   # ledger scenarios' whole-replay readings
 
     def contract(self, sglang_version: str) -> dict[str, Any]:
         """The CLI JSON contract: other tools rely on these keys."""
@@ -85,147 +89,19 @@ class Trace:
                  "saturated": r.saturated, "prefix_lens": [a.prefix_len for a in r.admissions],
                  "kv_reserved": [a.kv_reserved for a in r.admissions],
                  "rem_chunk_tokens": r.rem_chunk_tokens, "rem_input_tokens": r.rem_input_tokens,
-                 "stop": r.stop}
+                 "stop": r.stop, **_ledger_keys(r)}
                 for r in self.rounds
             ],
             "pool": {"tokens": self.pool_tokens, "free_after": self.free_after,
                      "evictable_after": self.evictable_after, "rows_total": self.rows_total,
                      "rows_free_after": self.rows_free_after},
+            **({"ledger": self.ledger} if self.ledger else {}),
         }
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["scenario"] = self.scenario.describe()
         return data
-
-
-class Sglang:
-    """The sglang modules the replay drives, imported once (about 10 s on this machine)."""
-
-    def __init__(self) -> None:
-        import torch
-
-        torch.set_num_threads(1)  # 2-core machines: intra-op threads only add contention
-        from sglang.srt.managers import schedule_batch, schedule_policy
-        from sglang.srt.mem_cache import common, memory_pool
-        from sglang.srt.mem_cache.allocator import paged, token
-        from sglang.srt.mem_cache.cache_init_params import CacheInitParams
-        from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
-        from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
-        from sglang.srt.runtime_context import get_context
-        from sglang.srt.sampling.sampling_params import SamplingParams
-        from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-
-        self.torch = torch
-        self.policy: ModuleType = schedule_policy
-        self.batch: ModuleType = schedule_batch
-        self.common: ModuleType = common
-        self.memory_pool: ModuleType = memory_pool
-        self.paged: ModuleType = paged
-        self.token: ModuleType = token
-        self.CacheInitParams = CacheInitParams
-        self.ComponentType = ComponentType
-        self.UnifiedRadixCache = UnifiedRadixCache
-        self.get_context = get_context
-        self.SamplingParams = SamplingParams
-        self.SpeculativeAlgorithm = SpeculativeAlgorithm
-        import sglang
-
-        self.version: str = getattr(sglang, "__version__", "unknown")
-        self.package_dir: str = str(Path(next(iter(sglang.__path__))))
-        self.has_gate: bool = hasattr(schedule_policy, "_use_exact_chunk_fill")
-        self.adaptations: list[str] = []
-        from sglang.srt.mem_cache import registry
-
-        self.ChunkCache: Any = None
-        if "sglang.srt.mem_cache.chunk_cache" in registry.default_radix_cache_factory.__code__.co_names:
-            from sglang.srt.mem_cache.chunk_cache import ChunkCache
-
-            self.ChunkCache = ChunkCache
-        extend = paged.PagedTokenToKVPoolAllocator.alloc_extend
-        if "alloc_extend_naive" not in extend.__code__.co_names and hasattr(paged, "alloc_extend_naive"):
-            # 0.5.20-0.5.21: the paged extend always launches a triton kernel (no CPU driver
-            # here); 0.5.22+ call the tree's own alloc_extend_naive on CPU, and so do we.
-            paged.alloc_extend_kernel = _NaiveExtendLaunch(paged.alloc_extend_naive)
-            self.adaptations.append(
-                "paged alloc_extend: triton kernel -> the tree's alloc_extend_naive (CPU)")
-
-    # Releases 0.5.20-0.5.23 name the same scheduler steps differently; each helper below calls
-    # the tree's own function or reads its own field (feature-detected, never re-implemented).
-    def checkpoint(self, req: Any, tree: Any) -> None:
-        """Stash the chunked request before the next round (``Scheduler`` does this first)."""
-        if hasattr(self.common, "checkpoint_kv_cache"):          # 0.5.22+
-            self.common.checkpoint_kv_cache(req, tree)
-        else:                                                    # 0.5.20-0.5.21: stash_chunked_request
-            self.common.maybe_cache_unfinished_req(req, tree, chunked=True)
-
-    def release(self, req: Any, tree: Any) -> None:
-        """A finished prefill goes into the tree cache."""
-        if "checkpoint" in inspect.signature(self.common.release_kv_cache).parameters:
-            self.common.release_kv_cache(req, tree, checkpoint=True)
-        else:
-            self.common.release_kv_cache(req, tree)
-
-    @staticmethod
-    def prefix_len(req: Any) -> int:
-        value = getattr(req, "prefix_len", None)
-        return int(value) if isinstance(value, int) else len(req.prefix_indices)
-
-    @staticmethod
-    def extend_len(req: Any) -> int:
-        value = getattr(req, "extend_len", None)
-        return int(value) if isinstance(value, int) else int(req.extend_range.length)
-
-    @staticmethod
-    def kv_offset(adder: Any) -> int:
-        """The KV budget's current offset (``memory_budget`` from 0.5.21, fields before)."""
-        budget = getattr(adder, "memory_budget", None)
-        return int(budget.current_offset if budget is not None else adder.cur_rem_token_offset)
-
-
-class _NaiveExtendLaunch:
-    """``alloc_extend_kernel[(bs,)](...)`` on CPU: the same call through sglang's own
-    ``alloc_extend_naive`` (argument order as ``PagedTokenToKVPoolAllocator.alloc_extend``)."""
-
-    def __init__(self, naive: Any) -> None:
-        self._naive = naive
-
-    def __getitem__(self, _grid: object) -> Any:
-        def launch(prefix_lens: Any, seq_lens: Any, last_loc: Any, free_pages: Any,
-                   out_indices: Any, _bs_pow2: int, page_size: int) -> None:
-            self._naive(prefix_lens, seq_lens, last_loc, free_pages, out_indices, page_size,
-                        out_indices.device)
-        return launch
-
-
-_SGLANG: Sglang | None = None
-
-
-def load_sglang() -> Sglang:
-    global _SGLANG
-    if _SGLANG is None:
-        _SGLANG = Sglang()
-    return _SGLANG
-
-
-def load_sglang_tree(tree: SglangTree) -> Sglang:
-    """Import sglang from ``tree``, first on ``sys.path``; a failure names the tree and import."""
-    loaded = sys.modules.get("sglang")
-    if loaded is not None and Path(next(iter(loaded.__path__))).resolve() != tree.package_dir.resolve():
-        raise TreeError(f"{tree.flag} {tree.path}: this process already imported sglang from "
-                        f"{next(iter(loaded.__path__))}; a tree needs its own process")
-    root = str(tree.import_root)
-    if root in sys.path:
-        sys.path.remove(root)
-    sys.path.insert(0, root)
-    try:
-        sg = load_sglang()
-    except Exception as err:  # any failure while importing the tree is reported
-        raise TreeError(describe_import_failure(tree, err)) from err
-    if Path(sg.package_dir).resolve() != tree.package_dir.resolve():
-        raise TreeError(f"{tree.flag} {tree.path}: sglang was imported from {sg.package_dir}, "
-                        f"expected {tree.package_dir}")
-    return sg
 
 
 def _forced_exact_chunk_fill() -> bool:
@@ -328,7 +204,20 @@ class Pools:
         self.tree = (cache or sg.UnifiedRadixCache)(params)
 
 
+def _ledger_keys(rnd: Round) -> dict[str, Any]:
+    """A ledger scenario's extra readings (absent for the plain matrix: its JSON is unchanged)."""
+    out: dict[str, Any] = {}
+    if any(a.ledger for a in rnd.admissions):
+        out["admission_ledger"] = [a.ledger for a in rnd.admissions]
+    if rnd.ledger:
+        out["ledger"] = rnd.ledger
+    return out
+
+
 class Replayer:
+    """The scheduler's round loop; ``observe``/``note``/``end_round`` are hooks a ledger
+    scenario overrides to read more of sglang's ledger (no-ops here)."""
+
     def __init__(self, sg: Sglang, scenario: Scenario, pools: Pools) -> None:
         self.sg = sg
         self.scenario = scenario
@@ -367,29 +256,29 @@ class Replayer:
             stop = "drained"
             if chunked is not None:
                 chunked.init_next_round_input()
-                before = sg.kv_offset(adder)
+                before, seen = sg.kv_offset(adder), self.observe(adder)
                 chunked = adder.add_chunked_req(chunked)
                 if adder.can_run_list:
                     req = adder.can_run_list[-1]
-                    admissions.append(Admission(
+                    admissions.append(self.note(adder, seen, Admission(
                         req.rid, sg.prefix_len(req), sg.extend_len(req),
-                        sg.kv_offset(adder) - before, chunked is not None))
+                        sg.kv_offset(adder) - before, chunked is not None)))
             for req in waiting:
                 state = adder.budget_state()
                 if state == policy.AddReqResult.OTHER:
                     stop = self._why(adder)
                     break
                 req.init_next_round_input(pools.tree)
-                before = sg.kv_offset(adder)
+                before, seen = sg.kv_offset(adder), self.observe(adder)
                 count = len(adder.can_run_list)
                 result = adder.add_one_req(
                     req, has_chunked_req=chunked is not None,
                     truncation_align_size=sc.truncation_align_size)
                 if len(adder.can_run_list) > count:
-                    admissions.append(Admission(
+                    admissions.append(self.note(adder, seen, Admission(
                         req.rid, sg.prefix_len(req), sg.extend_len(req),
                         sg.kv_offset(adder) - before,
-                        adder.new_chunked_req is req))
+                        adder.new_chunked_req is req)))
                 if result != policy.AddReqResult.CONTINUE:
                     stop = "kv" if result == policy.AddReqResult.NO_TOKEN else self._why(adder)
                     break
@@ -412,8 +301,20 @@ class Replayer:
                 saturated=bool(waiting) or chunked is not None,
                 rem_chunk_tokens=adder.rem_chunk_tokens, rem_input_tokens=adder.rem_input_tokens,
                 stop=self._stop_reason(stop, adder, bool(waiting) or chunked is not None)))
+            self.end_round(adder, rounds[-1])
             self._finish_prefills(can_run)
         return rounds
+
+    def observe(self, adder: Any) -> Any:
+        """Ledger readings before one admission (hook)."""
+        return None
+
+    def note(self, adder: Any, seen: Any, admission: Admission) -> Admission:
+        """Record what the admission charged beyond the KV offset (hook)."""
+        return admission
+
+    def end_round(self, adder: Any, rnd: Round) -> None:
+        """Record the round's ledger readings (hook)."""
 
     def _stop_reason(self, stop: str, adder: Any, work_left: bool) -> str:
         if not work_left:
@@ -443,6 +344,9 @@ def replay(scenario: Scenario, mode: str, sg: Sglang | None = None) -> Trace:
     """Replay ``scenario`` under exact-fill ``mode`` against the installed sglang."""
     scenario.validate()
     sg = sg or load_sglang()
+    if scenario.ledger is not None:
+        raise ScenarioError(f"{scenario.scenario_id}: a ledger scenario replays through "
+                            f"ledger_replay.replay_ledger")
     warm_ids, prompt_ids = _token_ids(scenario)
     longest = max(len(ids) for ids in [*warm_ids, *prompt_ids])
     override = sg.get_context().override_server_args(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servegate.admission.ledger_checks import LedgerReport
 from servegate.admission.replay import Trace
 
 
@@ -79,3 +80,17 @@ def print_table(traces: list[Trace]) -> None:
     for row in rows(traces):
         table.add_row(*row)
     Console(width=200).print(table)
+
+
+def ledger_lines(reports: list[LedgerReport], not_built: list[dict[str, str]]) -> list[str]:
+    """Each ledger scenario's invariants (holds / FAILS) and findings by name; what was not built."""
+    lines = []
+    for rep in reports:
+        lines.append(f"- {rep.scenario} ({rep.kind}; {', '.join(rep.modes)})")
+        for inv in rep.invariants.values():
+            lines.append(f"  - {inv.name}: {'holds' if inv.holds else 'FAILS'}")
+        lines += [f"  - FINDING {f.name}: {f.detail}" for f in rep.findings]
+    for item in not_built:
+        what = item.get("what") or item.get("scenario")
+        lines.append(f"- not built on this CPU sglang: {item['kind']}: {what}: {item['why']}")
+    return lines

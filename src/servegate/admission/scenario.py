@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from servegate.admission.ledger_spec import LedgerSpec, LedgerSpecError
 from servegate.core.errors import ServegateError
 
 EXACT_FILL_MODES: tuple[str, ...] = ("off", "on", "forced")
@@ -39,6 +40,7 @@ class Scenario:
     max_prefill_tokens: int | None = None     # None: sglang's default (16384), at least the chunk
     truncation_align_size: int | None = None
     warm_prefixes: tuple[tuple[int, int], ...] = ()   # (group, length) replayed first into the tree
+    ledger: LedgerSpec | None = None          # a ledger scenario (tile budget, SWA, mamba, dLLM)
 
     @property
     def path(self) -> str:
@@ -56,6 +58,8 @@ class Scenario:
             parts.append(f"ta{self.truncation_align_size}")
         if self.max_prefill_tokens:
             parts.append(f"mp{self.max_prefill_tokens}")
+        if self.ledger is not None and self.ledger.tag:
+            parts.append(self.ledger.tag)
         return "-".join(parts)
 
     def validate(self) -> None:
@@ -79,12 +83,21 @@ class Scenario:
         if self.max_prefill_tokens is not None and self.max_prefill_tokens < 1:
             raise ScenarioError(
                 f"--max-prefill-tokens must be >= 1, got {self.max_prefill_tokens}")
+        if self.ledger is not None:
+            try:
+                self.ledger.validate()
+            except LedgerSpecError as err:
+                raise ScenarioError(str(err)) from err
 
     def describe(self) -> dict[str, object]:
         data = asdict(self)
         data["prompts"] = [p.length for p in self.prompts]
         data["scenario_id"] = self.scenario_id
         data["path"] = self.path
+        if self.ledger is None:
+            data.pop("ledger")      # the plain matrix's JSON stays as it was
+        else:
+            data["ledger"] = self.ledger.describe()
         return data
 
 
