@@ -212,6 +212,16 @@ def summary(rows: list[Row]) -> dict[str, Any]:
 _FAILURE_WHERE = re.compile(r"^(?P<scenario>\S+) \[(?P<mode>[a-z]+)\]")
 
 
+def lost_scenarios(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
+    """Ledger scenarios the base tree builds and the head does not (``not_built``: its pools or
+    budgets raised): a head failure, so a change that breaks them cannot pass as "only in base"."""
+    unbuilt = {item["scenario"]: item.get("why", "") for item in head.get("not_built") or []
+               if "scenario" in item}
+    base_unbuilt = {item.get("scenario") for item in base.get("not_built") or []}
+    return [f"{sid} [off] ledger scenario not built on the head tree, built on the base: {why}"
+            for sid, why in unbuilt.items() if sid not in base_unbuilt]
+
+
 def invariant_failures(base: dict[str, Any], head: dict[str, Any],
                        expect: tuple[Expectation, ...] = ()) -> dict[str, Any]:
     """Each tree's own invariant failures (the suite's checks: forced rounds at the chunk, KV
@@ -220,13 +230,14 @@ def invariant_failures(base: dict[str, Any], head: dict[str, Any],
     ``pre_existing`` (still failing: the head must hold the invariant). The base's own list is
     reported, never gating."""
     base_lines = list(base.get("failures") or [])
+    head_lines = list(head.get("failures") or []) + lost_scenarios(base, head)
 
     def expected(line: str) -> bool:
         where = _FAILURE_WHERE.match(line)
         return bool(where) and any(e.covers(where["scenario"], where["mode"]) for e in expect)
 
     head_rows = [{"failure": line, "pre_existing": line in base_lines,
-                  "expected": expected(line)} for line in head.get("failures") or []]
+                  "expected": expected(line)} for line in head_lines]
     return {"head": head_rows, "base": base_lines,
             "failing": [r["failure"] for r in head_rows if not r["expected"]]}
 

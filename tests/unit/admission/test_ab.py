@@ -71,3 +71,16 @@ def test_the_head_trees_own_invariant_failures_gate_and_the_bases_are_reported()
                                  (Expectation("p8-*", "on"),))
     assert excused["failing"] == [forced]
     assert invariant_failures({}, {})["failing"] == []
+
+
+def test_a_ledger_scenario_the_head_cannot_build_fails_unless_the_base_cannot_either() -> None:
+    """A head tree whose SWA pools (say) raise lists the scenario under not_built: that is a
+    head failure, not a silent "only in base"; one neither tree builds (an older pair) is not."""
+    swa = {"scenario": "p64-c2048-swa-ring", "kind": "swa", "why": "AttributeError: no pool"}
+    tile = {"scenario": "p64-c2048-tile-budget", "kind": "tile-budget", "why": "ImportError: x"}
+    got = invariant_failures({"not_built": [tile]}, {"not_built": [swa, tile]})
+    assert got["failing"] == ["p64-c2048-swa-ring [off] ledger scenario not built on the head "
+                              "tree, built on the base: AttributeError: no pool"]
+    assert invariant_failures({"not_built": [swa]}, {"not_built": [swa]})["failing"] == []
+    excused = invariant_failures({}, {"not_built": [swa]}, (Expectation("*swa*", None),))
+    assert excused["failing"] == []
