@@ -136,8 +136,21 @@ def test_between_starts_pooled_with_the_prior_by_hand() -> None:
     assert measured > 0
     prior_var, prior_dof = 0.01, 4.0
     between = (prior_dof * prior_var + 2 * measured) / (prior_dof + 2)
-    est = nested_mean(np.array(rows), prior_var=prior_var, prior_dof=prior_dof)
+    # the pooling itself (no stated-level test); with it, this measurement refutes the prior
+    est = nested_mean(np.array(rows), prior_var=prior_var, prior_dof=prior_dof,
+                      stated_level=None)
     assert est.between_source == "measured+prior"
+    # the random-effects test: the starts' spread against prior + the block part it carries,
+    # F on 2 and the Satterthwaite dof of the prior (4) and the block part (4)
+    tested = nested_mean(np.array(rows), prior_var=prior_var, prior_dof=prior_dof)
+    carried = 3 * within
+    dfd = (prior_var + carried) ** 2 / (prior_var ** 2 / prior_dof + carried ** 2 / 4)
+    p = sps.f.sf((measured + carried) / (prior_var + carried), 2, dfd)
+    assert float(tested.prior_p) == pytest.approx(p, rel=1e-9)
+    assert p < 0.01 and bool(tested.widened)
+    assert tested.between_source == "measured, prior refuted"
+    assert tested.scalar("between_var") == pytest.approx(measured, rel=1e-12)
+    assert tested.scalar("between_df") == 2
     assert est.scalar("theta") == pytest.approx(theta, rel=1e-12)
     assert est.scalar("measured_between_var") == pytest.approx(measured, rel=1e-12)
     assert est.scalar("between_var") == pytest.approx(between, rel=1e-12)
@@ -220,7 +233,7 @@ def test_independent_difference_counts_the_start_effect() -> None:
     plain = independent_difference(current, reference, start_var=1e-4, start_dof=10.0)
     shift = np.array([0.5, -0.3, 0.1]).reshape(1, 3, 1)
     moved = independent_difference(current + shift, reference + shift, start_var=1e-4,
-                                   start_dof=10.0)
+                                   start_dof=10.0, stated_level=None)
     assert moved.scalar("se") > 3 * plain.scalar("se")
     assert moved.parts[0].scalar("measured_between_var") > 0.05
     # the start level is pooled over both sides (2 dof each) and the prior (10 dof)
@@ -239,6 +252,13 @@ def test_independent_difference_counts_the_start_effect() -> None:
     assert moved.scalar("df") == pytest.approx(float(satterthwaite((shared, block_c,
                                                                      block_r))[0]))
     assert moved.scalar("df") < float(satterthwaite(moved.components)[0])
+    # tested at the stated level, the prior (log-sd 0.01) is refuted: the sides' 4 dof alone
+    honest = independent_difference(current + shift, reference + shift, start_var=1e-4,
+                                    start_dof=10.0)
+    measured = (cur.scalar("measured_between_var") + ref.scalar("measured_between_var")) / 2
+    assert honest.parts[0].between_source == "measured, prior refuted"
+    assert honest.scalar("se") ** 2 == pytest.approx(2 * measured / 3 + block)
+    assert honest.parts[0].scalar("between_df") == 4 and honest.scalar("se") > moved.scalar("se")
 
 
 def test_one_start_run_takes_the_start_level_its_reference_measured() -> None:
