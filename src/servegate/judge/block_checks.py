@@ -154,12 +154,17 @@ class Judge:
         return choose(stated, learned)
 
     def start_prior(self, mode: str, concs: list[int], metric: str) -> LevelPrior:
-        """The suite's ``run_to_run_cv``, or the learned start level once it has more dof."""
+        """The suite's ``run_to_run_cv``, or the learned start level once it has more dof
+        and is no smaller."""
         cv = self.config.run_to_run_cv
         stated = LevelPrior(cv * cv, self.config.run_to_run_cv_dof,
                             f"[judge] run_to_run_cv in {self.config.source}")
         learned = self.priors.start(mode, metric, tuple(concs)) \
             if self.priors is not None else None
+        # a night's starts do not see the drift between nights: against another night the
+        # learned level may widen the stated one, never narrow it
+        if learned is not None and learned.var < stated.var:
+            return stated
         return choose(stated, learned)
 
     def prior_for(self, diff: Difference, mode: str, reference: str, concs: list[int],

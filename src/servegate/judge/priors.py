@@ -37,6 +37,8 @@ class PriorSource(Protocol):
 
     def start(self, mode: str, metric: str, concs: tuple[int, ...]) -> LevelPrior | None: ...
 
+    def notes(self) -> list[str]: ...
+
 
 def choose(stated: LevelPrior, learned: LevelPrior | None) -> LevelPrior:
     """The learned prior once it is worth more degrees of freedom than the stated one. A
