@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from servegate import calibration as blocks
+from servegate import calibration_history as honesty
 from servegate import calibration_pairs as pairs
 from servegate.config import ConfigError, load_suite, suite_path
 from servegate.core.runner_classes import REGISTRY
@@ -71,6 +72,13 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                 else:               # a head-vs-base suite: its family is the pair's alone
                     row = _pair_row(name, runner, noise, pair, args.nights)
                 row["head_vs_base"] = pair
+                # a claim's interval honesty: first night (typed priors) vs learned ones
+                claim = honesty.claim_honesty(design, noise, nights=args.nights,
+                                              seed=args.seed, history=args.history_nights,
+                                              batch=args.batch) \
+                    if args.history_nights > 0 else None
+                if claim is not None:
+                    row["claim_honesty"] = claim
                 _expected_minutes(suite, design, row)
                 rows.append(row)
     return rows
@@ -132,10 +140,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"{','.join(map(str, DEFAULT_BLOCK_CVS))} on GPUs)")
     parser.add_argument("--interaction-cv", type=float,
                         help="true start x mode interaction CV (default: the suite's prior)")
+    parser.add_argument("--history-nights", type=int, default=honesty.HISTORY_NIGHTS,
+                        help="nights of history a runner's learned priors come from in the "
+                             "claim-honesty worlds (claim_honesty; 0: not simulated)")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.nights < 1 or args.batch < 1 or not args.run_cv or min(args.run_cv) < 0:
         print("servegate calibrate: --nights and --batch must be >= 1, --run-cv >= 0",
               file=sys.stderr)
+        return 2
+    if args.history_nights < 0 or (args.interaction_cv is not None
+                                   and not 0 <= args.interaction_cv < 1):
+        print("servegate calibrate: --history-nights must be >= 0 and --interaction-cv in "
+              f"[0, 1), got {args.history_nights} and {args.interaction_cv}", file=sys.stderr)
         return 2
     started = time.monotonic()
     rows = []

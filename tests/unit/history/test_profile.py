@@ -113,6 +113,14 @@ def test_the_judge_takes_the_learned_interaction_and_names_it(tmp_path: Path) ->
     assert any(n.startswith("learned interaction on off mean_ttft_ms 4")
                for n in learned.notes)
     # compare with the store: the same priors, in verdict.json's check reasons
+    # a first night whose two starts agree with the typed prior: its claim rests on it, named
+    quiet = write_block_run(tmp_path / "quiet", runner_class=RUNNER, seed=7, block_sd=0.005,
+                            start_sd=0.05,
+                            table=judge_table(interaction_cv=0.003, interaction_cv_dof=4))
+    rests = {c.name: c for c in judge(quiet).checks}[claim]
+    assert rests.noise["between_source"] == "measured+prior"
+    assert ": rests on the prior, log-sd 0.0030 (4 dof) from [judge] interaction_cv in " \
+        "suites/blocks-synthetic.toml" in rests.reason
     assert compare_run(run_dir, history_store=store, plots=False) in (0, 1)
     verdict = json.loads((run_dir / "verdict.json").read_text())
     reasons = {c["name"]: c["reason"] for c in verdict["checks"]}
