@@ -63,7 +63,7 @@ def learn_priors(rng: np.random.Generator, design: BlockDesign, checks: list[Sim
         levels = night_levels(logs)
         pooled = pool(levels.var, levels.dof, levels.carried)
         learned[check.name] = (pooled.var, pooled.dof)
-        if check.kind == "claim_ttft":
+        if check.kind == "claim_ttft" and np.any(pooled.dof > 0):
             summary = {"learned_interaction_sd_median": round(float(np.sqrt(np.nanmedian(
                 pooled.var))), 5),
                 "learned_dof_median": float(np.median(pooled.dof)),
@@ -156,7 +156,13 @@ def claim_honesty(design: BlockDesign, noise: Noise, *, nights: int, seed: int,
         "cv": design.config.interaction_cv, "dof": design.config.interaction_cv_dof,
         "source": f"[judge] interaction_cv of suite {design.suite}"}
     weights = [min(batch, nights - i * batch) for i in range(len(taught))]
-    out["with_history"]["learned"] = {
-        name: round(float(np.average([t[name] for t in taught], weights=weights)), 5)
-        for name in taught[0]} if taught and taught[0] else {}
+    if taught and taught[0]:
+        out["with_history"]["learned"] = {
+            name: round(float(np.average([t[name] for t in taught], weights=weights)), 5)
+            for name in taught[0]}
+    else:          # one start a night: nothing in the history measures the interaction
+        out["with_history"]["learned"] = {
+            "learned_interaction_sd_median": None, "learned_dof_median": 0.0,
+            "why": f"{design.starts} start a night measures no start x mode interaction: "
+                   "the typed prior stays"}
     return out

@@ -76,6 +76,18 @@ def test_a_design_without_a_claim_has_no_honesty_row() -> None:
     assert claim_honesty(off_gate, cb.Noise(0.02, 0.01, 0.003), nights=5, seed=1) is None
 
 
+def test_one_start_a_night_learns_nothing_and_says_so() -> None:
+    """premerge (1 start x 4 blocks): no night measures the interaction, the typed prior
+    stays on both sides, and the row is valid JSON (no NaN)."""
+    premerge = cb.block_design(load_suite(suite_path("premerge")), "mi355x")
+    out = claim_honesty(premerge, cb.Noise(0.02, 0.01, 0.02), nights=40, seed=SEED)
+    assert out is not None
+    learned = out["with_history"]["learned"]
+    assert learned["learned_dof_median"] == 0.0 and learned["learned_interaction_sd_median"] is None
+    assert "1 start a night measures no start x mode interaction" in learned["why"]
+    json.dumps(out, allow_nan=False)
+
+
 def test_learned_priors_come_from_the_nights_by_the_historys_estimator(
         design: cb.BlockDesign) -> None:
     """Each check's learned prior: the claim's the on-off interaction (14 dof), the baseline

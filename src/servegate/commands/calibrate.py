@@ -115,6 +115,19 @@ def _pair_row(suite: str, runner: str, noise: blocks.Noise, pair: dict[str, Any]
         power_curve=pair["power_curve"], slowdown_80=pair["slowdown_80"])
 
 
+def _honesty_line(honest: dict[str, Any]) -> str:
+    """The claim's honesty, first night | with history, in one line of the table."""
+    parts = (honest["first_night"], honest["with_history"])
+
+    def both(key: str, size: str | None = None) -> str:
+        return " | ".join(f"{(p[key] if size is None else p[key][size]):.3f}" for p in parts)
+    claimed = 100 * float(honest["claimed_improvement"])
+    return (f"claim (first night | {honest['history_nights']} nights of history): coverage at "
+            f"5.4% {both('claim_coverage', '0.054')}, false refutation at {claimed:g}% "
+            f"{both('false_refutation_at_claim')}, power at 5.4% "
+            f"{both('claim_power', '0.054')}, A/A {both('aa_false_alarm')}")
+
+
 def _floats(text: str) -> tuple[float, ...]:
     return tuple(float(v) for v in text.split(",") if v.strip())
 
@@ -189,6 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{'':<10} head vs base, live pair ({pair['server_starts']} server starts, "
                   f"{pair['family_size']} gated): A/A {pair['aa_false_alarm']:.4f} "
                   f"[{p_low:.4f}, {p_high:.4f}], 80 % power at a {p_at} TTFT slowdown")
+        honest = row.get("claim_honesty")
+        if honest:
+            print(f"{'':<10} {_honesty_line(honest)}")
     print(f"{args.nights} nights per row, seed {args.seed}, {elapsed:.1f} s")
     return 0
 
