@@ -73,12 +73,22 @@ def _interval(diff: Difference, confidence: float) -> Interval:
     return replace(iv, n_starts=diff.parts[0].starts)
 
 
-def noise_note(diff: Difference, prior: LevelPrior | None = None) -> str:
+def noise_note(diff: Difference, prior: LevelPrior | None = None,
+               check: Check | None = None) -> str:
     """Where each level's variance came from: measured in this run, the prior (named: the
     suite's figure or the learned profile), or the measurement alone when it refuted the
-    prior; a level the prior outweighs says the estimate rests on it."""
+    prior; a level the prior outweighs says the estimate rests on it. ``check``: its
+    ``noise`` record gains the prior's name and whether the interval rests on it or refuted
+    it (the verdict's notes name a gated check's)."""
     notes = []
     named = f" {prior.text()}" if prior is not None else ""
+    if check is not None and check.noise is not None and prior is not None:
+        part = diff.parts[0]
+        check.noise["prior"] = {
+            "text": prior.text(), "learned": prior.learned,
+            "refuted": part.between_source == "measured, prior refuted",
+            "rests_on_it": part.between_source == "prior" or (
+                part.between_source == "measured+prior" and prior.dof > part.starts - 1)}
     for part in diff.parts:
         level = part.components[0].level
         sd = math.sqrt(max(part.scalar("between_var"), 0.0))
@@ -297,7 +307,7 @@ class Judge:
                               f"{100 * required:.1f}%",
             }.get(check.verdict, f"interval straddles the stated ratio {target:.3f}")
             check.reason += "; " + noise_note(diff, self.prior_for(diff, "on", "off", [conc],
-                                                                    metric))
+                                                                    metric), check)
             return check
 
         return Pending(name, True, evaluate, primary=primary and self.primary(CLAIMS),
@@ -355,7 +365,7 @@ class Judge:
             else:
                 check.reason += f"; TOST power {100 * power:.0f}%"
             check.reason += "; " + noise_note(diff, self.prior_for(diff, "on", "off", concs,
-                                                                    metric))
+                                                                    metric), check)
             return check
 
         return Pending(name, True, evaluate, primary=primary, one_sided=True)
@@ -373,7 +383,7 @@ class Judge:
                 assert check.interval is not None
                 check.verdict = verdict(check.interval, direction(metric), floor)
                 check.reason = noise_note(diff, self.prior_for(diff, "forced", "off", [conc],
-                                                               metric))
+                                                               metric), check)
             return check
 
         return Pending(name, False, evaluate)      # not counted: never in the family
@@ -457,7 +467,8 @@ class Judge:
                 check.current_value, check.reference_value = self._pair_levels(mode, concs,
                                                                                metric)
             check.verdict = verdict(check.interval, direction(metric), floor)
-            check.reason = noise_note(diff, self.prior_for(diff, mode, mode, concs, metric))
+            check.reason = noise_note(diff, self.prior_for(diff, mode, mode, concs, metric),
+                                      check)
             return check
 
         return Pending(name, True, evaluate, primary=primary)

@@ -196,6 +196,26 @@ def _baseline(run: Run, run_dir: Path, notes: list[str], baseline_file: Path | N
     return baseline, baseline_file
 
 
+def prior_notes(checks: list[Check]) -> list[str]:
+    """Gated claims whose interval rests on a prior, or whose run refuted it, say so first,
+    naming the prior (a runner's first nights: the typed figure decides); one note per prior."""
+    rests: dict[str, list[str]] = {}
+    notes = []
+    for check in checks:
+        prior = (check.noise or {}).get("prior")
+        if not (check.primary and check.gate and check.kind == "claim" and prior):
+            continue
+        if prior["refuted"]:
+            notes.append(f"{check.name}: this run's starts refute its prior {prior['text']}; "
+                         "the interval is the run's own measurement")
+        elif prior["rests_on_it"]:
+            where = "" if prior["learned"] else (
+                " (a typed figure: a history store's nights would replace it)")
+            rests.setdefault(f"{prior['text']}{where}", []).append(check.name)
+    return [f"{'; '.join(names)}: rests on the prior {text}" for text, names in rests.items()
+            ] + notes
+
+
 def _decide(run_dir: Path, run: Run, config: JudgeConfig, pendings: list[Pending],
             notes: list[str], strict: bool, baseline_file: Path | None,
             baseline: dict[str, Any] | None, priors: PriorSource | None = None) -> Judgement:
@@ -203,6 +223,7 @@ def _decide(run_dir: Path, run: Run, config: JudgeConfig, pendings: list[Pending
     reported at the plain level); integrity checks first."""
     method = config.family_method if config.family else BONFERRONI
     checks, family_record = decide(pendings, config.confidence, method)
+    notes[:0] = prior_notes(checks)
     if priors is not None:          # the levels the checks consulted, and nights left out
         notes.extend(priors.notes())
     family = int(family_record["size"])  # type: ignore[call-overload]

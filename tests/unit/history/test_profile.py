@@ -16,6 +16,7 @@ from servegate.history.profile import learn_profile, profile_from_store
 from servegate.history.store import add_run, read_store
 from servegate.judge.evaluate import judge
 from servegate.noise_profile import pool
+from servegate.report.headline import is_routine
 
 RUNNER = "mi355x"
 
@@ -121,6 +122,17 @@ def test_the_judge_takes_the_learned_interaction_and_names_it(tmp_path: Path) ->
     assert rests.noise["between_source"] == "measured+prior"
     assert ": rests on the prior, log-sd 0.0030 (4 dof) from [judge] interaction_cv in " \
         "suites/blocks-synthetic.toml" in rests.reason
+    # ... and the verdict says so first, in the notes the verdict block prints
+    quiet_notes = judge(quiet).notes
+    assert quiet_notes[0] == (
+        f"{claim}: rests on the prior log-sd 0.0030 (4 dof) from [judge] interaction_cv in "
+        "suites/blocks-synthetic.toml (as recorded in run.json) (a typed figure: a history "
+        "store's nights would replace it)")
+    assert not is_routine(quiet_notes[0])
+    assert judge(run_dir).notes[0].startswith(f"{claim}: this run's starts refute its prior ")
+    assert learned.notes[0] == (f"{claim}: rests on the prior "
+                                f"{check.noise['prior']['text']}")     # the learned one
+    assert check.noise["prior"]["learned"] and "14 nights of mi355x" in learned.notes[0]
     assert compare_run(run_dir, history_store=store, plots=False) in (0, 1)
     verdict = json.loads((run_dir / "verdict.json").read_text())
     reasons = {c["name"]: c["reason"] for c in verdict["checks"]}
