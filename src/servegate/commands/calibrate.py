@@ -22,6 +22,7 @@ from typing import Any
 from servegate import calibration as blocks
 from servegate import calibration_history as honesty
 from servegate import calibration_pairs as pairs
+from servegate import calibration_sustained as sustained
 from servegate.config import ConfigError, load_suite, suite_path
 from servegate.core.runner_classes import REGISTRY
 from servegate.cost import Cell, CostError, estimate
@@ -79,6 +80,12 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                     if args.history_nights > 0 else None
                 if claim is not None:
                     row["claim_honesty"] = claim
+                if args.history_nights >= 3 and any(
+                        c.kind == "versus" for c in blocks.family(design)):
+                    # nights as evidence: the CUSUM over the gated aggregates (a quarter)
+                    row["sustained_shift"] = sustained.sustained_calibration(
+                        design, noise, histories=max(1, args.nights // 5), seed=args.seed,
+                        reference=args.history_nights)
                 _expected_minutes(suite, design, row)
                 rows.append(row)
     return rows
@@ -155,7 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="true start x mode interaction CV (default: the suite's prior)")
     parser.add_argument("--history-nights", type=int, default=honesty.HISTORY_NIGHTS,
                         help="nights of history a runner's learned priors come from in the "
-                             "claim-honesty worlds (claim_honesty; 0: not simulated)")
+                             "claim-honesty worlds (claim_honesty), and the reference nights "
+                             "of the sustained-shift rule (sustained_shift, nights/5 "
+                             "histories of a quarter each); 0: neither simulated")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.nights < 1 or args.batch < 1 or not args.run_cv or min(args.run_cv) < 0:
         print("servegate calibrate: --nights and --batch must be >= 1, --run-cv >= 0",
