@@ -140,3 +140,46 @@ def test_the_judge_takes_the_learned_interaction_and_names_it(tmp_path: Path) ->
     assert compare_run(run_dir, history_store=store, plots=False, profile_nights=0) in (0, 1)
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert "history" not in {c["name"]: c["reason"] for c in verdict["checks"]}[claim]
+
+
+def test_history_health_names_the_levels_an_out_of_profile_night_and_a_sustained_shift(
+        tmp_path: Path) -> None:
+    """20 nights, the last 5 with off 6 % slower, night 3 with a broken interaction:
+    ``history health`` lists the learned levels, names night 03 out of profile (and leaves
+    it out of the aggregates: in the reference nights it would hide the shift) and flags the
+    sustained shift of off's mean TTFT, not on's."""
+    import io
+
+    from servegate.history.cli import main
+
+    store = tmp_path / "store"
+    draws = np.random.default_rng(5)
+    for night in range(20):
+        inter = draws.normal(0.0, 0.02 * (25 if night == 3 else 1), (2, 2))
+        slow = 1.06 if night >= 15 else 1.0
+
+        def effect(label: str, conc: int, start: int, block: int,
+                   inter: Any = inter, slow: float = slow) -> float:
+            factor = float(np.exp(inter[{"off": 0, "on": 1}[label], start]))
+            return factor * (slow if label == "off" else 1.0)
+
+        add_run(write_block_run(tmp_path / f"night-{night:02d}", runner_class=RUNNER,
+                                seed=night, block_sd=0.005, start_sd=0.01, effect=effect,
+                                started_at=f"2026-11-{night + 1:02d}T12:00:00+00:00"), store)
+    out = io.StringIO()
+    assert main(["health", "--store", str(store), "--json", "--metric", "mean_ttft_ms"],
+                out=out) == 0
+    (entry,) = json.loads(out.getvalue())["identities"]
+    assert entry["nights"] == 20
+    assert {a["mode"]: a["nights"] for a in entry["aggregates"]} == {"off": 19, "on": 19}
+    flagged = {a["mode"]: a["flagged"] for a in entry["aggregates"]}
+    assert flagged["on"] == [] and flagged["off"] and flagged["off"][0] in (
+        "night-15", "night-16", "night-17")
+    assert any("night-03" in runs for runs in entry["out_of_profile"].values())
+    levels = {(lv["level"], lv["of"]) for lv in entry["levels"]}
+    assert ("interaction", "on-off") in levels and ("start", "off") in levels
+    text = io.StringIO()
+    assert main(["health", "--store", str(store)], out=text) == 0
+    assert "off mean_ttft_ms (c[2, 4]): 19 nights, sustained shift flagged at night-1" in \
+        text.getvalue()
+    assert main(["health", "--store", str(store), "--nights", "0"], out=io.StringIO()) == 2
