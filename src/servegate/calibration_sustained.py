@@ -8,17 +8,27 @@ series of the runner together: each mode's geometric mean over concurrencies of 
 ``aggregate_metrics`` entry, no shift anywhere), and for a sustained TTFT slowdown of one mode
 from the first monitored night on, the share of histories flagged within 3 and 7 nights and the
 median delay. Why simulated: the reference spread is estimated from a few nights, so the rule's
-realised false-alarm rate is heavier-tailed than its nominal run length says.
+realised false-alarm rate is heavier-tailed than its nominal run length says. Also here: one
+night judged against ``history:N`` (the one-night minimal detectable effect against the
+rolling history), through the in-server simulation's own decisions.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from servegate.calibration import BlockDesign, Noise, _logs, _night_blocks
+from servegate.calibration import (
+    BlockDesign,
+    Noise,
+    _logs,
+    _night_blocks,
+    decide_nights,
+    family,
+)
 from servegate.core.metrics import direction
 from servegate.judge.nested import nested_mean
 from servegate.sustained import ARL0, DESIGN_SHIFT, cusum
@@ -26,6 +36,7 @@ from servegate.sustained import ARL0, DESIGN_SHIFT, cusum
 REFERENCE_NIGHTS = 14
 QUARTER = 90
 SHIFTS = (0.03, 0.05)
+ONE_NIGHT = (0.04, 0.06, 0.08, 0.10, 0.15)
 
 
 def night_values(rng: np.random.Generator, design: BlockDesign, nights: int, noise: Noise,
@@ -100,3 +111,48 @@ def sustained_calibration(design: BlockDesign, noise: Noise, *, histories: int, 
             "median_delay_nights": None if not np.isfinite(np.median(delay))
             else float(np.median(delay))}
     return out
+
+
+def one_night_against_history(design: BlockDesign, noise: Noise, *, nights: int, seed: int,
+                              history: int = REFERENCE_NIGHTS,
+                              slowdowns: tuple[float, ...] = ONE_NIGHT,
+                              batch: int = 100) -> dict[str, Any]:
+    """One night judged against ``compare --baseline history:N``: the reference is the last
+    ``history`` nights, every night's starts its own server starts (history/rolling.py), and
+    their spread replaces ``run_to_run_cv`` (its dof set to 0, as compare does). Per night, the
+    gated family decided as the judge decides it; reported: the A/A false-alarm rate and, for a
+    TTFT slowdown of one mode, the share of nights whose gated aggregate of that mode regresses
+    (``one_night_mde``: the smallest slowdown caught on 80 %)."""
+    config = replace(design.config, run_to_run_cv_dof=0.0)
+    judged = replace(design, config=config)
+    checks = family(judged)
+    mode = design.modes[0]
+    target = [i for i, c in enumerate(checks) if c.kind == "versus" and c.mode == mode
+              and "ttft" in c.metric]
+    rng = np.random.default_rng([seed, int(noise.run_cv * 1e6), int(noise.block_cv * 1e6),
+                                 int(noise.interaction_cv * 1e6), history, 7])
+    base = {"on:ttft": math.log(1 - 0.095)} if design.gated else {}
+    aa = 0
+    caught = {s: 0 for s in slowdowns}
+    done = 0
+    while done < nights:
+        size = min(batch, nights - done)
+        past = _night_blocks(rng, design, size * history, noise, base)
+        reference = {key: value.reshape(size, history * design.starts, design.blocks)
+                     for key, value in past.items()}
+        current = _night_blocks(rng, design, size, noise, base)
+        decided = decide_nights(judged, checks, current, reference, rng, size)
+        aa += int(((decided.codes == 1) & decided.gating).any(axis=1).sum())
+        for slowdown in slowdowns:
+            slowed = {key: value + (math.log1p(slowdown) if key[0] == mode
+                                    and key[2] == "ttft" else 0.0)
+                      for key, value in current.items()}
+            decided = decide_nights(judged, checks, slowed, reference, rng, size)
+            hit = ((decided.codes == 1) & decided.gating)[:, target].any(axis=1)
+            caught[slowdown] += int(hit.sum())
+        done += size
+    curve = {f"{s:.2f}": round(caught[s] / nights, 4) for s in slowdowns}
+    reach = [s for s in slowdowns if caught[s] / nights >= 0.8]
+    return {"history_nights": history, "nights": nights, "slowed": f"{mode} TTFT",
+            "aa_false_alarm": round(aa / nights, 5), "power_curve": curve,
+            "one_night_mde": reach[0] if reach else None}

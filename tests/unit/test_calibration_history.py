@@ -115,12 +115,13 @@ def test_cli_reports_claim_honesty_and_checks_its_options(
     sustained = row["sustained_shift"]                      # 20 nights: 4 histories
     assert sustained["histories"] == 4 and sustained["reference_nights"] == 5
     assert set(sustained) >= {"false_alarms_per_quarter", "0.03", "0.05"}
+    assert row["one_night_vs_history"]["history_nights"] == 5
     for key in ("aa_false_alarm", "claim_power", "claim_false_confirmation", "power"):
         assert key in row                                   # the existing contract stays
     assert cal.main(["--json", "--suite", "nightly", "--runner", "gfx95", "--run-cv", "0.02",
                      "--nights", "5", "--history-nights", "0"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["designs"]
-    assert "claim_honesty" not in row and "sustained_shift" not in row
+    assert not {"claim_honesty", "sustained_shift", "one_night_vs_history"} & set(row)
     for bad in (["--history-nights", "-1"], ["--interaction-cv", "1.5"]):
         assert cal.main(["--suite", "nightly", "--nights", "5", *bad]) == 2
         assert "--history-nights must be >= 0 and --interaction-cv in [0, 1)" in \

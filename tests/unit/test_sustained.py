@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from servegate import calibration as cb
-from servegate.calibration_sustained import sustained_calibration
+from servegate.calibration_sustained import one_night_against_history, sustained_calibration
 from servegate.config import load_suite, suite_path
 from servegate.sustained import cusum, siegmund_arl0, threshold
 
@@ -73,3 +73,15 @@ def test_calibrated_false_alarms_and_detection_on_the_gfx95_nightly() -> None:
     assert out["0.05"]["flagged_within_3_nights"] >= 0.8
     assert out["0.03"]["flagged_within_7_nights"] >= 0.6
     assert out["0.03"]["flagged_within_3_nights"] < out["0.05"]["flagged_within_3_nights"]
+
+
+def test_one_night_against_fourteen_nights_of_history_catches_an_eight_percent_slowdown() -> None:
+    """compare --baseline history:14 on the gfx95 nightly at run CV 2 %: one mode's TTFT 8 %
+    slower is a gated regression on >= 80 % of nights; A/A stays under 1 %."""
+    design = cb.block_design(load_suite(suite_path("nightly")), "mi355x")
+    out = one_night_against_history(design, cb.Noise(0.02, 0.01, 0.003), nights=300,
+                                    seed=20261130)
+    assert out["power_curve"]["0.08"] >= 0.8 and out["one_night_mde"] <= 0.08
+    assert out["aa_false_alarm"] <= 0.01
+    curve = list(out["power_curve"].values())
+    assert curve == sorted(curve) and curve[0] < 0.3

@@ -86,6 +86,10 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                     row["sustained_shift"] = sustained.sustained_calibration(
                         design, noise, histories=max(1, args.nights // 5), seed=args.seed,
                         reference=args.history_nights)
+                    # one night against compare --baseline history:N
+                    row["one_night_vs_history"] = sustained.one_night_against_history(
+                        design, noise, nights=args.nights, seed=args.seed,
+                        history=args.history_nights)
                 _expected_minutes(suite, design, row)
                 rows.append(row)
     return rows
