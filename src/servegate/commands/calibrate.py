@@ -8,6 +8,10 @@ true block CV this command draws seeded nights and reports the family-wise A/A f
 slowdowns, the gated claim's power and false confirmation, and the head-vs-base live pair's
 A/A and power. The simulation and what in it is real is :mod:`servegate.calibration`
 (the family from the judge's own ``block_pendings``, the judge's nested estimators and Holm).
+With ``--history-nights N`` (default 14) a row also reports the claim's interval honesty on a
+first night and with priors learned from N nights (:mod:`servegate.calibration_history`), the
+sustained-shift rule over a quarter and one night against ``history:N``
+(:mod:`servegate.calibration_sustained`).
 """
 
 from __future__ import annotations
