@@ -393,3 +393,38 @@ def test_independent_difference_counts_the_shared_start_variance_once() -> None:
     expected = sps.ttest_ind(cur, ref, equal_var=True)
     assert diff.scalar("df") == pytest.approx(4.0)
     assert diff.scalar("theta") / diff.scalar("se") == pytest.approx(float(expected.statistic))
+
+
+def test_a_prior_the_starts_agree_with_is_pooled_and_per_night_priors_broadcast() -> None:
+    """The stated-level test fires on a start spread far above prior + block part and not on
+    one the prior explains; priors may differ per night (a learned profile per simulated
+    night), each night tested and pooled with its own."""
+    from servegate.judge.nested import refute_prior
+
+    measured = np.array([1e-5, 1e-2, 1e-5])
+    var, dof, widened, p = refute_prior(np.array([1e-5, 1e-5, 1e-3]), np.array([14.0, 14.0, 4.0]),
+                                        measured, 1.0, carried=1e-5, carried_df=8.0)
+    assert widened.tolist() == [False, True, False]
+    assert var[1] == measured[1] and dof.tolist() == [15.0, 1.0, 5.0]
+    assert var[0] == pytest.approx((14 * 1e-5 + 1e-5) / 15)
+    assert var[2] == pytest.approx((4 * 1e-3 + 1e-5) / 5)
+    assert p[1] < 0.01 < p[0]
+    # no prior worth anything: the measurement alone, untested
+    var, dof, widened, p = refute_prior(1e-5, 0.0, measured, 1.0)
+    assert not widened.any() and np.isnan(p).all() and dof.tolist() == [1.0] * 3
+    # the test switched off: pooled however far the measurement lies
+    _, dof, widened, _ = refute_prior(1e-5, 14.0, measured, 1.0, stated_level=None)
+    assert not widened.any() and dof.tolist() == [15.0] * 3
+
+
+def test_simulated_nights_take_a_prior_per_night() -> None:
+    rng = np.random.default_rng(4)
+    logs = rng.normal(0.0, 0.01, (3, 2, 6)) + rng.normal(0.0, 0.05, (3, 2, 1))
+    est = nested_mean(logs, prior_var=np.array([0.05 ** 2, 1e-6, 0.05 ** 2]),
+                      prior_dof=np.array([14.0, 14.0, 0.0]))
+    assert est.widened is not None and est.widened.tolist()[2] is False
+    assert est.between_df.tolist()[0] == 15.0 and est.between_df.tolist()[2] == 1.0
+    for night in range(3):
+        single = nested_mean(logs[night], prior_var=[0.05 ** 2, 1e-6, 0.05 ** 2][night],
+                             prior_dof=[14.0, 14.0, 0.0][night])
+        assert single.scalar("se") == pytest.approx(float(est.se[night]))
