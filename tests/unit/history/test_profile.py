@@ -183,3 +183,16 @@ def test_history_health_names_the_levels_an_out_of_profile_night_and_a_sustained
     assert "off mean_ttft_ms (c[2, 4]): 19 nights, sustained shift flagged at night-1" in \
         text.getvalue()
     assert main(["health", "--store", str(store), "--nights", "0"], out=io.StringIO()) == 2
+
+
+def test_the_site_shows_each_groups_noise_profile(tmp_path: Path) -> None:
+    from servegate.history.site import publish
+
+    store = _store(tmp_path, 15, broken=6)
+    result = publish(store, tmp_path / "site")
+    index = result.index.read_text()
+    assert "noise profile (learned from 15 night(s)) and sustained shifts" in index
+    assert "<td>interaction</td><td>on-off</td><td>mean_ttft_ms</td>" in index
+    assert "14 nights of mi355x history (1 out of profile left out: night-06)" in index
+    assert "out of profile (a runner-health signal, not averaged in)" in index
+    assert "no sustained shift flagged" in index
