@@ -87,16 +87,22 @@ def aggregate(profile: LearnedProfile, mode: str, metric: str,
 
 
 def _alarms(reference: np.ndarray, monitored: np.ndarray, worse: str) -> list[int]:
-    """Every monitored night the rule flags (the sum restarts after each alarm)."""
-    hits = []
-    start = 0
+    """Every monitored night that starts a shift: after an alarm the nights from it on are a
+    new level, so they become the reference (at least 3 of them, up to as many as the first
+    reference had) and monitoring resumes after them; without that, a real step would be
+    flagged again and again while the old level still weighs in the reference."""
+    hits: list[int] = []
+    base, start = reference, 0
     while start < monitored.size:
-        flags = cusum(np.concatenate([reference, monitored[:start]]), monitored[start:],
-                      worse=worse)
+        flags = cusum(base, monitored[start:], worse=worse)
         if int(flags.first) < 0:
             break
-        hits.append(start + int(flags.first))
-        start += int(flags.first) + 1
+        night = start + int(flags.first)
+        hits.append(night)
+        size = max(3, min(reference.size, monitored.size - night))
+        base, start = monitored[night:night + size], night + size
+        if base.size < 3:
+            break
     return hits
 
 
