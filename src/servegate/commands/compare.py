@@ -22,6 +22,7 @@ from typing import Any
 
 from servegate.core.errors import EXIT_INFRA, ServegateError
 from servegate.core.results import load_run
+from servegate.history.profile import DEFAULT_PROFILE_NIGHTS
 from servegate.history.store import HistoryError
 from servegate.judge.baselines import run_identity
 from servegate.judge.evaluate import judge
@@ -46,22 +47,47 @@ def history_baseline(run_dir: Path, spec: str, store: Path | None = None) -> dic
     return as_baseline(rolling)
 
 
+def noise_profile(run_dir: Path, store: Path | None, nights: int) -> Any:
+    """The runner's learned noise profile (servegate.history.profile) from ``store``, else
+    ``$SERVEGATE_HISTORY`` when set; None without a store, nights, or with ``nights`` 0.
+    The run itself is left out (bench judges before it adds the run)."""
+    import os
+
+    from servegate.history.cli import ENV_STORE
+    from servegate.history.profile import profile_from_store
+
+    store = store or (Path(os.environ[ENV_STORE]) if os.environ.get(ENV_STORE) else None)
+    if store is None or nights <= 0:
+        return None
+    try:
+        run = load_run(Path(run_dir))
+    except ServegateError:
+        return None                  # the judge reports the unreadable run itself
+    return profile_from_store(store, *run_identity(run), nights=nights,
+                              exclude_run_ids=[str(run.get("run_id") or Path(run_dir).name)])
+
+
 def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | None = None,
                 plots: bool = True, baseline_spec: str | None = None,
-                history_store: Path | None = None, verbose: bool = False) -> int:
+                history_store: Path | None = None, verbose: bool = False,
+                profile_nights: int = DEFAULT_PROFILE_NIGHTS) -> int:
     """Judge, print, write reports; returns the servegate exit code (bench calls this).
 
     ``baseline_spec`` ``history[:N]`` judges against the rolling baseline from the history
-    store instead of the stored reviewed baseline file."""
+    store instead of the stored reviewed baseline file. With a history store (given, or
+    ``$SERVEGATE_HISTORY``) the judge's priors come from the runner's last ``profile_nights``
+    nights where they are worth more than the suite's figures."""
     baseline_doc = None
-    if baseline_spec is not None:
-        try:
+    try:
+        if baseline_spec is not None:
             baseline_doc = history_baseline(Path(run_dir), baseline_spec, history_store)
-        except ServegateError as err:
-            print(f"servegate compare: {err}", file=sys.stderr)
-            return EXIT_INFRA
+        priors = noise_profile(Path(run_dir), history_store, profile_nights)
+    except ServegateError as err:
+        print(f"servegate compare: {err}", file=sys.stderr)
+        return EXIT_INFRA
     judgement = judge(Path(run_dir), baseline_file=baseline_file, strict=strict,
-                      baseline_doc=baseline_doc, measured_run_spread=baseline_doc is not None)
+                      baseline_doc=baseline_doc, measured_run_spread=baseline_doc is not None,
+                      priors=priors)
     print_judgement(judgement, verbose=verbose)
     try:
         written = write_reports(judgement, skip=frozenset() if plots else frozenset({"plots"}))
@@ -82,6 +108,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--history-store", type=Path, default=None,
                         help="history store for --baseline history[:N] (default: "
                              "$SERVEGATE_HISTORY or results/history)")
+    parser.add_argument("--profile-nights", type=int, default=DEFAULT_PROFILE_NIGHTS,
+                        help="learn the runner's noise priors from its last N nights in the "
+                             "history store (--history-store or $SERVEGATE_HISTORY; 0: the "
+                             f"suite's figures only; default {DEFAULT_PROFILE_NIGHTS})")
     parser.add_argument("--strict", action="store_true",
                         help="exit 3 when the verdict is inconclusive")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -94,4 +124,4 @@ def main(argv: list[str]) -> int:
     return compare_run(args.run_dir, args.strict, plots=not args.no_plots,
                        baseline_file=Path(args.baseline) if args.baseline and not spec else None,
                        baseline_spec=spec, history_store=args.history_store,
-                       verbose=args.verbose)
+                       verbose=args.verbose, profile_nights=args.profile_nights)

@@ -7,6 +7,10 @@
 ``baseline RUN_DIR [--nights N] [--store DIR] [--out FILE]``
                                         the rolling baseline (history:N) for that run, as a
                                         baseline file ``compare --baseline FILE`` can read
+``health [--store DIR] [--nights N] [--metric M] [--json]``
+                                        per runner x model x suite: the learned noise profile
+                                        (levels, out-of-profile nights) and the sustained-shift
+                                        rule on each gated aggregate (history/health.py)
 ``publish [--store DIR] --out DIR [--artifacts-base URL] [--skip-malformed]``
                                         a static site: OUT/index.html (runner x model x suite,
                                         latest verdict, trends) and one page per series
@@ -65,6 +69,17 @@ def _parser() -> argparse.ArgumentParser:
     base.add_argument("--nights", type=int, default=5)
     base.add_argument("--store", type=Path, default=None)
     base.add_argument("--out", type=Path, default=None, help="write it here (else stdout)")
+    health = sub.add_parser("health", help="learned noise profile and sustained shifts")
+    health.add_argument("--store", type=Path, default=None)
+    health.add_argument("--nights", type=int, default=30,
+                        help="nights the profile learns from (default 30), after the "
+                             "sustained-shift rule's 14 reference nights")
+    health.add_argument("--metric", action="append", default=None,
+                        help="aggregate metric (repeatable; default mean_ttft_ms, "
+                             "median_tpot_ms)")
+    health.add_argument("--json", action="store_true", help="print the JSON document")
+    health.add_argument("--skip-malformed", action="store_true",
+                        help="list unreadable lines and analyse the rest instead of exiting 2")
     pub = sub.add_parser("publish", help="write a static HTML site of the history")
     pub.add_argument("--store", type=Path, default=None)
     pub.add_argument("--out", type=Path, required=True,
@@ -139,6 +154,24 @@ def _baseline(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _health(args: argparse.Namespace, out: TextIO) -> int:
+    from servegate.history.health import AGGREGATE_METRICS, health, render
+
+    if args.nights < 1:
+        raise HistoryError(f"--nights must be >= 1, got {args.nights}")
+    contents = read_store(args.store or default_store(), strict=not args.skip_malformed)
+    for problem in contents.problems:
+        print(f"history health: skipped {problem}", file=sys.stderr)
+    entries = health(contents.records, nights=args.nights,
+                     metrics=args.metric or AGGREGATE_METRICS)
+    if args.json:
+        print(json.dumps({"identities": entries,
+                          "problems": [str(p) for p in contents.problems]}, indent=2), file=out)
+    else:
+        out.write(render(entries))
+    return EXIT_OK
+
+
 def _publish(args: argparse.Namespace, out: TextIO) -> int:
     from servegate.history.site import publish
 
@@ -159,7 +192,8 @@ def main(argv: list[str], out: TextIO | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as stop:          # argparse: --help is 0, a usage error is 2
         return EXIT_OK if stop.code == 0 else EXIT_INFRA
-    handlers = {"add": _add, "report": _report, "baseline": _baseline, "publish": _publish}
+    handlers = {"add": _add, "report": _report, "baseline": _baseline, "health": _health,
+                "publish": _publish}
     try:
         return handlers[args.command](args, out)
     except RunRefusedError as err:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from servegate.history.changepoints import DEFAULT_CONFIRM_NIGHTS
 from servegate.history.noise import MAX_BLOCKS
@@ -95,7 +96,32 @@ _TABLE_HEAD = ("<table class=\"series\"><thead><tr><th>metric</th><th>point</th>
                "</tr></thead><tbody>")
 
 
-def _group_section(identity: Identity, pages: Sequence[SeriesPage], base: str | None) -> str:
+def _profile(entry: Mapping[str, Any] | None) -> str:
+    """The group's learned noise profile (``history health``): each level with its dof and
+    source, the out-of-profile nights, and the aggregates the sustained-shift rule flagged."""
+    if not entry or not (entry.get("levels") or entry.get("aggregates")):
+        return ""
+    rows = "".join(f"<tr><td>{_e(lv['level'])}</td><td>{_e(lv['of'])}</td>"
+                   f"<td>{_e(lv['metric'])}</td><td>{100 * lv['log_sd']:.2f} %</td>"
+                   f"<td>{lv['dof']:g}</td><td>{_e(lv['source'])}</td></tr>"
+                   for lv in entry.get("levels", []))
+    out = "".join(f"<li>{_e(key)}: {_e(', '.join(runs))}</li>"
+                  for key, runs in entry.get("out_of_profile", {}).items())
+    flags = "".join(f"<li>{_e(a['mode'])} {_e(a['metric'])}: sustained shift flagged at "
+                    f"{_e(', '.join(a['flagged']))}</li>"
+                    for a in entry.get("aggregates", []) if a["flagged"])
+    return ("<details class=\"profile\"><summary>noise profile (learned from "
+            f"{entry.get('nights', 0)} night(s)) and sustained shifts</summary>"
+            "<table><thead><tr><th>level</th><th>of</th><th>metric</th><th>log-sd</th>"
+            f"<th>dof</th><th>source</th></tr></thead><tbody>{rows}</tbody></table>"
+            + (f"<p>out of profile (a runner-health signal, not averaged in):</p><ul>{out}</ul>"
+               if out else "<p>no night out of profile</p>")
+            + (f"<ul>{flags}</ul>" if flags else "<p>no sustained shift flagged</p>")
+            + "</details>")
+
+
+def _group_section(identity: Identity, pages: Sequence[SeriesPage], base: str | None,
+                   profile: Mapping[str, Any] | None = None) -> str:
     runner, model, suite = identity
     latest = max((n for p in pages for n in p.report.nights), key=lambda n: (n.time, n.run_id))
     runs = {n.run_id for p in pages for n in p.report.nights}
@@ -114,13 +140,16 @@ def _group_section(identity: Identity, pages: Sequence[SeriesPage], base: str | 
         parts.append(f"<details><summary>other metrics ({len(other)} series, not gated)</summary>"
                      + _TABLE_HEAD + "".join(_series_row(p, 0) for p in other)
                      + "</tbody></table></details>")
+    parts.append(_profile(profile))
     parts.append("</section>")
     return "\n".join(parts)
 
 
 def render_index(groups: Mapping[Identity, Sequence[SeriesPage]], problems: Sequence[Problem],
-                 base: str | None) -> str:
-    """``index.html``: one section per runner class x model x suite."""
+                 base: str | None,
+                 profiles: Mapping[Identity, Mapping[str, Any]] | None = None) -> str:
+    """``index.html``: one section per runner class x model x suite (with its noise profile,
+    ``profiles``: ``history health``'s entries)."""
     runs = {n.run_id for pages in groups.values() for p in pages for n in p.report.nights}
     series = sum(len(pages) for pages in groups.values())
     nav = "".join(f'<li><a href="#{_group_id(identity)}">{_e(" / ".join(identity))}</a> '
@@ -136,7 +165,8 @@ def render_index(groups: Mapping[Identity, Sequence[SeriesPage]], problems: Sequ
         "worst gated series; <i>vs level</i> is the latest night against the current level "
         "(geometric means). Trends: night means, change points dashed.</p>",
         f"<nav><ul>{nav}</ul></nav></header>", "<main>",
-        *(_group_section(identity, pages, base) for identity, pages in groups.items()),
+        *(_group_section(identity, pages, base, (profiles or {}).get(identity))
+          for identity, pages in groups.items()),
     ]
     if problems:
         items = "".join(f"<li><code>{_e(p.path.name)}:{p.line}</code>: {_e(p.message)}</li>"

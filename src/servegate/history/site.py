@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servegate.core.atomic import write_text
+from servegate.history.health import health
 from servegate.history.noise import ALPHA
 from servegate.history.pages import (
     GENERATOR_META,
@@ -71,7 +72,9 @@ def build_site(records: Sequence[Record], problems: Sequence[Problem] = (), *,
             by_metric[page.metric].append(page)
         for page in pages:
             files[page.path] = render_series(page, by_metric[page.metric], artifacts_base, alpha)
-    files["index.html"] = render_index(groups, problems, artifacts_base)   # last: see write_site
+    profiles = {(e["runner"], e["model"], e["suite"]): e for e in health(records)}
+    files["index.html"] = render_index(groups, problems, artifacts_base,   # last: see write_site
+                                       profiles)
     return files
 
 

@@ -38,8 +38,14 @@ from servegate.judge.evidence import (
     paired_matrices,
     point_slot,
 )
-from servegate.judge.nested import Difference, independent_difference, paired_difference
+from servegate.judge.nested import (
+    STATED_LEVEL,
+    Difference,
+    independent_difference,
+    paired_difference,
+)
 from servegate.judge.pending import Pending, fixed
+from servegate.judge.priors import LevelPrior, PriorSource, choose
 from servegate.judge.stats import (
     Interval,
     direction,
@@ -67,17 +73,42 @@ def _interval(diff: Difference, confidence: float) -> Interval:
     return replace(iv, n_starts=diff.parts[0].starts)
 
 
-def noise_note(diff: Difference) -> str:
-    """Where each level's variance came from: measured in this run, or the stated prior."""
+def noise_note(diff: Difference, prior: LevelPrior | None = None,
+               check: Check | None = None) -> str:
+    """Where each level's variance came from: measured in this run, the prior (named: the
+    suite's figure or the learned profile), or the measurement alone when it refuted the
+    prior; a level the prior outweighs says the estimate rests on it. ``check``: its
+    ``noise`` record gains the prior's name and whether the interval rests on it or refuted
+    it (the verdict's notes name a gated check's)."""
     notes = []
+    named = f" {prior.text()}" if prior is not None else ""
+    if check is not None and check.noise is not None and prior is not None:
+        part = diff.parts[0]
+        check.noise["prior"] = {
+            "text": prior.text(), "learned": prior.learned,
+            "refuted": part.between_source == "measured, prior refuted",
+            "rests_on_it": part.between_source == "prior" or (
+                part.between_source == "measured+prior" and prior.dof > part.starts - 1)}
     for part in diff.parts:
         level = part.components[0].level
         sd = math.sqrt(max(part.scalar("between_var"), 0.0))
         if part.between_source == "prior":
-            notes.append(f"{level} level from the prior (log-sd {sd:.3f}; {part.starts} start)")
+            notes.append(f"{level} level from the prior (log-sd {sd:.3f}; {part.starts} start)"
+                         + (f": rests on the prior,{named}" if named else ""))
+        elif part.between_source == "measured, prior refuted":
+            measured = math.sqrt(max(part.scalar("measured_between_var"), 0.0))
+            p = part.scalar("prior_p") if part.prior_p is not None else math.nan
+            notes.append(f"{level} level measured over {part.starts} starts (log-sd "
+                         f"{measured:.3f}) far above its prior{named} (F test p {p:.2g} < "
+                         f"{STATED_LEVEL:g}): widened to the measurement alone "
+                         f"({part.starts - 1} dof)")
         else:
             notes.append(f"{level} level {part.between_source} over {part.starts} starts "
                          f"(log-sd {sd:.3f})")
+            if prior is not None and part.between_source == "measured+prior" \
+                    and prior.dof > part.starts - 1:
+                notes[-1] += f": rests on the prior,{named}"
+        named, prior = "", None     # a shared start level (two sides) is named once
         if part.blocks < 2:         # e.g. a run from before [design]: a start per repeat
             notes.append("one block per start: its spread is inside the start level")
             continue
@@ -114,9 +145,48 @@ def _fill(check: Check, build: Callable[[], Difference], confidence: float,
 class Judge:
     """The block checks of one run (and its reference), sharing the evidence table."""
 
-    def __init__(self, run: Run, evidence: Evidence, config: JudgeConfig) -> None:
+    def __init__(self, run: Run, evidence: Evidence, config: JudgeConfig,
+                 priors: PriorSource | None = None) -> None:
         self.run, self.evidence, self.config = run, evidence, config
         self.family = set(config.family)
+        self.priors = priors
+
+    # -------------------------------------------------------------------- priors
+
+    def interaction_prior(self, mode: str, reference: str, concs: list[int],
+                          metric: str) -> LevelPrior:
+        """The suite's ``interaction_cv``, or the learned one once it has more dof."""
+        cv = self.config.interaction_cv
+        stated = LevelPrior(cv * cv, self.config.interaction_cv_dof,
+                            f"[judge] interaction_cv in {self.config.source}")
+        learned = self.priors.interaction(mode, reference, metric, tuple(concs)) \
+            if self.priors is not None else None
+        return choose(stated, learned)
+
+    def start_prior(self, mode: str, concs: list[int], metric: str) -> LevelPrior:
+        """The suite's ``run_to_run_cv``, or the learned start level once it has more dof
+        and is no smaller."""
+        cv = self.config.run_to_run_cv
+        stated = LevelPrior(cv * cv, self.config.run_to_run_cv_dof,
+                            f"[judge] run_to_run_cv in {self.config.source}")
+        learned = self.priors.start(mode, metric, tuple(concs)) \
+            if self.priors is not None else None
+        # a night's starts do not see the drift between nights: against another night the
+        # learned level may widen the stated one, never narrow it
+        if learned is not None and learned.var < stated.var:
+            return stated
+        return choose(stated, learned)
+
+    def prior_for(self, diff: Difference, mode: str, reference: str, concs: list[int],
+                  metric: str) -> LevelPrior | None:
+        """The prior a difference was judged with (None: a pre-[design] or live-pair pair,
+        whose start-level prior is the suite's doubled run_to_run_cv)."""
+        level = diff.parts[0].components[0].level
+        if level == "interaction":
+            return self.interaction_prior(mode, reference, concs, metric)
+        if len(diff.parts) == 2:
+            return self.start_prior(mode, concs, metric)
+        return None
 
     def primary(self, selector: str) -> bool:
         return not self.family or selector in self.family
@@ -137,17 +207,15 @@ class Judge:
             return paired_difference(a, b, interaction_var=2 * cv * cv,
                                      interaction_dof=self.config.run_to_run_cv_dof,
                                      level="start")
-        cv = self.config.interaction_cv
-        return paired_difference(a, b, interaction_var=cv * cv,
-                                 interaction_dof=self.config.interaction_cv_dof)
+        prior = self.interaction_prior(mode, reference, concs, metric)
+        return paired_difference(a, b, interaction_var=prior.var, interaction_dof=prior.dof)
 
     def independent(self, current: Evidence, cur_arm: str, reference: Evidence, ref_arm: str,
                     mode: str, concs: list[int], metric: str) -> Difference:
-        cv = self.config.run_to_run_cv
+        prior = self.start_prior(mode, concs, metric)
         return independent_difference(as_matrix(current.logs(cur_arm, mode, concs, metric)),
                                       as_matrix(reference.logs(ref_arm, mode, concs, metric)),
-                                      start_var=cv * cv,
-                                      start_dof=self.config.run_to_run_cv_dof)
+                                      start_var=prior.var, start_dof=prior.dof)
 
     def live_pair(self, mode: str, concs: list[int], metric: str) -> Difference:
         """Head vs base from a live pair: paired per block pair (same start, round and prompts,
@@ -257,7 +325,8 @@ class Judge:
                 "regression": "improvement demonstrably smaller than the stated "
                               f"{100 * required:.1f}%",
             }.get(check.verdict, f"interval straddles the stated ratio {target:.3f}")
-            check.reason += f"; {noise_note(diff)}"
+            check.reason += "; " + noise_note(diff, self.prior_for(diff, "on", "off", [conc],
+                                                                    metric), check)
             return check
 
         return Pending(name, True, evaluate, primary=primary and self.primary(CLAIMS),
@@ -314,7 +383,8 @@ class Judge:
                                  f"+-{100 * margin:.1f}%")
             else:
                 check.reason += f"; TOST power {100 * power:.0f}%"
-            check.reason += f"; {noise_note(diff)}"
+            check.reason += "; " + noise_note(diff, self.prior_for(diff, "on", "off", concs,
+                                                                    metric), check)
             return check
 
         return Pending(name, True, evaluate, primary=primary, one_sided=True)
@@ -331,7 +401,8 @@ class Judge:
             if diff is not None:
                 assert check.interval is not None
                 check.verdict = verdict(check.interval, direction(metric), floor)
-                check.reason = noise_note(diff)
+                check.reason = noise_note(diff, self.prior_for(diff, "forced", "off", [conc],
+                                                               metric), check)
             return check
 
         return Pending(name, False, evaluate)      # not counted: never in the family
@@ -416,21 +487,23 @@ class Judge:
                 check.current_value, check.reference_value = self._pair_levels(mode, concs,
                                                                                metric)
             check.verdict = verdict(check.interval, direction(metric), floor)
-            check.reason = noise_note(diff)
+            check.reason = noise_note(diff, self.prior_for(diff, mode, mode, concs, metric),
+                                      check)
             return check
 
         return Pending(name, True, evaluate, primary=primary)
 
 
 def block_pendings(run: Run, evidence: Evidence, config: JudgeConfig, *,
-                   baseline: Evidence | None = None,
-                   extra: list[Pending] | None = None) -> list[Pending]:
-    """Every block check of a run: head vs base (when it is one), baseline, claims."""
-    judge = Judge(run, evidence, config)
+                   baseline: Evidence | None = None, extra: list[Pending] | None = None,
+                   priors: PriorSource | None = None) -> list[Pending]:
+    """Every block check of a run: head vs base (when it is one), baseline, claims
+    (``priors``: a learned noise profile that may replace the suite's figures)."""
+    judge = Judge(run, evidence, config, priors)
     if run.get("ab"):
         pendings = (judge.versus(evidence, arm="head", ref_arm="base", kind="ab", label="base",
                                  selector=AB_AGGREGATE)
-                    + Judge(arm_view(run, "head"), evidence, config).claims("head"))
+                    + Judge(arm_view(run, "head"), evidence, config, priors).claims("head"))
     else:
         pendings = ((judge.versus(baseline) if baseline is not None else [])
                     + judge.claims(""))

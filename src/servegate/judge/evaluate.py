@@ -39,6 +39,7 @@ from servegate.judge.evidence import evidence_from_baseline, evidence_from_run
 from servegate.judge.family import BONFERRONI, decide
 from servegate.judge.judgement import Judgement
 from servegate.judge.pending import Pending
+from servegate.judge.priors import PriorSource
 from servegate.judge.stats import run_seed
 from servegate.measure.interference import interference_note
 
@@ -68,8 +69,12 @@ def error_judgement(run_dir: Path, message: str, strict: bool,
 def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = False,
           suites_dir: Path = SUITES_DIR, baselines_root: Path | None = None,
           baseline_doc: dict[str, Any] | None = None,
-          measured_run_spread: bool = False, at_blocks: int | None = None) -> Judgement:
+          measured_run_spread: bool = False, at_blocks: int | None = None,
+          priors: PriorSource | None = None) -> Judgement:
     """Load run, suite [judge] table and baseline; evaluate every check with one family size.
+
+    ``priors``: the runner's learned noise profile (servegate.history.profile), consulted
+    level by level in place of the suite's figures once worth more degrees of freedom.
 
     A design with ``looks`` is judged at a look (:mod:`servegate.judge.sequential`): at
     ``at_blocks`` per start (bench's interim looks), else where the run stopped, else the
@@ -118,8 +123,8 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
         pendings = block_pendings(
             run, evidence, config,
             extra=head_vs_base_accuracy_pendings(run, run_dir, config,
-                                                 primary=not config.family))
-        return _decide(run_dir, run, config, pendings, notes, strict, None, None)
+                                                 primary=not config.family), priors=priors)
+        return _decide(run_dir, run, config, pendings, notes, strict, None, None, priors)
     try:
         baseline, baseline_file = _baseline(run, run_dir, notes, baseline_file, baseline_doc,
                                             baselines_root)
@@ -135,9 +140,10 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
     notes.extend(late_notes)
     pendings = block_pendings(
         run, evidence, config,
-        baseline=evidence_from_baseline(baseline) if baseline else None, extra=extra)
+        baseline=evidence_from_baseline(baseline) if baseline else None, extra=extra,
+        priors=priors)
     return _decide(run_dir, run, config, pendings, notes, strict,
-                   baseline_file if baseline else None, baseline)
+                   baseline_file if baseline else None, baseline, priors)
 
 
 def design_note(design: dict[str, Any]) -> str:
@@ -190,13 +196,36 @@ def _baseline(run: Run, run_dir: Path, notes: list[str], baseline_file: Path | N
     return baseline, baseline_file
 
 
+def prior_notes(checks: list[Check]) -> list[str]:
+    """Gated claims whose interval rests on a prior, or whose run refuted it, say so first,
+    naming the prior (a runner's first nights: the typed figure decides); one note per prior."""
+    rests: dict[str, list[str]] = {}
+    notes = []
+    for check in checks:
+        prior = (check.noise or {}).get("prior")
+        if not (check.primary and check.gate and check.kind == "claim" and prior):
+            continue
+        if prior["refuted"]:
+            notes.append(f"{check.name}: this run's starts refute its prior {prior['text']}; "
+                         "the interval is the run's own measurement")
+        elif prior["rests_on_it"]:
+            where = "" if prior["learned"] else (
+                " (a typed figure: a history store's nights would replace it)")
+            rests.setdefault(f"{prior['text']}{where}", []).append(check.name)
+    return [f"{'; '.join(names)}: rests on the prior {text}" for text, names in rests.items()
+            ] + notes
+
+
 def _decide(run_dir: Path, run: Run, config: JudgeConfig, pendings: list[Pending],
             notes: list[str], strict: bool, baseline_file: Path | None,
-            baseline: dict[str, Any] | None) -> Judgement:
+            baseline: dict[str, Any] | None, priors: PriorSource | None = None) -> Judgement:
     """Evaluate every pending check (the primary family at its family level, the rest
     reported at the plain level); integrity checks first."""
     method = config.family_method if config.family else BONFERRONI
     checks, family_record = decide(pendings, config.confidence, method)
+    notes[:0] = prior_notes(checks)
+    if priors is not None:          # the levels the checks consulted, and nights left out
+        notes.extend(priors.notes())
     family = int(family_record["size"])  # type: ignore[call-overload]
     # the level actually used: Bonferroni's one level, or Holm's strictest step
     levels = list(family_record["levels"].values())  # type: ignore[attr-defined]

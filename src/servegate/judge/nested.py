@@ -14,7 +14,11 @@ nights in ``servegate calibrate``; one in the judge) and returns arrays over the
 - Between starts: a random-effects component. With two or more starts its variance is measured
   from the spread of the start means (less the within part they carry), pooled with the stated
   prior weighted by degrees of freedom; with one start only the prior speaks, and the estimate
-  says so (``between_source``). A paired comparison of two modes inside the same starts takes
+  says so (``between_source``). When the run's own measurement is far above the prior (a
+  one-sided F test of measured against prior variance at ``STATED_LEVEL``), the prior is
+  refuted: the measured variance is used alone, with its own degrees of freedom, and the
+  estimate says so (``widened``), so an interval never shrinks under a prior the run
+  contradicts. A paired comparison of two modes inside the same starts takes
   differences first: the start component cancels and only a start x mode interaction remains,
   whose prior is the suite's ``[judge] interaction_cv`` (with ``interaction_cv_dof``).
 - Degrees of freedom: Welch-Satterthwaite over the components.
@@ -26,8 +30,12 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy import stats as sps
 
 TRIM = 0.2
+# the level of the test that refutes a prior: a run whose measured start (or interaction)
+# variance is this improbable under the prior uses its own measurement instead
+STATED_LEVEL = 0.01
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,10 @@ class Nested:
     starts: int
     blocks: int
     components: tuple[Component, ...]
+    # per night: the prior refuted by the measurement (then the measurement alone is used) and
+    # the stated-level test's p-value (NaN: not tested, e.g. one start or no prior)
+    widened: np.ndarray | None = None
+    prior_p: np.ndarray | None = None
 
     def scalar(self, name: str) -> float:
         """One field of a single-night estimate as a float (the judge's view)."""
@@ -94,8 +106,48 @@ def satterthwaite(components: tuple[Component, ...]) -> np.ndarray:
     return np.asarray(df, float)
 
 
-def nested_mean(logs: np.ndarray, *, prior_var: float, prior_dof: float, level: str = "start",
-                trim: float = TRIM) -> Nested:
+def refute_prior(prior_var: float | np.ndarray, prior_dof: float | np.ndarray,
+                 measured: np.ndarray, measured_df: float, carried: float | np.ndarray = 0.0,
+                 carried_df: float | np.ndarray = np.inf,
+                 stated_level: float | None = STATED_LEVEL
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(variance, dof, widened, p): the measured variance pooled with the prior by degrees of
+    freedom, unless the starts' spread refutes the prior at ``stated_level``: then the
+    measurement alone with its own degrees of freedom.
+
+    The test is the random-effects one: the spread of the start means (``measured`` plus the
+    block part ``carried`` they carry) against what the prior says it should be (prior plus
+    that block part), an F on ``measured_df`` and the Welch-Satterthwaite dof of prior and
+    block part. Why: pooling lets a prior worth more degrees of freedom than the run shrink
+    an interval that the run itself shows to be too narrow; testing the measurement alone
+    would instead mistake block noise for a refuted prior."""
+    prior_var = np.asarray(prior_var, float)
+    prior_dof = np.asarray(prior_dof, float)
+    carried = np.asarray(carried, float)
+    shape = np.broadcast_shapes(np.shape(measured), prior_var.shape, prior_dof.shape)
+    total = prior_dof + measured_df
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pooled = np.where(prior_dof > 0, (prior_dof * prior_var + measured_df * measured)
+                          / np.where(total > 0, total, 1.0), measured)
+        expected = prior_var + carried
+        ratio = np.where(expected > 0, (measured + carried) / expected,
+                         np.where(measured > 0, np.inf, 0.0))
+        denominator = prior_var ** 2 / np.where(prior_dof > 0, prior_dof, 1.0) \
+            + carried ** 2 / np.asarray(carried_df, float)
+        dfd = np.where(denominator > 0, expected ** 2 / denominator, np.inf)
+        p = np.where(prior_dof > 0, sps.f.sf(ratio, measured_df, np.minimum(dfd, 1e9)),
+                     np.nan)
+    widened = (np.nan_to_num(p, nan=1.0) < stated_level) if stated_level is not None \
+        else np.zeros(shape, bool)
+    between = np.broadcast_to(np.where(widened, measured, pooled), shape).astype(float)
+    dof = np.broadcast_to(np.where(widened | (prior_dof <= 0), measured_df, total),
+                          shape).astype(float)
+    return between, dof, np.broadcast_to(widened, shape), np.broadcast_to(p, shape)
+
+
+def nested_mean(logs: np.ndarray, *, prior_var: float | np.ndarray,
+                prior_dof: float | np.ndarray, level: str = "start", trim: float = TRIM,
+                stated_level: float | None = STATED_LEVEL) -> Nested:
     """The mean of ``logs`` (``(..., starts, blocks)``) with its noise split by level.
 
     Estimate: the mean of the starts' medians plus the 20 % trimmed mean of every block's
@@ -103,8 +155,10 @@ def nested_mean(logs: np.ndarray, *, prior_var: float, prior_dof: float, level: 
     pooled residuals, so even 2-4 blocks per start are protected). Block level: the winsorized
     spread of those residuals, Yuen's ``(n-1) s_w^2 / (h (h-1))`` for the pooled mean, with
     ``h - starts`` degrees of freedom. Start level: the spread of the starts' winsorized means
-    less the block part they carry, pooled with the prior (``prior_var``, worth ``prior_dof``);
-    with one start the prior alone (exact when ``prior_dof == 0``: a stated assumption).
+    less the block part they carry, pooled with the prior (``prior_var``, worth ``prior_dof``;
+    either may be per night), unless the measurement refutes the prior at ``stated_level``
+    (:func:`refute_prior`); with one start the prior alone (exact when ``prior_dof == 0``: a
+    stated assumption).
     """
     logs = np.asarray(logs, float)
     if logs.ndim < 2:
@@ -140,23 +194,27 @@ def nested_mean(logs: np.ndarray, *, prior_var: float, prior_dof: float, level: 
         spread = start_means.var(axis=-1, ddof=1)
         measured = np.maximum(spread - starts * within, 0.0)
         measured_df = float(starts - 1)
-        if prior_dof > 0:
-            between = (prior_dof * prior_var + measured_df * measured) / (prior_dof + measured_df)
-            between_df = np.full(theta.shape, prior_dof + measured_df)
-            source = "measured+prior"
-        else:
-            between, between_df, source = measured, np.full(theta.shape, measured_df), "measured"
+        between, between_df, widened, prior_p = refute_prior(
+            prior_var, prior_dof, measured, measured_df, starts * within, within_df,
+            stated_level)
+        any_prior = bool(np.any(np.asarray(prior_dof) > 0))
+        source = ("measured" if not any_prior
+                  else "measured, prior refuted" if widened.size == 1 and bool(widened.all())
+                  else "measured+prior")
     else:
         measured = np.full(theta.shape, np.nan)
-        between = np.full(theta.shape, float(prior_var))
-        between_df = np.full(theta.shape, prior_dof if prior_dof > 0 else np.inf)
+        between = np.broadcast_to(np.asarray(prior_var, float), theta.shape).astype(float)
+        dof = np.asarray(prior_dof, float)
+        between_df = np.broadcast_to(np.where(dof > 0, dof, np.inf), theta.shape).astype(float)
+        widened = np.zeros(theta.shape, bool)
+        prior_p = np.full(theta.shape, np.nan)
         source = "prior"
     components = (Component(between / starts, between_df, level),
                   Component(within, within_df, "block"))
     se = np.sqrt(between / starts + within)
     block_var = within * h
     return Nested(theta, se, satterthwaite(components), block_var, within_df, between,
-                  between_df, measured, source, starts, blocks, components)
+                  between_df, measured, source, starts, blocks, components, widened, prior_p)
 
 
 @dataclass(frozen=True)
@@ -177,9 +235,10 @@ class Difference:
         return tuple(c for part in self.parts for c in part.components)
 
 
-def paired_difference(current: np.ndarray, reference: np.ndarray, *, interaction_var: float,
-                      interaction_dof: float, trim: float = TRIM,
-                      level: str = "interaction") -> Difference:
+def paired_difference(current: np.ndarray, reference: np.ndarray, *,
+                      interaction_var: float | np.ndarray, interaction_dof: float | np.ndarray,
+                      trim: float = TRIM, level: str = "interaction",
+                      stated_level: float | None = STATED_LEVEL) -> Difference:
     """Two modes measured in the same starts and block rounds: differences first, so the start
     component cancels and only the start x mode interaction remains. Two trees in a live pair
     (``level="start"``): their block pairs share the machine's drift and bursts, but each
@@ -187,28 +246,42 @@ def paired_difference(current: np.ndarray, reference: np.ndarray, *, interaction
     two starts (twice the start variance)."""
     diff = nested_mean(np.asarray(current, float) - np.asarray(reference, float),
                        prior_var=interaction_var, prior_dof=interaction_dof,
-                       level=level, trim=trim)
+                       level=level, trim=trim, stated_level=stated_level)
     method = f"blocks-paired ({diff.starts} start(s) x {diff.blocks} block pair(s), " \
              f"trimmed {int(100 * trim)}%)"
     return Difference(diff.theta, diff.se, diff.df, (diff,), method)
 
 
-def independent_difference(current: np.ndarray, reference: np.ndarray, *, start_var: float,
-                           start_dof: float, trim: float = TRIM) -> Difference:
+def independent_difference(current: np.ndarray, reference: np.ndarray, *,
+                           start_var: float | np.ndarray, start_dof: float | np.ndarray,
+                           trim: float = TRIM,
+                           stated_level: float | None = STATED_LEVEL) -> Difference:
     """Two sittings (a run and its baseline) or two trees: each side's start component counts
     in full. The start level is one property of the setup, so what either side measures of it
     (its starts' spread, S - 1 degrees of freedom each) is pooled with the prior and used for
-    both: a one-start run judged against a baseline of many nights takes the nights' spread."""
-    cur = nested_mean(current, prior_var=start_var, prior_dof=start_dof, trim=trim)
-    ref = nested_mean(reference, prior_var=start_var, prior_dof=start_dof, trim=trim)
+    both: a one-start run judged against a baseline of many nights takes the nights' spread;
+    a measurement that refutes the prior (:func:`refute_prior`) is used alone."""
+    cur = nested_mean(current, prior_var=start_var, prior_dof=start_dof, trim=trim,
+                      stated_level=stated_level)
+    ref = nested_mean(reference, prior_var=start_var, prior_dof=start_dof, trim=trim,
+                      stated_level=stated_level)
     measured = [(part.measured_between_var, part.starts - 1) for part in (cur, ref)
                 if part.starts >= 2]
     if measured:
-        dof = start_dof + sum(d for _, d in measured)
-        pooled = (start_dof * start_var + sum(v * d for v, d in measured)) / dof
-        source = "measured+prior" if start_dof > 0 else "measured"
-        cur = _with_between(cur, pooled, np.full(np.shape(pooled), dof), source)
-        ref = _with_between(ref, pooled, np.full(np.shape(pooled), dof), source)
+        measured_df = float(sum(d for _, d in measured))
+        var = sum(v * d for v, d in measured) / measured_df
+        sides = [part for part in (cur, ref) if part.starts >= 2]
+        carried = sum((part.starts - 1) * part.starts * part.components[1].var
+                      for part in sides) / measured_df
+        pooled, dof, widened, p = refute_prior(start_var, start_dof, var, measured_df, carried,
+                                               sum(part.block_df for part in sides),
+                                               stated_level)
+        any_prior = bool(np.any(np.asarray(start_dof) > 0))
+        source = ("measured" if not any_prior
+                  else "measured, prior refuted" if widened.size == 1 and bool(widened.all())
+                  else "measured+prior")
+        cur = _with_between(cur, pooled, dof, source, widened, p)
+        ref = _with_between(ref, pooled, dof, source, widened, p)
     se = np.sqrt(cur.se ** 2 + ref.se ** 2)
     # one start variance serves both sides (pooled, or the prior): one component with its
     # degrees of freedom, not two independent ones (that would double them)
@@ -221,11 +294,12 @@ def independent_difference(current: np.ndarray, reference: np.ndarray, *, start_
 
 
 def _with_between(part: Nested, between: np.ndarray, between_df: np.ndarray,
-                  source: str) -> Nested:
+                  source: str, widened: np.ndarray, prior_p: np.ndarray) -> Nested:
     """``part`` with its start level replaced (the pooled estimate of both sides)."""
     block = part.components[1]
     components = (Component(between / part.starts, between_df, part.components[0].level),
                   block)
     se = np.sqrt(between / part.starts + block.var)
     return replace(part, se=se, df=satterthwaite(components), between_var=between,
-                   between_df=between_df, between_source=source, components=components)
+                   between_df=between_df, between_source=source, components=components,
+                   widened=widened, prior_p=prior_p)

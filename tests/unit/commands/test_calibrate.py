@@ -97,8 +97,20 @@ class _BlockRecorder:
         self.shapes: list[tuple[int, int]] = []
         self.pairs: list[tuple[int, int, int, Any, int, int]] = []
         self.pair_slowdown_80: float | None = 0.7
+        self.honesty: list[tuple[str, Any, int, int, int, int]] = []
         monkeypatch.setattr(cal.blocks, "calibrate_design", self.design)
         monkeypatch.setattr(cal.pairs, "live_pair_calibration", self.pair)
+        monkeypatch.setattr(cal.honesty, "claim_honesty", self.claim)
+
+    def claim(self, design: Any, noise: Any, *, nights: int, seed: int, history: int,
+              batch: int) -> dict[str, Any] | None:
+        self.honesty.append((design.runner, noise, nights, seed, history, batch))
+        if not design.gated:
+            return None
+        side = {"claim_coverage": {"0.054": 0.5}, "false_refutation_at_claim": 0.25,
+                "claim_power": {"0.054": 0.125}, "aa_false_alarm": 0.0}
+        return {"history_nights": history, "claimed_improvement": 0.04,
+                "first_night": side, "with_history": {**side, "aa_false_alarm": 0.001}}
 
     def design(self, design: Any, noise: Any, *, nights: int, seed: int,
                batch: int) -> dict[str, Any]:
@@ -137,7 +149,12 @@ def test_an_in_server_row_and_its_live_pair_in_the_table(
         "[0.0010, 0.2500]          -    0.500     0.875     10%      0.81/1.00",
         f"           head vs base, live pair ({2 * design.starts} server starts, 4 gated): "
         "A/A 0.0040 [0.0005, 0.0144], 80 % power at a 70% TTFT slowdown"]
-    assert lines[3].startswith("7 nights per row, seed 3, ") and len(lines) == 4
+    assert lines[3] == (
+        "           claim (first night | 14 nights of history): coverage at 5.4% 0.500 | "
+        "0.500, false refutation at 4% 0.250 | 0.250, power at 5.4% 0.125 | 0.125, A/A "
+        "0.000 | 0.001")
+    assert sims.honesty == [("mi355x", noise, 7, 3, 14, 5)]
+    assert lines[4].startswith("7 nights per row, seed 3, ") and len(lines) == 5
     sims.pair_slowdown_80 = None                        # never 80 % on the grid: a dash
     assert cal.main(["--suite", "nightly", "--runner", "mi355x", "--run-cv", "0.02",
                      "--nights", "7"]) == 0

@@ -350,7 +350,13 @@ def test_an_in_server_run_notes_its_design_and_its_busy_blocks(tmp_path: Path) -
     judgement = judge(run_dir, baselines_root=tmp_path / "none")
     assert DESIGN_NOTE in judgement.notes
     assert interference_note(raw["points"]) in judgement.notes
-    assert f"during 1 of {len(raw['points'])} blocks" in judgement.notes[2]
+    # first: the gated no-op claims rest on the suite's typed interaction prior (one note)
+    assert judgement.notes[0].endswith(
+        "rests on the prior log-sd 0.0100 (10 dof) from [judge] interaction_cv in "
+        "suites/blocks-synthetic.toml (as recorded in run.json) (a typed figure: a history "
+        "store's nights would replace it)")
+    assert judgement.notes[0].count("no-op: on ") == 2
+    assert f"during 1 of {len(raw['points'])} blocks" in judgement.notes[3]
     assert judgement.baseline_file is None and judgement.baseline is None
     assert judgement.exit_code == 0 and judgement.budget == []   # nothing left undecided
 

@@ -136,8 +136,21 @@ def test_between_starts_pooled_with_the_prior_by_hand() -> None:
     assert measured > 0
     prior_var, prior_dof = 0.01, 4.0
     between = (prior_dof * prior_var + 2 * measured) / (prior_dof + 2)
-    est = nested_mean(np.array(rows), prior_var=prior_var, prior_dof=prior_dof)
+    # the pooling itself (no stated-level test); with it, this measurement refutes the prior
+    est = nested_mean(np.array(rows), prior_var=prior_var, prior_dof=prior_dof,
+                      stated_level=None)
     assert est.between_source == "measured+prior"
+    # the random-effects test: the starts' spread against prior + the block part it carries,
+    # F on 2 and the Satterthwaite dof of the prior (4) and the block part (4)
+    tested = nested_mean(np.array(rows), prior_var=prior_var, prior_dof=prior_dof)
+    carried = 3 * within
+    dfd = (prior_var + carried) ** 2 / (prior_var ** 2 / prior_dof + carried ** 2 / 4)
+    p = sps.f.sf((measured + carried) / (prior_var + carried), 2, dfd)
+    assert float(tested.prior_p) == pytest.approx(p, rel=1e-9)
+    assert p < 0.01 and bool(tested.widened)
+    assert tested.between_source == "measured, prior refuted"
+    assert tested.scalar("between_var") == pytest.approx(measured, rel=1e-12)
+    assert tested.scalar("between_df") == 2
     assert est.scalar("theta") == pytest.approx(theta, rel=1e-12)
     assert est.scalar("measured_between_var") == pytest.approx(measured, rel=1e-12)
     assert est.scalar("between_var") == pytest.approx(between, rel=1e-12)
@@ -220,7 +233,7 @@ def test_independent_difference_counts_the_start_effect() -> None:
     plain = independent_difference(current, reference, start_var=1e-4, start_dof=10.0)
     shift = np.array([0.5, -0.3, 0.1]).reshape(1, 3, 1)
     moved = independent_difference(current + shift, reference + shift, start_var=1e-4,
-                                   start_dof=10.0)
+                                   start_dof=10.0, stated_level=None)
     assert moved.scalar("se") > 3 * plain.scalar("se")
     assert moved.parts[0].scalar("measured_between_var") > 0.05
     # the start level is pooled over both sides (2 dof each) and the prior (10 dof)
@@ -239,6 +252,13 @@ def test_independent_difference_counts_the_start_effect() -> None:
     assert moved.scalar("df") == pytest.approx(float(satterthwaite((shared, block_c,
                                                                      block_r))[0]))
     assert moved.scalar("df") < float(satterthwaite(moved.components)[0])
+    # tested at the stated level, the prior (log-sd 0.01) is refuted: the sides' 4 dof alone
+    honest = independent_difference(current + shift, reference + shift, start_var=1e-4,
+                                    start_dof=10.0)
+    measured = (cur.scalar("measured_between_var") + ref.scalar("measured_between_var")) / 2
+    assert honest.parts[0].between_source == "measured, prior refuted"
+    assert honest.scalar("se") ** 2 == pytest.approx(2 * measured / 3 + block)
+    assert honest.parts[0].scalar("between_df") == 4 and honest.scalar("se") > moved.scalar("se")
 
 
 def test_one_start_run_takes_the_start_level_its_reference_measured() -> None:
@@ -373,3 +393,38 @@ def test_independent_difference_counts_the_shared_start_variance_once() -> None:
     expected = sps.ttest_ind(cur, ref, equal_var=True)
     assert diff.scalar("df") == pytest.approx(4.0)
     assert diff.scalar("theta") / diff.scalar("se") == pytest.approx(float(expected.statistic))
+
+
+def test_a_prior_the_starts_agree_with_is_pooled_and_per_night_priors_broadcast() -> None:
+    """The stated-level test fires on a start spread far above prior + block part and not on
+    one the prior explains; priors may differ per night (a learned profile per simulated
+    night), each night tested and pooled with its own."""
+    from servegate.judge.nested import refute_prior
+
+    measured = np.array([1e-5, 1e-2, 1e-5])
+    var, dof, widened, p = refute_prior(np.array([1e-5, 1e-5, 1e-3]), np.array([14.0, 14.0, 4.0]),
+                                        measured, 1.0, carried=1e-5, carried_df=8.0)
+    assert widened.tolist() == [False, True, False]
+    assert var[1] == measured[1] and dof.tolist() == [15.0, 1.0, 5.0]
+    assert var[0] == pytest.approx((14 * 1e-5 + 1e-5) / 15)
+    assert var[2] == pytest.approx((4 * 1e-3 + 1e-5) / 5)
+    assert p[1] < 0.01 < p[0]
+    # no prior worth anything: the measurement alone, untested
+    var, dof, widened, p = refute_prior(1e-5, 0.0, measured, 1.0)
+    assert not widened.any() and np.isnan(p).all() and dof.tolist() == [1.0] * 3
+    # the test switched off: pooled however far the measurement lies
+    _, dof, widened, _ = refute_prior(1e-5, 14.0, measured, 1.0, stated_level=None)
+    assert not widened.any() and dof.tolist() == [15.0] * 3
+
+
+def test_simulated_nights_take_a_prior_per_night() -> None:
+    rng = np.random.default_rng(4)
+    logs = rng.normal(0.0, 0.01, (3, 2, 6)) + rng.normal(0.0, 0.05, (3, 2, 1))
+    est = nested_mean(logs, prior_var=np.array([0.05 ** 2, 1e-6, 0.05 ** 2]),
+                      prior_dof=np.array([14.0, 14.0, 0.0]))
+    assert est.widened is not None and est.widened.tolist()[2] is False
+    assert est.between_df.tolist()[0] == 15.0 and est.between_df.tolist()[2] == 1.0
+    for night in range(3):
+        single = nested_mean(logs[night], prior_var=[0.05 ** 2, 1e-6, 0.05 ** 2][night],
+                             prior_dof=[14.0, 14.0, 0.0][night])
+        assert single.scalar("se") == pytest.approx(float(est.se[night]))

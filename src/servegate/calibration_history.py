@@ -1,0 +1,168 @@
+"""Calibration of the claim's honesty: a runner's first night (the suite's typed priors only)
+against a night judged with the priors its history taught (``history_nights`` simulated
+nights, learned as servegate.history.profile learns them: servegate.noise_profile).
+
+Why: a false-alarm rate and a power say nothing about whether an interval is honest. When a
+runner's true start x mode interaction is several times the suite's typed prior, intervals
+built on the prior are too narrow: the claim's interval misses the truth, and a claim that
+holds is refuted. This measures, per world, what a night's verdict rests on: the interval
+coverage of the claim at its own (Holm) level, the false refutation rate when the true
+improvement is exactly the claimed size, the claim power and the family-wise A/A rate.
+
+The world is servegate.calibration's (start factor, per-mode start x mode interaction, bursty
+blocks); the history's nights are independent draws of the same world, the PR's improvement
+on every one (the profile measures noise, not the effect: a shared effect cancels out of the
+nights' spreads).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from servegate.calibration import (
+    CLAIM_SIZES,
+    BlockDesign,
+    Learned,
+    Noise,
+    SimCheck,
+    _logs,
+    _night_blocks,
+    decide_sequential,
+    family,
+    rate_interval,
+)
+from servegate.noise_profile import night_levels, pool
+
+HISTORY_NIGHTS = 14
+# the worlds judged: the claim's sizes (power), exactly the claimed size (false refutation)
+# and no improvement (false confirmation)
+
+
+def learn_priors(rng: np.random.Generator, design: BlockDesign, checks: list[SimCheck],
+                 noise: Noise, nights: int, history: int) -> tuple[Learned, dict[str, Any]]:
+    """Per check, the prior ``history`` simulated nights teach (per simulated night), and
+    what they taught the claim (median learned log-sd, nights left out of profile)."""
+    effect = {"on:ttft": math.log(1 - CLAIM_SIZES[-1])} if design.gated else {}
+    drawn = _night_blocks(rng, design, nights * history, noise, effect)
+    past = {key: value.reshape(nights, history, design.starts, design.blocks)
+            for key, value in drawn.items()}
+    learned: Learned = {}
+    summary: dict[str, Any] = {}
+    for check in checks:
+        if check.kind in ("claim_accuracy", "noop_prefill"):
+            continue
+        if check.kind == "versus":
+            assert check.mode is not None
+            logs = _logs(past, check.mode, check.concs, check.metric)
+        else:
+            logs = (_logs(past, "on", check.concs, check.metric)
+                    - _logs(past, "off", check.concs, check.metric))
+        levels = night_levels(logs)
+        pooled = pool(levels.var, levels.dof, levels.carried)
+        learned[check.name] = (pooled.var, pooled.dof)
+        if check.kind == "claim_ttft" and np.any(pooled.dof > 0):
+            summary = {"learned_interaction_sd_median": round(float(np.sqrt(np.nanmedian(
+                pooled.var))), 5),
+                "learned_dof_median": float(np.median(pooled.dof)),
+                "nights_out_of_profile": round(float(pooled.out.mean()), 5)}
+    return learned, summary
+
+
+def _world(design: BlockDesign, checks: list[SimCheck], rng: np.random.Generator, nights: int,
+           noise: Noise, improvement: float, reference: dict, learned: Learned | None
+           ) -> tuple[Any, float]:
+    """One world's decisions and its true claim log ratio."""
+    true = math.log(1 - improvement)
+    current = _night_blocks(rng, design, nights, noise, {"on:ttft": true})
+    decided, _ = decide_sequential(design, checks, current, reference, rng, nights, learned)
+    return decided, true
+
+
+def claim_honesty(design: BlockDesign, noise: Noise, *, nights: int, seed: int,
+                  history: int = HISTORY_NIGHTS, batch: int = 200) -> dict[str, Any] | None:
+    """Per prior source (``first_night``: the suite's; ``with_history``: learned from
+    ``history`` nights), on the design's claim: A/A false alarm, claim power at the PR's sizes,
+    coverage of the claim's interval (two-sided at its Holm level) and the share of nights
+    that understate the improvement (the interval wholly above the true ratio), the false
+    refutation rate at exactly the claimed size, false confirmation at no improvement, and
+    the share of nights whose run refuted the prior. None for a design without a claim."""
+    checks = family(design)
+    kinds = [c.kind for c in checks]
+    if "claim_ttft" not in kinds:
+        return None
+    claim = kinds.index("claim_ttft")
+    claimed = checks[claim].floor
+    sizes = (*CLAIM_SIZES, claimed)
+    rng = np.random.default_rng([seed, int(noise.run_cv * 1e6), int(noise.block_cv * 1e6),
+                                 int(noise.interaction_cv * 1e6), history])
+    pr = math.log(1 - CLAIM_SIZES[-1])
+    keys = ("first_night", "with_history")
+    tally: dict[str, dict[str, int]] = {k: {} for k in keys}
+    taught: list[dict[str, Any]] = []
+    done = 0
+    while done < nights:
+        size = min(batch, nights - done)
+        learned, summary = learn_priors(rng, design, checks, noise, size, history)
+        taught.append(summary)
+        reference = _night_blocks(rng, design, size, noise, {"on:ttft": pr})
+        aa_current = _night_blocks(rng, design, size, noise, {"on:ttft": pr})
+        for key, priors in zip(keys, (None, learned), strict=True):
+            count = tally[key]
+
+            def add(name: str, hits: np.ndarray, count: dict[str, int] = count) -> None:
+                count[name] = count.get(name, 0) + int(hits.sum())
+
+            aa, _ = decide_sequential(design, checks, aa_current, reference, rng, size, priors)
+            add("aa", ((aa.codes == 1) & aa.gating).any(axis=1))
+            for improvement in (*sizes, 0.0):
+                decided, true = _world(design, checks, rng, size, noise, improvement,
+                                       reference, priors)
+                assert decided.low is not None and decided.high is not None
+                assert decided.widened is not None
+                low, high = decided.low[:, claim], decided.high[:, claim]
+                code = decided.codes[:, claim]
+                tag = f"{improvement:g}"
+                add(f"pass {tag}", code == 0)
+                add(f"refuted {tag}", code == 1)
+                add(f"covered {tag}", (low <= true) & (true <= high))
+                add(f"understated {tag}", low > true)
+                add(f"widened {tag}", decided.widened[:, claim])
+        done += size
+
+    def rate(count: dict[str, int], name: str) -> float:
+        return round(count.get(name, 0) / nights, 5)
+
+    out: dict[str, Any] = {"history_nights": history, "claimed_improvement": claimed,
+                           "nights": nights}
+    for key in keys:
+        count = tally[key]
+        out[key] = {
+            "aa_false_alarm": rate(count, "aa"),
+            "aa_false_alarm_ci": rate_interval(count.get("aa", 0), nights),
+            "claim_power": {f"{s:g}": rate(count, f"pass {s:g}") for s in CLAIM_SIZES},
+            "claim_coverage": {f"{s:g}": rate(count, f"covered {s:g}") for s in sizes},
+            "claim_understated": {f"{s:g}": rate(count, f"understated {s:g}")
+                                  for s in sizes},
+            "false_refutation_at_claim": rate(count, f"refuted {claimed:g}"),
+            "false_refutation_at_claim_ci": rate_interval(
+                count.get(f"refuted {claimed:g}", 0), nights),
+            "claim_false_confirmation": rate(count, "pass 0"),
+            "prior_refuted": {f"{s:g}": rate(count, f"widened {s:g}") for s in sizes},
+        }
+    out["first_night"]["interaction_prior"] = {
+        "cv": design.config.interaction_cv, "dof": design.config.interaction_cv_dof,
+        "source": f"[judge] interaction_cv of suite {design.suite}"}
+    weights = [min(batch, nights - i * batch) for i in range(len(taught))]
+    if taught and taught[0]:
+        out["with_history"]["learned"] = {
+            name: round(float(np.average([t[name] for t in taught], weights=weights)), 5)
+            for name in taught[0]}
+    else:          # one start a night: nothing in the history measures the interaction
+        out["with_history"]["learned"] = {
+            "learned_interaction_sd_median": None, "learned_dof_median": 0.0,
+            "why": f"{design.starts} start a night measures no start x mode interaction: "
+                   "the typed prior stays"}
+    return out

@@ -1,0 +1,158 @@
+"""Calibration of the sustained-shift rule (servegate.sustained): simulated runner histories
+of one design, each night's gated aggregates estimated as the judge estimates them, then the
+CUSUM over the nights.
+
+Per history: ``reference`` nights (the series' measured level and spread) then ``monitored``
+nights (a quarter: 90). Reported: false alarms per runner per quarter (every gated aggregate
+series of the runner together: each mode's geometric mean over concurrencies of every
+``aggregate_metrics`` entry, no shift anywhere), and for a sustained TTFT slowdown of one mode
+from the first monitored night on, the share of histories flagged within 3 and 7 nights and the
+median delay. Why simulated: the reference spread is estimated from a few nights, so the rule's
+realised false-alarm rate is heavier-tailed than its nominal run length says. Also here: one
+night judged against ``history:N`` (the one-night minimal detectable effect against the
+rolling history), through the in-server simulation's own decisions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from servegate.calibration import (
+    BlockDesign,
+    Noise,
+    _logs,
+    _night_blocks,
+    decide_nights,
+    family,
+)
+from servegate.core.metrics import direction
+from servegate.judge.nested import nested_mean
+from servegate.sustained import ARL0, DESIGN_SHIFT, cusum
+
+REFERENCE_NIGHTS = 14
+QUARTER = 90
+SHIFTS = (0.03, 0.05)
+ONE_NIGHT = (0.04, 0.06, 0.08, 0.10, 0.15)
+
+
+def night_values(rng: np.random.Generator, design: BlockDesign, nights: int, noise: Noise,
+                 effects: dict[str, float]) -> dict[tuple[str, str], np.ndarray]:
+    """Each night's nested estimate (log) per (mode, aggregate metric), as the judge's
+    aggregate check estimates a run's side."""
+    blocks = _night_blocks(rng, design, nights, noise, effects)
+    config = design.config
+    out = {}
+    for mode in design.modes:
+        for metric in config.aggregate_metrics:
+            logs = _logs(blocks, mode, design.concurrencies, metric)
+            out[(mode, metric)] = np.asarray(nested_mean(
+                logs, prior_var=config.run_to_run_cv ** 2, prior_dof=config.run_to_run_cv_dof,
+                stated_level=None).theta)
+    return out
+
+
+def sustained_calibration(design: BlockDesign, noise: Noise, *, histories: int, seed: int,
+                          reference: int = REFERENCE_NIGHTS, monitored: int = QUARTER,
+                          shifts: tuple[float, ...] = SHIFTS, batch: int = 50,
+                          arl0: float = ARL0) -> dict[str, Any]:
+    """False alarms per runner-quarter and detection of sustained TTFT slowdowns of one mode
+    (the first in the design's modes, the PR's effect on ``on`` in every night as in the
+    in-server calibration)."""
+    rng = np.random.default_rng([seed, int(noise.run_cv * 1e6), int(noise.block_cv * 1e6),
+                                 int(noise.interaction_cv * 1e6), reference, monitored])
+    base = {"on:ttft": math.log(1 - 0.095)} if design.gated else {}
+    target = next(m for m in design.config.aggregate_metrics if "ttft" in m)
+    mode = design.modes[0]
+    nights = reference + monitored
+    alarms: list[np.ndarray] = []
+    first: dict[float, list[np.ndarray]] = {s: [] for s in shifts}
+    done = 0
+    while done < histories:
+        size = min(batch, histories - done)
+
+        def series(shift: float, size: int = size) -> dict[tuple[str, str], np.ndarray]:
+            values = night_values(rng, design, size * nights, noise, base)
+            out = {key: value.reshape(size, nights) for key, value in values.items()}
+            if shift:
+                out[(mode, target)][:, reference:] += math.log1p(shift)
+            return out
+
+        quiet = series(0.0)
+        per_history = np.zeros(size, int)
+        for (_, metric), values in quiet.items():
+            flags = cusum(values[:, :reference], values[:, reference:],
+                          worse="higher" if direction(metric) == "lower" else "lower",
+                          arl0=arl0)
+            per_history += flags.alarms
+        alarms.append(per_history)
+        for shift in shifts:
+            values = series(shift)[(mode, target)]
+            flags = cusum(values[:, :reference], values[:, reference:], arl0=arl0)
+            first[shift].append(flags.first)
+        done += size
+    count = np.concatenate(alarms)
+    out: dict[str, Any] = {
+        "histories": histories, "reference_nights": reference, "monitored_nights": monitored,
+        "series": len(design.modes) * len(design.config.aggregate_metrics),
+        "design_shift": DESIGN_SHIFT, "arl0": arl0,
+        "false_alarms_per_quarter": round(float(count.mean()) * QUARTER / monitored, 4),
+        "quarters_with_a_false_alarm": round(float((count > 0).mean()), 4),
+        "shifted": f"{mode} {target}"}
+    for shift in shifts:
+        hit = np.concatenate(first[shift])
+        delay = np.where(hit >= 0, hit + 1, np.inf)
+        out[f"{shift:g}"] = {
+            "flagged_within_3_nights": round(float((delay <= 3).mean()), 4),
+            "flagged_within_7_nights": round(float((delay <= 7).mean()), 4),
+            "median_delay_nights": None if not np.isfinite(np.median(delay))
+            else float(np.median(delay))}
+    return out
+
+
+def one_night_against_history(design: BlockDesign, noise: Noise, *, nights: int, seed: int,
+                              history: int = REFERENCE_NIGHTS,
+                              slowdowns: tuple[float, ...] = ONE_NIGHT,
+                              batch: int = 100) -> dict[str, Any]:
+    """One night judged against ``compare --baseline history:N``: the reference is the last
+    ``history`` nights, every night's starts its own server starts (history/rolling.py), and
+    their spread replaces ``run_to_run_cv`` (its dof set to 0, as compare does). Per night, the
+    gated family decided as the judge decides it; reported: the A/A false-alarm rate and, for a
+    TTFT slowdown of one mode, the share of nights whose gated aggregate of that mode regresses
+    (``one_night_mde``: the smallest slowdown caught on 80 %)."""
+    config = replace(design.config, run_to_run_cv_dof=0.0)
+    judged = replace(design, config=config)
+    checks = family(judged)
+    mode = design.modes[0]
+    target = [i for i, c in enumerate(checks) if c.kind == "versus" and c.mode == mode
+              and "ttft" in c.metric]
+    rng = np.random.default_rng([seed, int(noise.run_cv * 1e6), int(noise.block_cv * 1e6),
+                                 int(noise.interaction_cv * 1e6), history, 7])
+    base = {"on:ttft": math.log(1 - 0.095)} if design.gated else {}
+    aa = 0
+    caught = {s: 0 for s in slowdowns}
+    done = 0
+    while done < nights:
+        size = min(batch, nights - done)
+        past = _night_blocks(rng, design, size * history, noise, base)
+        reference = {key: value.reshape(size, history * design.starts, design.blocks)
+                     for key, value in past.items()}
+        current = _night_blocks(rng, design, size, noise, base)
+        decided = decide_nights(judged, checks, current, reference, rng, size)
+        aa += int(((decided.codes == 1) & decided.gating).any(axis=1).sum())
+        for slowdown in slowdowns:
+            slowed = {key: value + (math.log1p(slowdown) if key[0] == mode
+                                    and key[2] == "ttft" else 0.0)
+                      for key, value in current.items()}
+            decided = decide_nights(judged, checks, slowed, reference, rng, size)
+            hit = ((decided.codes == 1) & decided.gating)[:, target].any(axis=1)
+            caught[slowdown] += int(hit.sum())
+        done += size
+    curve = {f"{s:.2f}": round(caught[s] / nights, 4) for s in slowdowns}
+    reach = [s for s in slowdowns if caught[s] / nights >= 0.8]
+    return {"history_nights": history, "nights": nights, "slowed": f"{mode} TTFT",
+            "aa_false_alarm": round(aa / nights, 5), "power_curve": curve,
+            "one_night_mde": reach[0] if reach else None}

@@ -1,0 +1,162 @@
+"""The noise profile a runner class x model x suite has shown over its last nights: the start
+level, the start x mode interaction and the block level, each with its degrees of freedom,
+learned with the judge's own estimator (servegate.noise_profile) from the stored starts and
+blocks (schema 2 history lines).
+
+Why: every GPU noise figure the judge starts from is typed into a suite (``run_to_run_cv``,
+``interaction_cv``); with two starts a night the run measures the interaction with one degree
+of freedom, so the typed figure decides. Fourteen nights measure it with fourteen. The judge
+consults this profile (:class:`servegate.judge.priors.PriorSource`) and takes a level from it
+once it is worth more degrees of freedom than the suite's figure (judge/priors.py); every
+check's reason then names it ("log-sd 0.0080 (14 dof) from 14 nights of mi355x history").
+
+A night is one stored run; only nights whose modes shared their server starts
+(``design.in_server``) measure the interaction, and only nights of two or more starts measure
+either level. A night out of profile is named in :meth:`LearnedProfile.notes`, not averaged in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from servegate.history.records import ACCURACY_METRIC, Record
+from servegate.history.store import read_store
+from servegate.judge.evidence import Evidence, MissingEvidence, as_matrix, paired_matrices
+from servegate.judge.priors import LevelPrior
+from servegate.noise_profile import night_levels, pool
+
+DEFAULT_PROFILE_NIGHTS = 30
+
+
+@dataclass(frozen=True)
+class Night:
+    """One stored run of the series' identity, as the judge's evidence table."""
+
+    run_id: str
+    time: str
+    in_server: bool
+    evidence: Evidence
+
+
+@dataclass
+class LearnedProfile:
+    """Levels learned on demand per (level, modes, metric, concurrencies) from ``nights``
+    (oldest first); what the judge consulted is kept for :meth:`notes`."""
+
+    runner_class: str
+    model: str
+    suite: str
+    nights: tuple[Night, ...]
+    consulted: dict[tuple[str, ...], LevelPrior | None] = field(default_factory=dict)
+    out_of_profile: dict[str, list[str]] = field(default_factory=dict)
+
+    def _learn(self, key: tuple[str, ...], matrices: list[tuple[str, np.ndarray]]
+               ) -> LevelPrior | None:
+        if key in self.consulted:
+            return self.consulted[key]
+        found: LevelPrior | None = None
+        usable = [(run_id, m) for run_id, m in matrices if m.shape[-2] >= 2]
+        if usable:
+            levels = [night_levels(m) for _, m in usable]
+            pooled = pool(np.array([float(lv.var.reshape(-1)[0]) for lv in levels]),
+                          np.array([float(lv.dof.reshape(-1)[0]) for lv in levels]),
+                          np.array([float(lv.carried.reshape(-1)[0]) for lv in levels]))
+            out = [run_id for (run_id, _), o in zip(usable, pooled.out, strict=True) if o]
+            if out:
+                self.out_of_profile[" ".join(key)] = out
+            dof = float(pooled.dof)
+            if dof > 0 and math.isfinite(float(pooled.var)):
+                nights = int(pooled.nights)
+                source = f"{nights} nights of {self.runner_class} history"
+                if out:
+                    source += f" ({len(out)} out of profile left out: {', '.join(out)})"
+                found = LevelPrior(float(pooled.var), dof, source, learned=True)
+        self.consulted[key] = found
+        return found
+
+    def interaction(self, mode: str, reference: str, metric: str,
+                    concs: tuple[int, ...]) -> LevelPrior | None:
+        """The start x mode interaction of ``mode`` vs ``reference`` (paired by start and
+        block round, averaged over ``concs`` block by block, as the judge's claim reads it)."""
+        matrices = []
+        for night in self.nights:
+            if not night.in_server:
+                continue
+            try:
+                cur = night.evidence.logs("", mode, list(concs), metric)
+                ref = night.evidence.logs("", reference, list(concs), metric)
+                a, b = paired_matrices(cur, ref)
+            except MissingEvidence:
+                continue
+            matrices.append((night.run_id, a - b))
+        return self._learn(("interaction", mode, reference, metric, *map(str, concs)),
+                           matrices)
+
+    def start(self, mode: str, metric: str, concs: tuple[int, ...]) -> LevelPrior | None:
+        """The start level of ``mode`` (its starts' spread inside a night)."""
+        matrices = []
+        for night in self.nights:
+            try:
+                matrices.append((night.run_id, as_matrix(night.evidence.logs(
+                    "", mode, list(concs), metric))))
+            except MissingEvidence:
+                continue
+        return self._learn(("start", mode, metric, *map(str, concs)), matrices)
+
+    def notes(self) -> list[str]:
+        """One line per level the judge consulted, and every out-of-profile night."""
+        lines = []
+        for key, prior in self.consulted.items():
+            if prior is not None:
+                lines.append(f"learned {' '.join(key)}: {prior.text()}")
+        for key, runs in self.out_of_profile.items():
+            lines.append(f"out of profile ({key}): {', '.join(runs)}: a runner-health "
+                         "signal, not averaged into the profile")
+        return lines
+
+
+def _night(records: list[Record]) -> Night:
+    evidence = Evidence(records[0].run_id, in_server=bool(records[0].design
+                                                          and records[0].design.in_server))
+    for record in records:
+        if record.metric == ACCURACY_METRIC or record.concurrency is None:
+            continue
+        for value, start, block in zip(record.values, record.starts, record.blocks,
+                                       strict=True):
+            evidence.add("", record.mode, record.concurrency, record.metric, start, block,
+                         value)
+    return Night(records[0].run_id, records[0].time, evidence.in_server, evidence)
+
+
+def learn_profile(records: Iterable[Record], runner_class: str, model: str, suite: str, *,
+                  nights: int = DEFAULT_PROFILE_NIGHTS,
+                  exclude_run_ids: Iterable[str] = ()) -> LearnedProfile | None:
+    """The profile of the last ``nights`` stored runs of (runner, model, suite), the runs in
+    ``exclude_run_ids`` (the run being judged) left out; None when there are none."""
+    if nights < 1:
+        raise ValueError(f"noise profile: nights must be >= 1, got {nights}")
+    excluded = set(exclude_run_ids)
+    by_run: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        if record.identity == (runner_class, model, suite) and record.run_id not in excluded:
+            by_run[record.run_id].append(record)
+    if not by_run:
+        return None
+    chosen = sorted(by_run.values(), key=lambda rs: (rs[0].time, rs[0].run_id))[-nights:]
+    return LearnedProfile(runner_class, model, suite, tuple(_night(rs) for rs in chosen))
+
+
+def profile_from_store(store: Path, runner_class: str, model: str, suite: str, *,
+                       nights: int = DEFAULT_PROFILE_NIGHTS,
+                       exclude_run_ids: Iterable[str] = ()) -> LearnedProfile | None:
+    """Read the store (malformed lines skipped) and learn; None without a store or nights."""
+    if not Path(store).is_dir():
+        return None
+    return learn_profile(read_store(store).records, runner_class, model, suite,
+                         nights=nights, exclude_run_ids=exclude_run_ids)
