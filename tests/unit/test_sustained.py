@@ -66,7 +66,9 @@ def test_calibrated_false_alarms_and_detection_on_the_gfx95_nightly() -> None:
     runner-quarter over its 4 gated aggregates; a sustained 5 % slowdown of one mode's TTFT
     flagged within 3 nights on most histories, 3 % within a week on most."""
     design = cb.block_design(load_suite(suite_path("nightly")), "mi355x")
-    out = sustained_calibration(design, cb.Noise(0.02, 0.01, 0.003), histories=100,
+    # 400 histories: the false-alarm rate sits near its bound (0.75-0.82 a quarter at two
+    # seeds), and 100 histories' own sampling error (~0.1) can cross it
+    out = sustained_calibration(design, cb.Noise(0.02, 0.01, 0.003), histories=400,
                                 seed=20261130)
     assert out["series"] == 4 and out["reference_nights"] == 14
     assert out["false_alarms_per_quarter"] <= 1.0
