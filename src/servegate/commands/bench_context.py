@@ -12,6 +12,7 @@ from rich.console import Console
 
 from servegate.commands.session import RunSession
 from servegate.config import Suite
+from servegate.config.profiling import ProfileSettings
 from servegate.core.errors import ServegateError
 from servegate.core.results import Run
 from servegate.serve.detect import Detected
@@ -32,6 +33,8 @@ class Context:
     console: Console
     trees: dict[str, SglangTree | None] = dataclasses.field(default_factory=lambda: {"": None})
     start_seconds: list[float] = dataclasses.field(default_factory=list)
+    # the profiled blocks (suite [profile], or bench --profile / --keep-traces)
+    profile: ProfileSettings = dataclasses.field(default_factory=ProfileSettings)
 
     def client_env(self, arm: str) -> dict[str, str] | None:
         """The client imports sglang too: the arm's tree goes first on its import path."""

@@ -163,6 +163,7 @@ class Timings(TypedDict, total=False):
     blocks: list[dict[str, Any]]    # {"arm", "mode", "start", "block", "concurrency", "seconds"}
     switches: list[dict[str, Any]]  # {"arm", "mode", "seconds"}: in-place switch + acks
     gsm8k: list[dict[str, Any]]     # {"arm", "mode", "questions", "seconds"}
+    profiles: list[dict[str, Any]]  # {"arm", "mode", "start", "seconds"}: profiled blocks only
     serving_seconds: float          # warmups + blocks + switches + gsm8k
     total_seconds: float            # bench's wall, run start to complete (or to the failure)
 
@@ -198,6 +199,10 @@ class Run(TypedDict, total=False):
     # a design with looks: {"looks", "levels", "taken": [...], "stopped_at_blocks",
     # "skipped_points", "minutes_saved"} (servegate.commands.bench_looks)
     sequential: dict[str, Any]
+    # profiled blocks (bench --profile / [profile]): {"concurrency", "num_steps", "activities",
+    # "floor", "keep_traces", "blocks": [...], "table": {...}} (servegate.attribution.record);
+    # never points, never timing evidence
+    profile: dict[str, Any]
 
 
 class RunFolderError(ServegateError, ValueError):

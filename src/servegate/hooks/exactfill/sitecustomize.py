@@ -22,6 +22,12 @@ spawns, so env vars set by servegate reach all of them. Everything here is inert
   prove it detects regressions. ``SERVEGATE_INJECT_MODES=off,forced`` scopes the sleeps to those
   modes (unset: every mode); the mode is the applied one under ``SERVEGATE_MODE_CONTROL``, else
   the launch mode ``SERVEGATE_MODE`` (set by servegate.serve.launch).
+- ``SERVEGATE_INJECT_GEMM_REPEAT=<n>``: one kernel family slowed, nothing else: after
+  ``sglang.srt.layers.quantization.unquant`` loads, ``UnquantizedLinearMethod.apply`` (every
+  unquantized linear layer's GEMM, sglang 0.5.23 lines 572-620) runs the layer's GEMM ``n`` more
+  times (``torch.nn.functional.linear`` on the same input, results discarded) in the modes of
+  ``SERVEGATE_INJECT_MODES``: real GEMM work that sglang's profiler records as GEMM ops, so the
+  kernel attribution must name GEMM and no other family (servegate.attribution).
 - ``SERVEGATE_MODE_CONTROL=<path>``: every exact-fill mode inside one server. The file holds
   ``{"seq": N, "mode": "off"|"on"|"forced"}`` (replaced atomically by servegate.serve.modeswitch).
   In every process that constructs sglang's ``Scheduler`` a daemon thread polls it; on a new seq
@@ -51,6 +57,8 @@ from collections.abc import Callable
 from typing import Any
 
 POLICY_MODULE = "sglang.srt.managers.schedule_policy"
+LINEAR_MODULE = "sglang.srt.layers.quantization.unquant"
+GEMM_REPEAT_ENV = "SERVEGATE_INJECT_GEMM_REPEAT"
 SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
 EMULATE_GFX95_ENV = "SERVEGATE_EMULATE_GFX95"
 # What torch.cuda.get_device_properties(0).gcnArchName reports on an MI355X.
@@ -160,6 +168,39 @@ def _patch_run_batch(scheduler: Any) -> None:
                                   or os.environ.get(LAUNCH_MODE_ENV)):
         _say(f"{INJECT_MODES_ENV} is set but the mode is unknown (no {LAUNCH_MODE_ENV}, no "
              f"{MODE_CONTROL_ENV}): no delay is injected")
+
+
+def _gemm_repeat() -> int:
+    raw = os.environ.get(GEMM_REPEAT_ENV, "").strip()
+    try:
+        return max(0, int(raw)) if raw else 0
+    except ValueError:
+        _say(f"ignoring {GEMM_REPEAT_ENV}={raw!r} (not an integer)")
+        return 0
+
+
+def _patch_linear(module: Any) -> None:
+    """Extra GEMMs in every unquantized linear layer, in the scoped modes only."""
+    repeat = _gemm_repeat()
+    method = getattr(module, "UnquantizedLinearMethod", None)
+    if not repeat or method is None:
+        return
+    scope = _inject_modes()
+    real = method.apply
+
+    def apply(self: Any, layer: Any, x: Any, bias: Any = None) -> Any:
+        out = real(self, layer, x, bias)
+        if scope is None or _current_mode() in scope:
+            import torch
+
+            with torch.no_grad():
+                for _ in range(repeat):
+                    torch.nn.functional.linear(x, layer.weight, bias)
+        return out
+
+    method.apply = apply
+    where = "" if scope is None else f" modes={','.join(sorted(scope)) or '(none)'}"
+    _say(f"injecting {repeat} extra GEMM(s) per linear layer{where}")
 
 
 def _patch_scheduler(module: Any) -> None:
@@ -343,6 +384,7 @@ def _patch_scheduler_init(scheduler: Any) -> None:
 PATCHES: dict[str, Callable[[Any], None]] = {
     POLICY_MODULE: _patch_policy,
     SCHEDULER_MODULE: _patch_scheduler,
+    LINEAR_MODULE: _patch_linear,
 }
 
 
@@ -379,7 +421,8 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 def _wanted() -> bool:
     return any(os.environ.get(name) for name in (
         "SERVEGATE_FORCE_EXACT_FILL", "SERVEGATE_REPORT_EXACT_FILL", EMULATE_GFX95_ENV,
-        "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS", MODE_CONTROL_ENV))
+        "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS", GEMM_REPEAT_ENV,
+        MODE_CONTROL_ENV))
 
 
 def _chain() -> None:

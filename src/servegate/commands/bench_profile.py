@@ -1,0 +1,98 @@
+"""The profiled blocks of ``servegate bench --profile`` (or a suite's ``[profile]``): after a
+server start's measured blocks (and its GSM8K), one more client run per mode under sglang's own
+profiler for a bounded number of forward steps. They are never points: nothing they measure
+enters the timing evidence (run.json ``points``, ``timings.blocks``); their reduced traces go to
+run.json ``profile`` (``servegate.attribution.record``) and their wall to ``timings.profiles``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from servegate.attribution.record import block_record, label, table
+from servegate.attribution.trace import TraceError, reduce_trace
+from servegate.commands import bench_timings
+from servegate.commands.bench_blocks import LiveServer, client_point, switch
+from servegate.commands.bench_context import BenchError, Context
+from servegate.core import runner_classes
+from servegate.measure.client import client_argv
+from servegate.measure.interference import BlockMonitor
+from servegate.plan import PlannedPoint
+from servegate.serve import profiler
+
+PROFILE_DIR = "profile"
+RAW_DIR = "profile/raw"
+
+
+def _record(ctx: Context) -> dict[str, Any]:
+    settings = ctx.profile
+    load = ctx.suite.load
+    concurrency = max(load.concurrency)
+    chunk = ctx.suite.server_for(ctx.detected.runner_class).chunked_prefill_size
+    arch = runner_classes.get(ctx.detected.runner_class).arch
+    return ctx.run.setdefault("profile", {  # type: ignore[typeddict-item]
+        "concurrency": concurrency,
+        "num_steps": settings.num_steps(concurrency, load.input_len, chunk),
+        "activities": list(profiler.activities_for(arch)),
+        "floor": settings.floor, "keep_traces": settings.keep_traces,
+        "blocks": [], "table": {}})
+
+
+def _shape(this: LiveServer, mode: str, concurrency: int) -> PlannedPoint:
+    """The profiled block's client run: one wave at the claim concurrency with the prompts of
+    this start's first block round (every mode profiles the same prompts)."""
+    first = next((p for p in this.slot.points if p.concurrency == concurrency), None)
+    if first is None:
+        first = this.slot.points[0]
+    return dataclasses.replace(first, mode=mode, concurrency=concurrency,
+                               num_prompts=concurrency, arm=this.slot.arm)
+
+
+def profile_modes(ctx: Context, this: LiveServer, start: int) -> None:
+    """One profiled block per mode of this server (switched in place like a measured block)."""
+    if not ctx.profile.enabled or not this.slot.points:
+        return
+    record = _record(ctx)
+    for mode in this.slot.modes:
+        switch(ctx, this.server, this.control, mode, this.slot.arm)
+        planned = _shape(this, mode, int(record["concurrency"]))
+        name = f"{label(this.slot.arm, mode)}-s{start}"
+        request = profiler.ProfileRequest(ctx.run_dir / RAW_DIR, name, int(record["num_steps"]),
+                                          tuple(record["activities"]))
+        jsonl = ctx.run_dir / "client" / f"profile-{name}.jsonl"
+        jsonl.unlink(missing_ok=True)
+        monitor = BlockMonitor(this.server.proc.pid if this.server.proc else None)
+        ctx.console.log(f"profiled block {name}: {request.num_steps} forward steps under "
+                        f"sglang's profiler ({', '.join(request.activities)}), not a point")
+        began = time.monotonic()
+        profiler.start(this.server.base_url, request)
+        this.host.run(client_argv(ctx.python, client_point(ctx, this.server, planned, jsonl,
+                                                           planned.seed))[3:],
+                      ctx.run_dir / "client" / f"profile-{name}.log",
+                      ctx.suite.load.point_timeout_s, watch=this.server.check_alive)
+        files = profiler.finish(this.server.base_url, request, this.server.check_alive)
+        seconds = time.monotonic() - began
+        machine = monitor.finish()
+        try:
+            reduced = reduce_trace(files[0])
+        except TraceError as err:
+            raise BenchError(f"profiled block {name}: {err}") from err
+        kept = str(files[0].relative_to(ctx.run_dir)) if ctx.profile.keep_traces else None
+        if not ctx.profile.keep_traces:
+            for path in files:
+                path.unlink(missing_ok=True)
+        block = block_record(reduced, arm=this.slot.arm, mode=mode, start=start,
+                             seconds=seconds, trace=kept)
+        block["machine"] = machine
+        record["blocks"].append(block)
+        record["table"] = table(record["blocks"])
+        bench_timings.add(ctx.run, "profiles", seconds, arm=this.slot.arm, mode=mode,
+                          start=start)
+        ctx.session.save()
+        ctx.console.log(f"profiled block {name}: {len(reduced.forwards)} forwards reduced "
+                        f"in {seconds:.0f} s")
+    raw = ctx.run_dir / RAW_DIR
+    if raw.is_dir() and not any(raw.iterdir()):
+        raw.rmdir()
