@@ -40,8 +40,7 @@ def test_interval_of_a_known_ratio() -> None:
 
 
 def test_a_change_inside_the_floor_is_not_moved_however_tight() -> None:
-    ratio, low, high, moved = ratio_interval([1.05] * 3 + [1.0501], [1.0] * 3 + [1.0001],
-                                             floor=0.1)
+    _, low, _, moved = ratio_interval([1.05] * 3 + [1.0501], [1.0] * 3 + [1.0001], floor=0.1)
     assert low > 1.0 and not moved
 
 

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -24,9 +25,9 @@ from servegate.serve.profiler import (
 
 
 class _Endpoints(BaseHTTPRequestHandler):
-    calls: list[tuple[str, dict]] = []
-    write_on_stop: Path | None = None
-    fail = False
+    calls: ClassVar[list[tuple[str, dict]]] = []
+    write_on_stop: ClassVar[Path | None] = None
+    fail: ClassVar[bool] = False
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
@@ -73,7 +74,8 @@ def test_finish_reads_the_trace_the_scheduler_wrote(server: str, tmp_path: Path)
     (tmp_path / "forced-s0-17.5-TP-0.trace.json.gz").write_bytes(b"")
     assert [p.name for p in traces(request)] == ["off-s0-17.5-TP-0.trace.json.gz",
                                                  "off-s0-17.5-TP-1.trace.json.gz"]
-    assert [p.name for p in finish(server, request, lambda: None)][0].endswith("TP-0.trace.json.gz")
+    first = finish(server, request, lambda: None)[0]
+    assert first.name.endswith("TP-0.trace.json.gz")
     assert _Endpoints.calls == []               # stopped by itself: no /stop_profile
 
 
@@ -87,7 +89,7 @@ def test_finish_stops_a_profile_the_block_left_running(server: str, tmp_path: Pa
 
 def test_a_refusal_or_a_missing_trace_is_an_error(server: str, tmp_path: Path) -> None:
     _Endpoints.fail = True
-    with pytest.raises(ProfileError, match="HTTP 500.*already in progress"):
+    with pytest.raises(ProfileError, match=r"HTTP 500.*already in progress"):
         start(server, ProfileRequest(tmp_path, "x", 1, ("CPU",)))
     _Endpoints.fail = False
     with pytest.raises(ProfileError, match="no trace y-"):
