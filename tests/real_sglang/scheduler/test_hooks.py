@@ -126,3 +126,27 @@ def test_inject_delay_wraps_real_scheduler() -> None:
     out = python_with_hook(RUN_PREFILL_BATCH, {"SERVEGATE_INJECT_DELAY_MS": "300"})
     assert "servegate-hook: injecting delay prefill=300ms decode=0ms in pid" in out.stderr
     assert float(out.stdout.split("slept")[1]) >= 0.3
+
+
+# The real UnquantizedLinearMethod on a real torch layer, under torch's profiler: how many GEMM
+# ops one linear layer's forward records (sglang 0.5.23 srt/layers/quantization/unquant.py).
+LINEAR_PROBE = (
+    "import torch, types\n"
+    "from sglang.srt.layers.quantization.unquant import UnquantizedLinearMethod\n"
+    "layer = types.SimpleNamespace(weight=torch.randn(8, 4), use_intel_amx_backend=False)\n"
+    "with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:\n"
+    "    out = UnquantizedLinearMethod().apply(layer, torch.randn(3, 4))\n"
+    "print('shape', tuple(out.shape))\n"
+    "print('linear', sum(e.count for e in prof.key_averages() if e.key == 'aten::linear'))\n")
+
+
+@pytest.mark.sglang
+@pytest.mark.parametrize(("launch_mode", "linears"), [("forced", 4), ("off", 1)])
+def test_gemm_repeat_runs_the_real_linear_layers_gemm_again_in_its_modes(
+        launch_mode: str, linears: int) -> None:
+    out = python_with_hook(LINEAR_PROBE, {"SERVEGATE_INJECT_GEMM_REPEAT": "3",
+                                          "SERVEGATE_INJECT_MODES": "forced",
+                                          "SERVEGATE_MODE": launch_mode})
+    assert "servegate-hook: injecting 3 extra GEMM(s) per linear layer modes=forced" in out.stderr
+    assert "shape (3, 8)" in out.stdout
+    assert f"linear {linears}" in out.stdout, out.stdout
