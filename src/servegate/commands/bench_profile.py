@@ -51,48 +51,63 @@ def _shape(this: LiveServer, mode: str, concurrency: int) -> PlannedPoint:
 
 
 def profile_modes(ctx: Context, this: LiveServer, start: int) -> None:
-    """One profiled block per mode of this server (switched in place like a measured block)."""
+    """One profiled block per mode of this server (switched in place like a measured block).
+    A profile sglang refuses or a trace that does not reduce is recorded in ``profile.errors``
+    and the run goes on: the measured evidence does not depend on it (a dead server still
+    stops the run)."""
     if not ctx.profile.enabled or not this.slot.points:
         return
     record = _record(ctx)
     for mode in this.slot.modes:
-        switch(ctx, this.server, this.control, mode, this.slot.arm)
-        planned = _shape(this, mode, int(record["concurrency"]))
-        name = f"{label(this.slot.arm, mode)}-s{start}"
-        request = profiler.ProfileRequest(ctx.run_dir / RAW_DIR, name, int(record["num_steps"]),
-                                          tuple(record["activities"]))
-        jsonl = ctx.run_dir / "client" / f"profile-{name}.jsonl"
-        jsonl.unlink(missing_ok=True)
-        monitor = BlockMonitor(this.server.proc.pid if this.server.proc else None)
-        ctx.console.log(f"profiled block {name}: {request.num_steps} forward steps under "
-                        f"sglang's profiler ({', '.join(request.activities)}), not a point")
-        began = time.monotonic()
-        profiler.start(this.server.base_url, request)
-        this.host.run(client_argv(ctx.python, client_point(ctx, this.server, planned, jsonl,
-                                                           planned.seed))[3:],
-                      ctx.run_dir / "client" / f"profile-{name}.log",
-                      ctx.suite.load.point_timeout_s, watch=this.server.check_alive)
-        files = profiler.finish(this.server.base_url, request, this.server.check_alive)
-        seconds = time.monotonic() - began
-        machine = monitor.finish()
         try:
-            reduced = reduce_trace(files[0])
-        except TraceError as err:
-            raise BenchError(f"profiled block {name}: {err}") from err
-        kept = str(files[0].relative_to(ctx.run_dir)) if ctx.profile.keep_traces else None
-        if not ctx.profile.keep_traces:
-            for path in files:
-                path.unlink(missing_ok=True)
-        block = block_record(reduced, arm=this.slot.arm, mode=mode, start=start,
-                             seconds=seconds, trace=kept)
-        block["machine"] = machine
-        record["blocks"].append(block)
-        record["table"] = table(record["blocks"])
-        bench_timings.add(ctx.run, "profiles", seconds, arm=this.slot.arm, mode=mode,
-                          start=start)
-        ctx.session.save()
-        ctx.console.log(f"profiled block {name}: {len(reduced.forwards)} forwards reduced "
-                        f"in {seconds:.0f} s")
+            _profile_one(ctx, this, start, mode, record)
+        except (profiler.ProfileError, BenchError) as err:
+            record.setdefault("errors", []).append(
+                {"arm": this.slot.arm, "mode": mode, "start": start, "error": str(err)})
+            ctx.session.save()
+            ctx.console.log(f"[bold red]profiled block {mode} s{start} failed: {err}")
     raw = ctx.run_dir / RAW_DIR
     if raw.is_dir() and not any(raw.iterdir()):
         raw.rmdir()
+
+
+def _profile_one(ctx: Context, this: LiveServer, start: int, mode: str,
+                 record: dict[str, Any]) -> None:
+    """One profiled block: switch, start the profiler, run the wave, reduce its trace."""
+    switch(ctx, this.server, this.control, mode, this.slot.arm)
+    planned = _shape(this, mode, int(record["concurrency"]))
+    name = f"{label(this.slot.arm, mode)}-s{start}"
+    request = profiler.ProfileRequest(ctx.run_dir / RAW_DIR, name, int(record["num_steps"]),
+                                      tuple(record["activities"]))
+    jsonl = ctx.run_dir / "client" / f"profile-{name}.jsonl"
+    jsonl.unlink(missing_ok=True)
+    monitor = BlockMonitor(this.server.proc.pid if this.server.proc else None)
+    ctx.console.log(f"profiled block {name}: {request.num_steps} forward steps under "
+                    f"sglang's profiler ({', '.join(request.activities)}), not a point")
+    began = time.monotonic()
+    profiler.start(this.server.base_url, request)
+    this.host.run(client_argv(ctx.python, client_point(ctx, this.server, planned, jsonl,
+                                                       planned.seed))[3:],
+                  ctx.run_dir / "client" / f"profile-{name}.log",
+                  ctx.suite.load.point_timeout_s, watch=this.server.check_alive)
+    files = profiler.finish(this.server.base_url, request, this.server.check_alive)
+    seconds = time.monotonic() - began
+    machine = monitor.finish()
+    try:
+        reduced = reduce_trace(files[0])
+    except TraceError as err:
+        raise BenchError(f"profiled block {name}: {err}") from err
+    kept = str(files[0].relative_to(ctx.run_dir)) if ctx.profile.keep_traces else None
+    if not ctx.profile.keep_traces:
+        for path in files:
+            path.unlink(missing_ok=True)
+    block = block_record(reduced, arm=this.slot.arm, mode=mode, start=start,
+                         seconds=seconds, trace=kept)
+    block["machine"] = machine
+    record["blocks"].append(block)
+    record["table"] = table(record["blocks"])
+    bench_timings.add(ctx.run, "profiles", seconds, arm=this.slot.arm, mode=mode,
+                      start=start)
+    ctx.session.save()
+    ctx.console.log(f"profiled block {name}: {len(reduced.forwards)} forwards reduced "
+                    f"in {seconds:.0f} s")

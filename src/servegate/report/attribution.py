@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from servegate.attribution.families import FAMILIES, label
 from servegate.attribution.ratios import DEFAULT_FLOOR, compare
+from servegate.attribution.record import label as block_label
 from servegate.attribution.record import table
 from servegate.core.atomic import write_json
 from servegate.core.results import Run
@@ -29,14 +30,18 @@ def comparisons(run: Run | None) -> list[dict[str, Any]]:
 
 
 def lines(run: Run | None) -> list[str]:
-    """The title and one line per comparison (nothing without profiled blocks)."""
+    """The title, one line per comparison and one per failed profiled block (nothing without
+    profiling)."""
+    profile = (run or {}).get("profile") or {}
+    failed = [f"  profiled block {block_label(str(e.get('arm', '')), str(e.get('mode')))} "
+              f"s{e.get('start')} failed: {e.get('error')}" for e in profile.get("errors", [])]
     found = comparisons(run)
     if not found:
-        profile = (run or {}).get("profile") or {}
-        if profile.get("blocks"):
-            return [f"{TITLE}: profiled, nothing to compare (one mode, or no off)"]
+        if profile.get("blocks") or failed:
+            return [f"{TITLE}: nothing to compare (one mode, no off, or failed blocks)",
+                    *failed]
         return []
-    return [f"{TITLE}:"] + [f"  {c['line']}" for c in found]
+    return [f"{TITLE}:"] + [f"  {c['line']}" for c in found] + failed
 
 
 def _plot(tab: dict[str, Any], path: Path) -> Path | None:

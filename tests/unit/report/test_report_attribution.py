@@ -63,4 +63,8 @@ def test_a_run_without_profiled_blocks_says_nothing(tmp_path: Path) -> None:
     assert not any("attribution" in line for line in verdict_block(judgement))
     one_mode = {"blocks": [_profile()["blocks"][0]]}
     assert writer.lines({"points": [], "profile": one_mode}) == [  # type: ignore[typeddict-item]
-        f"{writer.TITLE}: profiled, nothing to compare (one mode, or no off)"]
+        f"{writer.TITLE}: nothing to compare (one mode, no off, or failed blocks)"]
+    failed = {"blocks": [], "errors": [{"arm": "", "mode": "forced", "start": 0,
+                                        "error": "/start_profile: HTTP 500: busy"}]}
+    assert writer.lines({"points": [], "profile": failed})[1] == (  # type: ignore[typeddict-item]
+        "  profiled block forced s0 failed: /start_profile: HTTP 500: busy")
