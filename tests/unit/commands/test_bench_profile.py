@@ -30,7 +30,7 @@ def test_the_record_states_the_bounded_request() -> None:
     ctx = _ctx(dataclasses.replace(ProfileSettings(), enabled=True, floor=0.25))
     record = _record(ctx)
     assert ctx.run["profile"] is record
-    assert record == {"concurrency": 2, "num_steps": 12, "activities": ["CPU"], "floor": 0.25,
+    assert record == {"concurrency": 2, "num_steps": 8, "activities": ["CPU"], "floor": 0.25,
                       "keep_traces": False, "blocks": [], "table": {}}
 
 
