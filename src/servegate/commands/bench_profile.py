@@ -18,12 +18,18 @@ from servegate.commands.bench_blocks import LiveServer, client_point, switch
 from servegate.commands.bench_context import BenchError, Context
 from servegate.core import runner_classes
 from servegate.measure.client import client_argv
-from servegate.measure.interference import BlockMonitor
+from servegate.measure.interference import BlockMonitor, contention_pct, is_busy
 from servegate.plan import PlannedPoint
 from servegate.serve import profiler
 
 PROFILE_DIR = "profile"
 RAW_DIR = "profile/raw"
+# A CPU trace's op time is wall time on shared cores: under contention every small op waits for
+# the intra-op thread another process descheduled (measured here: a quiet forced block's decode
+# forwards 93-102 ms, a busy off block's 76-2394 ms, its norm/elementwise ops 20-100x slower).
+# Such a block is run again, this many times, while the interference record calls it busy; a
+# GPU trace's kernel time does not wait on the CPU, so it is never re-run.
+CPU_BUSY_RETRIES = 1
 
 
 def _record(ctx: Context) -> dict[str, Any]:
@@ -60,7 +66,21 @@ def profile_modes(ctx: Context, this: LiveServer, start: int) -> None:
     record = _record(ctx)
     for mode in this.slot.modes:
         try:
-            _profile_one(ctx, this, start, mode, record)
+            busy: list[dict[str, Any]] = []
+            while True:
+                block = _profile_one(ctx, this, start, mode, record, attempt=len(busy))
+                if not (block["device"] == "cpu" and is_busy(block["machine"])
+                        and len(busy) < CPU_BUSY_RETRIES):
+                    break
+                busy.append(block["machine"])
+                ctx.console.log(f"profiled block {mode} s{start} ran on a busy machine "
+                                f"({contention_pct(block['machine']):.0f} % of the CPU was "
+                                f"others'): run again")
+            if busy:
+                block["busy_runs"] = busy       # the discarded busy runs' interference
+            record["blocks"].append(block)
+            record["table"] = table(record["blocks"])
+            ctx.session.save()
         except (profiler.ProfileError, BenchError) as err:
             record.setdefault("errors", []).append(
                 {"arm": this.slot.arm, "mode": mode, "start": start, "error": str(err)})
@@ -72,11 +92,12 @@ def profile_modes(ctx: Context, this: LiveServer, start: int) -> None:
 
 
 def _profile_one(ctx: Context, this: LiveServer, start: int, mode: str,
-                 record: dict[str, Any]) -> None:
-    """One profiled block: switch, start the profiler, run the wave, reduce its trace."""
+                 record: dict[str, Any], attempt: int = 0) -> dict[str, Any]:
+    """One profiled block: switch, start the profiler, run the wave, reduce its trace; returns
+    its record (the caller keeps it or runs it again: ``attempt`` names the files apart)."""
     switch(ctx, this.server, this.control, mode, this.slot.arm)
     planned = _shape(this, mode, int(record["concurrency"]))
-    name = f"{label(this.slot.arm, mode)}-s{start}"
+    name = f"{label(this.slot.arm, mode)}-s{start}" + (f"-again{attempt}" if attempt else "")
     request = profiler.ProfileRequest(ctx.run_dir / RAW_DIR, name, int(record["num_steps"]),
                                       tuple(record["activities"]))
     jsonl = ctx.run_dir / "client" / f"profile-{name}.jsonl"
@@ -104,10 +125,8 @@ def _profile_one(ctx: Context, this: LiveServer, start: int, mode: str,
     block = block_record(reduced, arm=this.slot.arm, mode=mode, start=start,
                          seconds=seconds, trace=kept)
     block["machine"] = machine
-    record["blocks"].append(block)
-    record["table"] = table(record["blocks"])
     bench_timings.add(ctx.run, "profiles", seconds, arm=this.slot.arm, mode=mode,
                       start=start)
-    ctx.session.save()
     ctx.console.log(f"profiled block {name}: {len(reduced.forwards)} forwards reduced "
                     f"in {seconds:.0f} s")
+    return block

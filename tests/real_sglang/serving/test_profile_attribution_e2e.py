@@ -70,13 +70,14 @@ def test_profiled_blocks_attribute_a_gemm_only_slowdown_in_forced(tmp_path: Path
     assert set(profile["table"]) == {"off", "forced"}
     assert profile["table"]["off"]["families"]["gemm"]["per_prefill_token_us"] > 0
     assert not (run_dir / "profile" / "raw").exists()          # raw traces only on request
-    assert sorted(p.name for p in (run_dir / "client").glob("profile-*.jsonl")) == [
-        "profile-forced-s0.jsonl", "profile-off-s0.jsonl"]
+    assert {"profile-forced-s0.jsonl", "profile-off-s0.jsonl"} <= {
+        p.name for p in (run_dir / "client").glob("profile-*.jsonl")}     # (+ -again1: busy)
 
     # the timing evidence is the measured blocks only
     assert len(run["points"]) == 2 * BLOCKS
     assert len(run["timings"]["blocks"]) == 2 * BLOCKS
-    assert [p["mode"] for p in run["timings"]["profiles"]] == ["off", "forced"]
+    assert list(dict.fromkeys(p["mode"] for p in run["timings"]["profiles"])) == ["off",
+                                                                                 "forced"]
     assert all(not p["files"]["client_jsonl"].startswith("client/profile-")
                for p in run["points"])
     bare = tmp_path / "without-profile" / run_dir.name
