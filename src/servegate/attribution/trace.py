@@ -86,8 +86,9 @@ def load_events(path: Path) -> list[dict[str, Any]]:
 
 
 def _step(event: Mapping[str, Any]) -> re.Match[str] | None:
-    if event.get("cat") not in ("user_annotation", "gpu_user_annotation", "python_function",
-                                None):
+    """The step span on the host thread (a GPU trace mirrors it as ``gpu_user_annotation`` on
+    the device timeline: not counted twice)."""
+    if event.get("cat") not in ("user_annotation", None):
         return None
     return STEP.match(str(event.get("name", "")))
 

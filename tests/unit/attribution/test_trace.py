@@ -60,7 +60,8 @@ def test_the_recorded_cpu_trace_reduces_to_its_two_forwards() -> None:
 def _gpu_double() -> list[dict]:
     """A GPU trace double: one EXTEND step launching a hipBLASLt GEMM, an attention kernel, an
     unnamed kernel under aten::linear (GEMM by its launching op) and an all-reduce; a kernel
-    launched outside the step does not count."""
+    launched outside the step does not count, nor does the step's mirror on the device
+    timeline (``gpu_user_annotation``)."""
     step = {"ph": "X", "cat": "user_annotation", "name": "step[EXTEND bs=4 toks=16384]",
             "pid": 1, "tid": 7, "ts": 1000.0, "dur": 500.0}
     ops = [{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 7,
@@ -76,7 +77,8 @@ def _gpu_double() -> list[dict]:
                          "tid": 7, "ts": ts, "dur": 2.0, "args": {"correlation": i}})
         kernels.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 3,
                         "ts": ts + 100, "dur": dur, "args": {"correlation": i}})
-    return [step, *ops, *launches, *kernels]
+    mirror = {**step, "cat": "gpu_user_annotation", "pid": 0, "tid": 3, "ts": 1100.0}
+    return [step, mirror, *ops, *launches, *kernels]
 
 
 def test_a_gpu_trace_counts_the_kernels_launched_inside_each_step() -> None:
