@@ -30,6 +30,8 @@ def block_record(reduced: Reduced, *, arm: str, mode: str, start: int | None,
                            "forwards": [f.record() for f in reduced.forwards],
                            "other_names": {k: round(v, 1) for k, v in names},
                            "seconds": round(seconds, 3)}
+    if reduced.unlinked_us:
+        out["unlinked_us"] = round(reduced.unlinked_us, 1)
     if trace:
         out["trace"] = trace
     return out

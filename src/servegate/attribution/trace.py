@@ -68,6 +68,9 @@ class Reduced:
     forwards: list[Forward]
     other_names: dict[str, float]       # name -> microseconds over every forward
     device: str                         # "gpu" (kernel time) or "cpu" (op time)
+    # GPU: kernel time whose correlation names no launch in the trace (e.g. a graph replay the
+    # profiler did not link): in no forward, reported so that nothing vanishes silently
+    unlinked_us: float = 0.0
 
 
 def load_events(path: Path) -> list[dict[str, Any]]:
@@ -179,6 +182,10 @@ def reduce_events(events: Iterable[dict[str, Any]]) -> Reduced:
         if e.get("cat") in LAUNCH_CATS:
             launches_by_thread[(e.get("pid"), e.get("tid"))].append(e)
     device = "gpu" if kernels else "cpu"
+    launched = {(e.get("args") or {}).get("correlation")
+                for thread in launches_by_thread.values() for e in thread}
+    unlinked = sum(float(k["dur"]) for corr, group in kernels.items() if corr not in launched
+                   for k in group)
     forwards: list[Forward] = []
     other: dict[str, float] = {}
     for step in steps:
@@ -195,7 +202,7 @@ def reduce_events(events: Iterable[dict[str, Any]]) -> Reduced:
         forwards.append(Forward(stage=match.group("stage"), bs=int(match.group("bs")),
                                 tokens=int(toks) if toks else None,
                                 span_us=float(step["dur"]), us=out))
-    return Reduced(forwards=forwards, other_names=other, device=device)
+    return Reduced(forwards=forwards, other_names=other, device=device, unlinked_us=unlinked)
 
 
 def reduce_trace(path: Path) -> Reduced:

@@ -78,7 +78,9 @@ def _gpu_double() -> list[dict]:
         kernels.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 3,
                         "ts": ts + 100, "dur": dur, "args": {"correlation": i}})
     mirror = {**step, "cat": "gpu_user_annotation", "pid": 0, "tid": 3, "ts": 1100.0}
-    return [step, mirror, *ops, *launches, *kernels]
+    unlinked = {"ph": "X", "cat": "kernel", "name": "graph_replayed_kernel", "pid": 0,
+                "tid": 3, "ts": 1400.0, "dur": 25.0, "args": {"correlation": 999}}
+    return [step, mirror, *ops, *launches, *kernels, unlinked]
 
 
 def test_a_gpu_trace_counts_the_kernels_launched_inside_each_step() -> None:
@@ -88,6 +90,7 @@ def test_a_gpu_trace_counts_the_kernels_launched_inside_each_step() -> None:
     assert forward.tokens == 16384
     assert forward.us == {"gemm": 340.0, "attention": 120.0, "communication": 30.0}
     assert reduced.other_names == {}
+    assert reduced.unlinked_us == 25.0          # a kernel no launch names: reported apart
 
 
 def test_traces_without_steps_or_json_are_errors(tmp_path: Path) -> None:
