@@ -137,16 +137,16 @@ LINEAR_PROBE = (
     "with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:\n"
     "    out = UnquantizedLinearMethod().apply(layer, torch.randn(3, 4))\n"
     "print('shape', tuple(out.shape))\n"
-    "print('linear', sum(e.count for e in prof.key_averages() if e.key == 'aten::linear'))\n")
+    "print('mm', sum(e.count for e in prof.key_averages() if e.key == 'aten::mm'))\n")
 
 
 @pytest.mark.sglang
-@pytest.mark.parametrize(("launch_mode", "linears"), [("forced", 4), ("off", 1)])
+@pytest.mark.parametrize(("launch_mode", "gemms"), [("forced", 4), ("off", 1)])
 def test_gemm_repeat_runs_the_real_linear_layers_gemm_again_in_its_modes(
-        launch_mode: str, linears: int) -> None:
+        launch_mode: str, gemms: int) -> None:
     out = python_with_hook(LINEAR_PROBE, {"SERVEGATE_INJECT_GEMM_REPEAT": "3",
                                           "SERVEGATE_INJECT_MODES": "forced",
                                           "SERVEGATE_MODE": launch_mode})
     assert "servegate-hook: injecting 3 extra GEMM(s) per linear layer modes=forced" in out.stderr
     assert "shape (3, 8)" in out.stdout
-    assert f"linear {linears}" in out.stdout, out.stdout
+    assert f"mm {gemms}" in out.stdout, out.stdout
