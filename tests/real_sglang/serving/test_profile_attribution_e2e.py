@@ -16,9 +16,12 @@ A profiled block that ran on a busy machine is run once more by bench itself
 (``CPU_BUSY_RETRIES``); the test then skips its statistical assertions only when the kept
 blocks were still busy.
 
-Sizing: GEMM_REPEAT = 3 makes the linear layers' GEMM time x4 in ``forced``, far past the floor
-and the CPU's block-to-block noise (log-sd ~0.1), while the other families' kernels are
-untouched; only 2 blocks per mode: the timing evidence is not what this test judges.
+Sizing: GEMM_REPEAT = 7 makes the linear layers' GEMM time x8 in ``forced``: per prefill token
+GEMM x3.3-4.6 was measured with 3 repeats, per decode forward only x1.6-2.3 (the logits' GEMM over
+the 49k vocabulary is no linear layer and is most of a 2-token forward's GEMM time), so 7
+repeats put decode's expected x2.4 well past the `cpu` suite's 40 % floor, which covers the
+shifts of an untouched family between two blocks (measured up to x0.78); the other families'
+kernels are untouched. Only 2 blocks per mode: the timing evidence is not what this test judges.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from repo_files import REPO_ROOT
 from servegate_cli import run_servegate
 
 BLOCKS = 2
-GEMM_REPEAT = 3
+GEMM_REPEAT = 7
 
 
 @pytest.mark.e2e
@@ -57,8 +60,9 @@ def test_profiled_blocks_attribute_a_gemm_only_slowdown_in_forced(tmp_path: Path
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
     run = json.loads((run_dir / "run.json").read_text())
-    assert run["complete"] is True and run["injected"]["SERVEGATE_INJECT_GEMM_REPEAT"] == "3"
-    assert "injecting 3 extra GEMM(s) per linear layer modes=forced" in (
+    assert run["complete"] is True
+    assert run["injected"]["SERVEGATE_INJECT_GEMM_REPEAT"] == str(GEMM_REPEAT)
+    assert f"injecting {GEMM_REPEAT} extra GEMM(s) per linear layer modes=forced" in (
         run_dir / "server" / "s0.log").read_text()
 
     # the profiled blocks: one per mode, reduced, never points
@@ -116,7 +120,8 @@ def test_profiled_blocks_attribute_a_gemm_only_slowdown_in_forced(tmp_path: Path
                     f"{100 * CONTENDED_SHARE:.0f} %: skipped: GEMM moved, nothing else "
                     f"(measured {line.strip()})")
     assert comparison["moved"] == ["gemm"], line
-    assert gemm["low"] > 1.5, gemm
-    assert ratios[("gemm", "decode_per_forward")]["low"] > 1.5, ratios
+    assert gemm["moved"] and gemm["low"] > 2.0, gemm
+    assert ratios[("gemm", "decode_per_forward")]["moved"], ratios
+    assert ratios[("gemm", "decode_per_forward")]["ratio"] > 1.0, ratios
     assert not ratios[("attention", "prefill_per_token")]["moved"], line
     assert "moved beyond noise: dense GEMM per prefill token x" in line

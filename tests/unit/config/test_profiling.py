@@ -34,5 +34,5 @@ def test_bad_tables_name_the_key(table: dict, message: str) -> None:
 
 def test_the_cpu_suite_states_its_floor_without_profiling_by_default() -> None:
     suite = load_suite(SUITES_DIR / "cpu.toml")
-    assert not suite.profile.enabled and suite.profile.floor == 0.25
+    assert not suite.profile.enabled and suite.profile.floor == 0.4
     assert suite.profile.decode_steps == 8
