@@ -128,25 +128,33 @@ def test_inject_delay_wraps_real_scheduler() -> None:
     assert float(out.stdout.split("slept")[1]) >= 0.3
 
 
-# The real UnquantizedLinearMethod on a real torch layer, under torch's profiler: how many GEMM
-# ops one linear layer's forward records (sglang 0.5.23 srt/layers/quantization/unquant.py).
+# The real UnquantizedLinearMethod on a real torch layer, under torch's profiler: the GEMM ops
+# one linear layer's call records and their time (sglang 0.5.23 srt/layers/quantization/unquant.py).
 LINEAR_PROBE = (
     "import torch, types\n"
     "from sglang.srt.layers.quantization.unquant import UnquantizedLinearMethod\n"
     "layer = types.SimpleNamespace(weight=torch.randn(8, 4), use_intel_amx_backend=False)\n"
+    "UnquantizedLinearMethod().apply(layer, torch.randn(3, 4))   # first call: operands made\n"
     "with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:\n"
     "    out = UnquantizedLinearMethod().apply(layer, torch.randn(3, 4))\n"
+    "ops = {e.key: (e.count, e.cpu_time_total) for e in prof.key_averages()}\n"
     "print('shape', tuple(out.shape))\n"
-    "print('mm', sum(e.count for e in prof.key_averages() if e.key == 'aten::mm'))\n")
+    "print('mm', ops.get('aten::mm', (0, 0))[0], 'ms', ops.get('aten::mm', (0, 0))[1] / 1000)\n"
+    "print('ops', sorted(ops))\n")
 
 
 @pytest.mark.sglang
-@pytest.mark.parametrize(("launch_mode", "gemms"), [("forced", 4), ("off", 1)])
-def test_gemm_repeat_runs_the_real_linear_layers_gemm_again_in_its_modes(
-        launch_mode: str, gemms: int) -> None:
-    out = python_with_hook(LINEAR_PROBE, {"SERVEGATE_INJECT_GEMM_REPEAT": "3",
+@pytest.mark.parametrize(("launch_mode", "injected"), [("forced", True), ("off", False)])
+def test_gemm_delay_is_gemm_ops_in_the_real_linear_layer_in_its_modes(
+        launch_mode: str, injected: bool) -> None:
+    out = python_with_hook(LINEAR_PROBE, {"SERVEGATE_INJECT_GEMM_DELAY_MS": "20",
                                           "SERVEGATE_INJECT_MODES": "forced",
                                           "SERVEGATE_MODE": launch_mode})
-    assert "servegate-hook: injecting 3 extra GEMM(s) per linear layer modes=forced" in out.stderr
+    assert "servegate-hook: injecting 20ms of GEMM per linear layer call modes=forced" in out.stderr
     assert "shape (3, 8)" in out.stdout
-    assert f"mm {gemms}" in out.stdout, out.stdout
+    fields = out.stdout.split("mm ", 1)[1].split()
+    count, ms = int(fields[0]), float(fields[2])
+    if injected:       # the layer's own GEMM, then GEMMs for most of the 20 ms (the rest is the
+        assert count > 2 and ms >= 15.0, out.stdout     # loop between them)
+    else:
+        assert count == 1 and ms < 15.0, out.stdout

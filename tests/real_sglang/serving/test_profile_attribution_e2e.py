@@ -1,7 +1,7 @@
 """Kernel attribution on the real CPU server (issue 32 items 1, 2 and 4): one server start of
 ``suites/cpu.toml`` with ``--modes off,forced``, 2 blocks per mode, no GSM8K, ``--profile``, and
-a GEMM-only slowdown in ``forced`` (``SERVEGATE_INJECT_GEMM_REPEAT``: every unquantized linear
-layer runs its GEMM ``GEMM_REPEAT`` more times, real GEMM work in the server).
+a GEMM-only slowdown in ``forced`` (``SERVEGATE_INJECT_GEMM_DELAY_MS``: every unquantized linear
+layer's call spends ``GEMM_DELAY_MS`` more in real GEMMs on cache-resident operands).
 
 Asserted unconditionally: the profiled blocks ran under sglang's own profiler (a trace reduced
 per mode: prefill and decode forwards, every family's time, the names that fell into ``other``),
@@ -16,12 +16,14 @@ A profiled block that ran on a busy machine is run once more by bench itself
 (``CPU_BUSY_RETRIES``); the test then skips its statistical assertions only when the kept
 blocks were still busy.
 
-Sizing: GEMM_REPEAT = 7 makes the linear layers' GEMM time x8 in ``forced``: per prefill token
-GEMM x3.3-4.6 was measured with 3 repeats, per decode forward only x1.6-2.3 (the logits' GEMM over
-the 49k vocabulary is no linear layer and is most of a 2-token forward's GEMM time), so 7
-repeats put decode's expected x2.4 well past the `cpu` suite's 40 % floor, which covers the
-shifts of an untouched family between two blocks (measured up to x0.78); the other families'
-kernels are untouched. Only 2 blocks per mode: the timing evidence is not what this test judges.
+Sizing: GEMM_DELAY_MS = 2 per linear layer call, 120 calls a forward (30 layers x qkv, o,
+gate_up, down): +240 ms of GEMM per forward against ~160 ms of GEMM per 256-token prefill
+forward and ~30 ms per decode forward (mostly the logits' GEMM over the 49k vocabulary, which is
+no linear layer), so GEMM per prefill token ~x2.5 and per decode forward ~x8, far past the `cpu`
+suite's 40 % floor, which covers the shifts of an untouched family between two blocks (measured
+up to x0.78). A first form repeated each layer's own GEMM: its weight re-reads slowed the next
+elementwise ops 1.5-2x and its views landed in `other`, so the attribution rightly named those
+too. Only 2 blocks per mode: the timing evidence is not what this test judges.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from repo_files import REPO_ROOT
 from servegate_cli import run_servegate
 
 BLOCKS = 2
-GEMM_REPEAT = 7
+GEMM_DELAY_MS = 2
 
 
 @pytest.mark.e2e
@@ -53,7 +55,7 @@ def test_profiled_blocks_attribute_a_gemm_only_slowdown_in_forced(tmp_path: Path
         "bench", "--results-dir", tmp_path / "results", "--skip-accuracy", "--modes",
         "off,forced", "--suite", suite, "--profile", cwd=REPO_ROOT, timeout=1500,
         env={"SERVEGATE_INJECT_MODES": "forced",
-             "SERVEGATE_INJECT_GEMM_REPEAT": str(GEMM_REPEAT)},
+             "SERVEGATE_INJECT_GEMM_DELAY_MS": str(GEMM_DELAY_MS)},
         unset=("SERVEGATE_RUNNER", "SERVEGATE_INJECT_DELAY_MS",
                "SERVEGATE_INJECT_DECODE_DELAY_MS", "SERVEGATE_MODE_CONTROL"))
     seconds = time.monotonic() - started
@@ -61,8 +63,8 @@ def test_profiled_blocks_attribute_a_gemm_only_slowdown_in_forced(tmp_path: Path
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
     run = json.loads((run_dir / "run.json").read_text())
     assert run["complete"] is True
-    assert run["injected"]["SERVEGATE_INJECT_GEMM_REPEAT"] == str(GEMM_REPEAT)
-    assert f"injecting {GEMM_REPEAT} extra GEMM(s) per linear layer modes=forced" in (
+    assert run["injected"]["SERVEGATE_INJECT_GEMM_DELAY_MS"] == str(GEMM_DELAY_MS)
+    assert f"injecting {GEMM_DELAY_MS}ms of GEMM per linear layer call modes=forced" in (
         run_dir / "server" / "s0.log").read_text()
 
     # the profiled blocks: one per mode, reduced, never points
@@ -120,7 +122,7 @@ def test_profiled_blocks_attribute_a_gemm_only_slowdown_in_forced(tmp_path: Path
                     f"{100 * CONTENDED_SHARE:.0f} %: skipped: GEMM moved, nothing else "
                     f"(measured {line.strip()})")
     assert comparison["moved"] == ["gemm"], line
-    assert gemm["moved"] and gemm["low"] > 2.0, gemm
+    assert gemm["moved"] and gemm["ratio"] > 1.5, gemm
     assert ratios[("gemm", "decode_per_forward")]["moved"], ratios
     assert ratios[("gemm", "decode_per_forward")]["ratio"] > 1.0, ratios
     assert not ratios[("attention", "prefill_per_token")]["moved"], line

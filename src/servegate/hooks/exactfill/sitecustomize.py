@@ -22,13 +22,14 @@ spawns, so env vars set by servegate reach all of them. Everything here is inert
   prove it detects regressions. ``SERVEGATE_INJECT_MODES=off,forced`` scopes the sleeps to those
   modes (unset: every mode); the mode is the applied one under ``SERVEGATE_MODE_CONTROL``, else
   the launch mode ``SERVEGATE_MODE`` (set by servegate.serve.launch).
-- ``SERVEGATE_INJECT_GEMM_REPEAT=<n>``: one kernel family slowed, nothing else: after
+- ``SERVEGATE_INJECT_GEMM_DELAY_MS=<ms>``: one kernel family slowed, nothing else: after
   ``sglang.srt.layers.quantization.unquant`` loads, ``UnquantizedLinearMethod.apply`` (every
-  unquantized linear layer's GEMM, sglang 0.5.23 lines 572-620) runs the layer's GEMM ``n`` more
-  times (``torch.mm`` of the same input and weight into a scratch output kept per shape, so no
-  new memory is touched: fresh outputs slowed the next elementwise ops 1.5-1.9x) in the modes of
-  ``SERVEGATE_INJECT_MODES``: real GEMM work that sglang's profiler records as GEMM ops, so the
-  kernel attribution must name GEMM and no other family (servegate.attribution).
+  unquantized linear layer, sglang 0.5.23 lines 572-620) spends that long more per call in real
+  GEMMs (``torch.mm`` of two 256 x 256 float32 operands into a preallocated output, repeated
+  until the time is spent) in the modes of ``SERVEGATE_INJECT_MODES``: GEMM ops in sglang's
+  profiler and nothing else (cache-resident operands, no view or allocation per call; repeating
+  the layer's own GEMM instead re-read its weights and slowed the next elementwise ops 1.5-2x),
+  so the kernel attribution must name GEMM and no other family (servegate.attribution).
 - ``SERVEGATE_MODE_CONTROL=<path>``: every exact-fill mode inside one server. The file holds
   ``{"seq": N, "mode": "off"|"on"|"forced"}`` (replaced atomically by servegate.serve.modeswitch).
   In every process that constructs sglang's ``Scheduler`` a daemon thread polls it; on a new seq
@@ -59,7 +60,8 @@ from typing import Any
 
 POLICY_MODULE = "sglang.srt.managers.schedule_policy"
 LINEAR_MODULE = "sglang.srt.layers.quantization.unquant"
-GEMM_REPEAT_ENV = "SERVEGATE_INJECT_GEMM_REPEAT"
+GEMM_DELAY_ENV = "SERVEGATE_INJECT_GEMM_DELAY_MS"
+GEMM_OPERAND = 256          # the injected GEMMs' square size: 256 KB a float32 operand
 SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
 EMULATE_GFX95_ENV = "SERVEGATE_EMULATE_GFX95"
 # What torch.cuda.get_device_properties(0).gcnArchName reports on an MI355X.
@@ -171,46 +173,34 @@ def _patch_run_batch(scheduler: Any) -> None:
              f"{MODE_CONTROL_ENV}): no delay is injected")
 
 
-def _gemm_repeat() -> int:
-    raw = os.environ.get(GEMM_REPEAT_ENV, "").strip()
-    try:
-        return max(0, int(raw)) if raw else 0
-    except ValueError:
-        _say(f"ignoring {GEMM_REPEAT_ENV}={raw!r} (not an integer)")
-        return 0
-
-
 def _patch_linear(module: Any) -> None:
-    """Extra GEMMs in every unquantized linear layer, in the scoped modes only."""
-    repeat = _gemm_repeat()
+    """GEMM time added to every unquantized linear layer's call, in the scoped modes only."""
+    delay_s = _ms(GEMM_DELAY_ENV) / 1000.0
     method = getattr(module, "UnquantizedLinearMethod", None)
-    if not repeat or method is None:
+    if not delay_s or method is None:
         return
     scope = _inject_modes()
     real = method.apply
-    scratch: dict[tuple[Any, ...], Any] = {}      # one output per shape: no fresh memory
+    operands: list[Any] = []            # a, b, out: made once, reused by every call
 
     def apply(self: Any, layer: Any, x: Any, bias: Any = None) -> Any:
         out = real(self, layer, x, bias)
         if scope is None or _current_mode() in scope:
             import torch
 
-            weight = layer.weight
-            rows = x.reshape(-1, x.shape[-1])
-            key = (rows.shape[0], weight.shape[0], rows.dtype, rows.device)
-            if key not in scratch:
-                if len(scratch) >= 64:
-                    scratch.clear()
-                scratch[key] = torch.empty((rows.shape[0], weight.shape[0]), dtype=rows.dtype,
-                                           device=rows.device)
+            if not operands:
+                size = (GEMM_OPERAND, GEMM_OPERAND)
+                operands.extend([torch.rand(size), torch.rand(size), torch.empty(size)])
+            a, b, c = operands
+            deadline = time.perf_counter() + delay_s
             with torch.no_grad():
-                for _ in range(repeat):
-                    torch.mm(rows, weight.t(), out=scratch[key])
+                while time.perf_counter() < deadline:
+                    torch.mm(a, b, out=c)
         return out
 
     method.apply = apply
     where = "" if scope is None else f" modes={','.join(sorted(scope)) or '(none)'}"
-    _say(f"injecting {repeat} extra GEMM(s) per linear layer{where}")
+    _say(f"injecting {delay_s * 1000:g}ms of GEMM per linear layer call{where}")
 
 
 def _patch_scheduler(module: Any) -> None:
@@ -431,7 +421,7 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 def _wanted() -> bool:
     return any(os.environ.get(name) for name in (
         "SERVEGATE_FORCE_EXACT_FILL", "SERVEGATE_REPORT_EXACT_FILL", EMULATE_GFX95_ENV,
-        "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS", GEMM_REPEAT_ENV,
+        "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS", GEMM_DELAY_ENV,
         MODE_CONTROL_ENV))
 
 
