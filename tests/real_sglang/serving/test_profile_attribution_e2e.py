@@ -1,7 +1,8 @@
 """Kernel attribution on the real CPU server (issue 32 items 1, 2 and 4): one server start of
 ``suites/cpu.toml`` with ``--modes off,forced``, 2 blocks per mode, no GSM8K, ``--profile``, and
-a GEMM-only slowdown in ``forced`` (``SERVEGATE_INJECT_GEMM_DELAY_MS``: every unquantized linear
-layer's call spends ``GEMM_DELAY_MS`` more in real GEMMs on cache-resident operands).
+a GEMM-only slowdown in ``forced`` (``SERVEGATE_INJECT_GEMM_DELAY_MS``: every forward spends
+``GEMM_DELAY_MS`` more in real GEMMs on cache-resident operands, in one burst at its first
+linear layer).
 
 Asserted unconditionally: the profiled blocks ran under sglang's own profiler (a trace reduced
 per mode: prefill and decode forwards, every family's time, the names that fell into ``other``),
@@ -16,14 +17,15 @@ A profiled block that ran on a busy machine is run once more by bench itself
 (``CPU_BUSY_RETRIES``); the test then skips its statistical assertions only when the kept
 blocks were still busy.
 
-Sizing: GEMM_DELAY_MS = 2 per linear layer call, 120 calls a forward (30 layers x qkv, o,
-gate_up, down): +240 ms of GEMM per forward against ~160 ms of GEMM per 256-token prefill
-forward and ~30 ms per decode forward (mostly the logits' GEMM over the 49k vocabulary, which is
-no linear layer), so GEMM per prefill token ~x2.5 and per decode forward ~x8, far past the `cpu`
-suite's 40 % floor, which covers the shifts of an untouched family between two blocks (measured
-up to x0.78). A first form repeated each layer's own GEMM: its weight re-reads slowed the next
-elementwise ops 1.5-2x and its views landed in `other`, so the attribution rightly named those
-too. Only 2 blocks per mode: the timing evidence is not what this test judges.
+Sizing: GEMM_DELAY_MS = 250 per forward against ~160-290 ms of GEMM per prefill forward and
+~30 ms per decode forward (mostly the logits' GEMM over the 49k vocabulary): GEMM per decode
+forward ~x9, per prefill forward ~x2, past the `cpu` suite's 40 % floor, which covers the shift
+of an untouched family between two blocks (measured up to x0.78). Earlier forms bled into other
+families, which the attribution rightly named: repeating each layer's own GEMM (weight re-reads,
+views: norm/elementwise x1.5-2, other x2-3), then 2 ms of GEMM at every linear layer call (120
+bursts a forward: decode norm/elementwise x1.6, other x1.7; the ops right after a GEMM burst
+run 2-4x slower on this CPU). Only 2 blocks per mode: the timing evidence is not what this test
+judges.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from repo_files import REPO_ROOT
 from servegate_cli import run_servegate
 
 BLOCKS = 2
-GEMM_DELAY_MS = 2
+GEMM_DELAY_MS = 250
 
 
 @pytest.mark.e2e
@@ -64,7 +66,7 @@ def test_profiled_blocks_attribute_a_gemm_only_slowdown_in_forced(tmp_path: Path
     run = json.loads((run_dir / "run.json").read_text())
     assert run["complete"] is True
     assert run["injected"]["SERVEGATE_INJECT_GEMM_DELAY_MS"] == str(GEMM_DELAY_MS)
-    assert f"injecting {GEMM_DELAY_MS}ms of GEMM per linear layer call modes=forced" in (
+    assert f"injecting {GEMM_DELAY_MS}ms of GEMM per forward (first linear layer) modes=forced" in (
         run_dir / "server" / "s0.log").read_text()
 
     # the profiled blocks: one per mode, reduced, never points
@@ -122,8 +124,8 @@ def test_profiled_blocks_attribute_a_gemm_only_slowdown_in_forced(tmp_path: Path
                     f"{100 * CONTENDED_SHARE:.0f} %: skipped: GEMM moved, nothing else "
                     f"(measured {line.strip()})")
     assert comparison["moved"] == ["gemm"], line
-    assert gemm["moved"] and gemm["ratio"] > 1.5, gemm
     assert ratios[("gemm", "decode_per_forward")]["moved"], ratios
-    assert ratios[("gemm", "decode_per_forward")]["ratio"] > 1.0, ratios
-    assert not ratios[("attention", "prefill_per_token")]["moved"], line
+    assert ratios[("gemm", "decode_per_forward")]["ratio"] > 3.0, ratios
+    assert gemm["ratio"] > 1.4, gemm            # prefill: up, moved when its 3 forwards agree
+    assert not any(r["moved"] for (family, _), r in ratios.items() if family == "attention"), line
     assert "moved beyond noise: dense GEMM per prefill token x" in line

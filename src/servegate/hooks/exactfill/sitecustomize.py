@@ -23,13 +23,14 @@ spawns, so env vars set by servegate reach all of them. Everything here is inert
   modes (unset: every mode); the mode is the applied one under ``SERVEGATE_MODE_CONTROL``, else
   the launch mode ``SERVEGATE_MODE`` (set by servegate.serve.launch).
 - ``SERVEGATE_INJECT_GEMM_DELAY_MS=<ms>``: one kernel family slowed, nothing else: after
-  ``sglang.srt.layers.quantization.unquant`` loads, ``UnquantizedLinearMethod.apply`` (every
-  unquantized linear layer, sglang 0.5.23 lines 572-620) spends that long more per call in real
-  GEMMs (``torch.mm`` of two 256 x 256 float32 operands into a preallocated output, repeated
-  until the time is spent) in the modes of ``SERVEGATE_INJECT_MODES``: GEMM ops in sglang's
-  profiler and nothing else (cache-resident operands, no view or allocation per call; repeating
-  the layer's own GEMM instead re-read its weights and slowed the next elementwise ops 1.5-2x),
-  so the kernel attribution must name GEMM and no other family (servegate.attribution).
+  ``sglang.srt.layers.quantization.unquant`` loads, ``UnquantizedLinearMethod.apply`` spends
+  that long more in real GEMMs (``torch.mm`` of two 256 x 256 float32 operands into a
+  preallocated output, repeated until the time is spent) each time it runs the model's first
+  linear layer (the first layer the process ever ran: once per forward), in the modes of
+  ``SERVEGATE_INJECT_MODES``: GEMM ops in sglang's profiler. One burst per forward, not one per
+  layer: on a CPU the ops right after a GEMM burst run 2-4x slower (caches refilled, measured
+  here), so 120 small bursts a forward slowed norm/elementwise by x1.5 and the attribution
+  rightly named it too; one burst leaves the other families as they were.
 - ``SERVEGATE_MODE_CONTROL=<path>``: every exact-fill mode inside one server. The file holds
   ``{"seq": N, "mode": "off"|"on"|"forced"}`` (replaced atomically by servegate.serve.modeswitch).
   In every process that constructs sglang's ``Scheduler`` a daemon thread polls it; on a new seq
@@ -174,7 +175,8 @@ def _patch_run_batch(scheduler: Any) -> None:
 
 
 def _patch_linear(module: Any) -> None:
-    """GEMM time added to every unquantized linear layer's call, in the scoped modes only."""
+    """GEMM time added to the first linear layer's call (once per forward), in the scoped
+    modes only."""
     delay_s = _ms(GEMM_DELAY_ENV) / 1000.0
     method = getattr(module, "UnquantizedLinearMethod", None)
     if not delay_s or method is None:
@@ -182,10 +184,13 @@ def _patch_linear(module: Any) -> None:
     scope = _inject_modes()
     real = method.apply
     operands: list[Any] = []            # a, b, out: made once, reused by every call
+    first: list[Any] = []               # the first layer ever run: once in every forward
 
     def apply(self: Any, layer: Any, x: Any, bias: Any = None) -> Any:
         out = real(self, layer, x, bias)
-        if scope is None or _current_mode() in scope:
+        if not first:
+            first.append(layer)
+        if first[0] is layer and (scope is None or _current_mode() in scope):
             import torch
 
             if not operands:
@@ -200,7 +205,7 @@ def _patch_linear(module: Any) -> None:
 
     method.apply = apply
     where = "" if scope is None else f" modes={','.join(sorted(scope)) or '(none)'}"
-    _say(f"injecting {delay_s * 1000:g}ms of GEMM per linear layer call{where}")
+    _say(f"injecting {delay_s * 1000:g}ms of GEMM per forward (first linear layer){where}")
 
 
 def _patch_scheduler(module: Any) -> None:
