@@ -128,4 +128,4 @@ def test_profiled_blocks_attribute_a_gemm_only_slowdown_in_forced(tmp_path: Path
     assert ratios[("gemm", "decode_per_forward")]["ratio"] > 3.0, ratios
     assert gemm["ratio"] > 1.4, gemm            # prefill: up, moved when its 3 forwards agree
     assert not any(r["moved"] for (family, _), r in ratios.items() if family == "attention"), line
-    assert "moved beyond noise: dense GEMM per prefill token x" in line
+    assert "moved beyond noise: dense GEMM per decode forward x" in line
