@@ -14,7 +14,7 @@ HOOK_VARIABLES = ("SERVEGATE_FORCE_EXACT_FILL", "SERVEGATE_REPORT_EXACT_FILL",
                   "SERVEGATE_EMULATE_GFX95", "SERVEGATE_EMULATE_ARCH", "SERVEGATE_MODE",
                   "SERVEGATE_MODE_CONTROL",
                   "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS",
-                  "SERVEGATE_INJECT_MODES")
+                  "SERVEGATE_INJECT_MODES", "SERVEGATE_INJECT_GEMM_DELAY_MS")
 
 
 def python_with_hook(code: str, env: dict[str, str], extra_path: list[str] | None = None

@@ -19,7 +19,7 @@ held for the wall time: a CI job books the whole runner).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from servegate.config import Suite
@@ -40,6 +40,16 @@ HEAD_VS_BASE_SUITES = ("premerge",)
 # job books the server's GPUs, not the class's usual 8 (tests/unit/test_cost.py checks the
 # workflow says so).
 ONE_GPU_SUITES = ("smoke",)
+# A profiled block (servegate.commands.bench_profile: one wave at the highest concurrency per
+# mode, tree and start, under sglang's profiler, then the trace's export and reduction) costs a
+# block times this. Measured on the 2-core CPU only; a GPU trace's export grows with its kernel
+# count, so GPU nights should replace it with their own timings.profiles.
+PROFILE_OVERHEAD = 2.0
+PROFILE_OVERHEAD_SOURCE = ("measured 2026-12-03 on the 2-core CPU (suites/cpu.toml, --profile, "
+                           "export and reduction included): quiet, profiled blocks 8.7 s (off) "
+                           "and 12.6 s (forced) against the same modes' measured blocks "
+                           "3.7-5.0 s and 7.0-7.1 s; busy, 58 s and 107 s against 42-61 s and "
+                           "90-118 s")
 
 
 class CostError(ValueError):
@@ -142,9 +152,19 @@ def gsm8k_seconds(speed: SpeedModel, suite: Suite) -> tuple[float, int]:
     return seconds, questions
 
 
+def profile_seconds(speed: SpeedModel, suite: Suite, slot_points: tuple[PlannedPoint, ...],
+                    modes: tuple[str, ...]) -> float:
+    """One server start's profiled blocks: a wave at the highest concurrency per mode, each a
+    block's price times PROFILE_OVERHEAD (the profiler and the trace export)."""
+    top = max(suite.load.concurrency)
+    shape = next((p for p in slot_points if p.concurrency == top), slot_points[0])
+    one, _, _ = point_seconds(speed, suite, replace(shape, num_prompts=top))
+    return len(modes) * PROFILE_OVERHEAD * one
+
+
 def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
-             measured_scale: float | None = None, measured_load_s: float | None = None
-             ) -> dict[str, Any]:
+             measured_scale: float | None = None, measured_load_s: float | None = None,
+             with_profile: bool | None = None) -> dict[str, Any]:
     """The cell's counts and minutes (``plan --json``'s per-cell record). ``measured_scale``
     multiplies the speed model's serving seconds and ``measured_load_s`` replaces its model
     load, both from the runner's measured nights (servegate.commands.plan)."""
@@ -159,7 +179,12 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
     slots = build_block_plan(cell.modes, suite.load.concurrency, suite.load.num_prompts,
                              design.starts, design.blocks, suite.seed, arms=arms)
     tally = Tally()
+    profiled = suite.profile.enabled if with_profile is None else with_profile
+    profiled_blocks, profile_s = 0, 0.0
     for slot in slots:
+        if profiled and slot.points:
+            profiled_blocks += len(cell.modes)
+            profile_s += profile_seconds(speed, suite, slot.points, cell.modes)
         first_of_mode: dict[str, PlannedPoint] = {}
         for point in slot.points:
             seconds, waves, steps = point_seconds(speed, suite, point)
@@ -183,11 +208,15 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
     load_s = measured_load_s if measured_load_s is not None else speed.model_load_s
     sequential_loads = design.starts if live else server_starts
     scale = measured_scale or 1.0
-    serving_s = scale * (tally.block_s + tally.warmup_s + tally.gsm8k_s)
+    serving_s = scale * (tally.block_s + tally.warmup_s + tally.gsm8k_s + profile_s)
     wall_s = serving_s + sequential_loads * load_s
     cls = runner_classes.get(cell.runner_class)
     per_server = layout.per_server or 1
     notes = []
+    if profiled_blocks:
+        notes.append(f"{profiled_blocks} profiled block(s) (kernel attribution, never points): "
+                     f"a wave at c{max(suite.load.concurrency)} each, priced at "
+                     f"{PROFILE_OVERHEAD:g}x a block ({PROFILE_OVERHEAD_SOURCE})")
     if "dtype" in suite.server_overrides:
         notes.append(f"the suite serves dtype {suite.server_overrides['dtype']}; the speed "
                      f"figures are the profile's (its own dtype): read the minutes as a rough "
@@ -206,7 +235,9 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
         "minutes": {"model_loads": round(sequential_loads * load_s / 60, 1),
                     "blocks": round(scale * tally.block_s / 60, 1),
                     "warmups": round(scale * tally.warmup_s / 60, 1),
-                    "gsm8k": round(scale * tally.gsm8k_s / 60, 1)},
+                    "gsm8k": round(scale * tally.gsm8k_s / 60, 1),
+                    "profiles": round(scale * profile_s / 60, 1)},
+        "profiled_blocks": profiled_blocks,
         "serving_minutes": round(serving_s / 60, 1),
         "wall_minutes": round(wall_s / 60, 1),
         "gpus_booked": gpus_booked,

@@ -123,3 +123,27 @@ def test_the_head_vs_base_suites_are_the_ones_the_premerge_workflow_runs_with_ab
     for name in HEAD_VS_BASE_SUITES:
         assert f"--suite {name} --modes" in premerge and "-s ab --" in premerge
     assert "-s ab" not in nightly
+
+
+def test_profiled_blocks_are_counted_and_priced_per_mode_tree_and_start() -> None:
+    from servegate.cost import PROFILE_OVERHEAD, point_seconds
+    from servegate.plan import build_block_plan
+
+    suite = load_suite(suite_path("cpu"))
+    cell = Cell("cpu", suite.modes, "run", 1)
+    plain = estimate(suite, cell, with_accuracy=False)
+    profiled = estimate(suite, cell, with_accuracy=False, with_profile=True)
+    assert plain["profiled_blocks"] == 0 and plain["minutes"]["profiles"] == 0.0
+    assert profiled["profiled_blocks"] == len(suite.modes)      # one start, one tree
+    assert profiled["points"] == plain["points"]                # never points
+    speed = suite.server_for("cpu").speed
+    assert speed is not None
+    one = point_seconds(speed, suite, build_block_plan(
+        suite.modes, suite.load.concurrency, suite.load.num_prompts, 1, 1, suite.seed)[0]
+        .points[0])[0]
+    assert profiled["minutes"]["profiles"] == round(len(suite.modes) * PROFILE_OVERHEAD * one
+                                                    / 60, 1)
+    assert any("profiled block(s)" in note for note in profiled["notes"])
+    two_trees = estimate(suite, Cell("cpu", ("off", "on"), "run", 2), with_accuracy=False,
+                         with_profile=True)
+    assert two_trees["profiled_blocks"] == 2 * 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -72,6 +73,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="run only the suite's [gsm8k] step per mode (no load points)")
     parser.add_argument("--no-compare", action="store_true",
                         help="do not judge against a stored baseline at the end")
+    parser.add_argument("--profile", action="store_true",
+                        help="one more block per mode, tree and server start under sglang's "
+                             "profiler: kernel time per forward by family (never a point; "
+                             "as a suite's [profile] enabled = true)")
+    parser.add_argument("--keep-traces", action="store_true",
+                        help="with profiling: keep the raw traces in profile/raw/")
     parser.add_argument("--sglang-src", type=Path, default=None, metavar="PATH",
                         help="the sglang under test: a checkout or an unpacked package, first "
                              "on the import path of every sglang process (nothing installed)")
@@ -185,8 +192,12 @@ def main(argv: list[str]) -> int:
     if injected:  # a deliberate slowdown (judge validation): never a baseline, always visible
         run["injected"] = injected
         console.log(f"[bold red]fault injection enabled: {injected}")
+    profile = suite.profile
+    if args.profile or args.keep_traces:
+        profile = dataclasses.replace(profile, enabled=True,
+                                      keep_traces=profile.keep_traces or args.keep_traces)
     ctx = Context(suite=suite, detected=detected, session=session, python=sys.executable,
-                  model_dir=suite.model.path, console=console, trees=trees)
+                  model_dir=suite.model.path, console=console, trees=trees, profile=profile)
     code = EXIT_OK
     started = time.monotonic()
     run["timings"] = bench_timings.empty()

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from servegate.commands.session import RunSession
 from servegate.config import Suite
+from servegate.config.profiling import ProfileSettings
 from servegate.core.errors import ServegateError
 from servegate.core.results import Run
 from servegate.serve.detect import Detected
@@ -35,6 +36,8 @@ class Context:
     # arm -> the arm's tree's gate on this runner class (servegate.serve.gate); an arm not
     # here is read back against released sglang's (the registry's ``gated``)
     gate_open: dict[str, bool] = dataclasses.field(default_factory=dict)
+    # the profiled blocks (suite [profile], or bench --profile / --keep-traces)
+    profile: ProfileSettings = dataclasses.field(default_factory=ProfileSettings)
 
     def client_env(self, arm: str) -> dict[str, str] | None:
         """The client imports sglang too: the arm's tree goes first on its import path."""

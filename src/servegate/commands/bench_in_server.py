@@ -18,6 +18,7 @@ from servegate.commands.bench_blocks import (
 )
 from servegate.commands.bench_context import Context
 from servegate.commands.bench_looks import run_points
+from servegate.commands.bench_profile import profile_modes
 from servegate.commands.bench_servers import start_server
 from servegate.plan import ServerSlot, expected_schedulers
 from servegate.serve.modeswitch import ModeControl
@@ -41,3 +42,4 @@ def run_in_server(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
             ctx, planned, measure_block(ctx, this, planned, progress, task), progress, task))
         if with_accuracy and slot.repeat == 0 and ctx.suite.gsm8k:
             accuracy_per_mode(ctx, this)
+        profile_modes(ctx, this, slot.repeat)     # after everything measured; never a point

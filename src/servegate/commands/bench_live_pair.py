@@ -19,6 +19,7 @@ from servegate.commands.bench_blocks import (
 )
 from servegate.commands.bench_context import BenchError, Context
 from servegate.commands.bench_looks import run_points
+from servegate.commands.bench_profile import profile_modes
 from servegate.commands.bench_servers import ServerRequest, start_servers
 from servegate.core import runner_classes
 from servegate.measure import logparse
@@ -83,6 +84,8 @@ def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
         if with_accuracy and pair.start == 0 and ctx.suite.gsm8k:
             for this in live.values():      # GSM8K per tree and mode, each in its own server
                 accuracy_per_mode(ctx, this)
+        for this in live.values():          # per tree, after everything measured; no points
+            profile_modes(ctx, this, pair.start)
 
 
 def _idle_batches(other: LiveServer, since: int) -> int:

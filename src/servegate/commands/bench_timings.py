@@ -15,8 +15,11 @@ from typing import Any, Literal
 
 from servegate.core.results import Run, Timings
 
-Kind = Literal["server_starts", "warmups", "blocks", "switches", "gsm8k"]
+Kind = Literal["server_starts", "warmups", "blocks", "switches", "gsm8k", "profiles"]
 KINDS: tuple[Kind, ...] = ("server_starts", "warmups", "blocks", "switches", "gsm8k")
+# the profiled blocks (servegate.commands.bench_profile): recorded only in a run that profiles,
+# and not serving time (plan prices them apart; they are no part of the timing evidence)
+PROFILES: Kind = "profiles"
 # what a server does for the run once it is up (server starts are priced apart: per start)
 SERVING: tuple[Kind, ...] = ("warmups", "blocks", "switches", "gsm8k")
 DIGITS = 3                              # milliseconds: a mode switch can take well under 0.1 s
@@ -39,7 +42,7 @@ def add(run: Run, kind: Kind, seconds: float, **entry: Any) -> dict[str, Any]:
     """Append one measured entry (``seconds`` rounded) and keep ``serving_seconds`` its sum."""
     timings = _timings(run)
     item = {**entry, "seconds": round(float(seconds), DIGITS)}
-    timings[kind].append(item)          # type: ignore[literal-required]
+    timings.setdefault(kind, []).append(item)   # type: ignore[misc]
     timings["serving_seconds"] = serving_seconds(timings)
     return item
 

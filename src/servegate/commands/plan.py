@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
                         f"({', '.join(HEAD_VS_BASE_SUITES)}), else nightly)")
     p.add_argument("--modes", default=None, help="comma-separated modes (one cell)")
     p.add_argument("--skip-accuracy", action="store_true", help="no GSM8K passes")
+    p.add_argument("--profile", action="store_true",
+                   help="price the profiled blocks too (bench --profile; a suite's [profile] "
+                        "enabled = true prices them without it)")
     p.add_argument("--history", type=Path, default=None,
                    help="history store with measured runs (default: $SERVEGATE_HISTORY)")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -99,7 +102,8 @@ def plan_cells(args: argparse.Namespace) -> dict[str, Any]:
     gates = _gates(args.sglang_src, runners)
     for runner in runners:
         for cell in cells(suite, runner, workflow, modes, gates.get(runner)):
-            out.append({**_priced(suite, cell, not args.skip_accuracy, store),
+            out.append({**_priced(suite, cell, not args.skip_accuracy, store,
+                                  True if args.profile else None),
                         "gate_open": gates.get(runner)})
     return {"suite": suite.name, "suite_file": str(path), "workflow": workflow,
             "design": suite.effective_design.record(), "cells": out}
@@ -121,10 +125,10 @@ def gsm8k_sizing(suite: Suite, cell: Cell) -> dict[str, Any] | None:
     return {**sized.to_json(), "line": sized.line()}
 
 
-def _priced(suite: Suite, cell: Cell, with_accuracy: bool, store: Path | None
-            ) -> dict[str, Any]:
+def _priced(suite: Suite, cell: Cell, with_accuracy: bool, store: Path | None,
+            profile: bool | None = None) -> dict[str, Any]:
     """One cell from the speed model, then again with the runner's measured figures if any."""
-    model = estimate(suite, cell, with_accuracy)
+    model = estimate(suite, cell, with_accuracy, with_profile=profile)
     if with_accuracy:
         model["gsm8k_sizing"] = gsm8k_sizing(suite, cell)
     measured = measured_figures(store, suite.name, cell.runner_class,
@@ -132,7 +136,7 @@ def _priced(suite: Suite, cell: Cell, with_accuracy: bool, store: Path | None
     if measured is None:
         return {**model, "figures": "speed model (models/ profile)"}
     priced = estimate(suite, cell, with_accuracy, measured_scale=measured["block_scale"],
-                      measured_load_s=measured["model_load_s"])
+                      measured_load_s=measured["model_load_s"], with_profile=profile)
     return {**priced, "gsm8k_sizing": model.get("gsm8k_sizing"),
             "figures": f"measured: {measured['runs']} stored run(s) of {suite.name} on "
                        f"{cell.runner_class}",
@@ -154,7 +158,9 @@ def _print(result: dict[str, Any]) -> None:
               f"requests, {c['prefill_tokens']:,} prompt tokens, {c['decode_steps']:,} decode "
               f"steps, {c['gsm8k_questions']} GSM8K questions")
         print(f"    serving {c['serving_minutes']} min (blocks {m['blocks']}, warm-ups "
-              f"{m['warmups']}, GSM8K {m['gsm8k']}), model loads {m['model_loads']} min, wall "
+              f"{m['warmups']}, GSM8K {m['gsm8k']}"
+              + (f", profiled blocks {m['profiles']}" if c.get("profiled_blocks") else "")
+              + f"), model loads {m['model_loads']} min, wall "
               f"{c['wall_minutes']} min, {c['gpu_minutes']} GPU-minutes on "
               f"{c['gpus_booked']} GPUs; figures: {c['figures']}")
         if c.get("gsm8k_sizing"):

@@ -14,6 +14,7 @@ from servegate.config._schema import ConfigError, Field, check_table, load_toml
 from servegate.config.gsm8k import AccuracyConfigError, GSM8KSettings
 from servegate.config.judge import JudgeConfig, parse_judge_table
 from servegate.config.profiles import ModelProfile, RunnerProfile, load_profile
+from servegate.config.profiling import ProfileSettings, parse_profile_table
 from servegate.core import runner_classes as runner_registry
 from servegate.core.paths import MODELS_DIR, SUITES_DIR
 from servegate.core.results import MODES
@@ -25,6 +26,7 @@ _TOP = {
     "gsm8k": Field(dict),
     "judge": Field(dict),
     "design": Field(dict),
+    "profile": Field(dict),         # servegate.config.profiling
 }
 _DESIGN = {"starts": Field(int, required=True), "blocks": Field(int, required=True),
            "warmup_blocks": Field(int), "looks": Field(list, item=int)}
@@ -131,6 +133,7 @@ class Suite:
     description: str = ""
     design: Design = field(default_factory=lambda: Design(starts=1, blocks=1))
     notes: tuple[str, ...] = ()                   # how the file was read (e.g. old designs)
+    profile: ProfileSettings = field(default_factory=ProfileSettings)   # [profile]
 
     @property
     def effective_design(self) -> Design:
@@ -273,7 +276,8 @@ def load_suite(path: Path, models_dir: Path | None = None) -> Suite:
                   shaped_output_len=shaped),
         server_overrides=dict(server), gsm8k=gsm8k_settings, gsm8k_table=gsm8k, judge=judge,
         judge_table=judge_table,
-        description=head.get("description", ""), design=design, notes=notes)
+        description=head.get("description", ""), design=design, notes=notes,
+        profile=parse_profile_table(path, data.get("profile")))
 
 
 def _design(path: Path, data: dict[str, Any], head: dict[str, Any]

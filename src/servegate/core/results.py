@@ -163,6 +163,7 @@ class Timings(TypedDict, total=False):
     blocks: list[dict[str, Any]]    # {"arm", "mode", "start", "block", "concurrency", "seconds"}
     switches: list[dict[str, Any]]  # {"arm", "mode", "seconds"}: in-place switch + acks
     gsm8k: list[dict[str, Any]]     # {"arm", "mode", "questions", "seconds"}
+    profiles: list[dict[str, Any]]  # {"arm", "mode", "start", "seconds"}: profiled blocks only
     serving_seconds: float          # warmups + blocks + switches + gsm8k
     total_seconds: float            # bench's wall, run start to complete (or to the failure)
 
@@ -204,6 +205,10 @@ class Run(TypedDict, total=False):
     # and runs without `on` (the registry's released-sglang `gated` then stands)
     gate_open: bool
     gate: dict[str, Any]    # {"runner", "device_arch", "gate_open", "has_gate", "arms": {...}}
+    # profiled blocks (bench --profile / [profile]): {"concurrency", "num_steps", "activities",
+    # "floor", "keep_traces", "blocks": [...], "table": {...}} (servegate.attribution.record);
+    # never points, never timing evidence
+    profile: dict[str, Any]
 
 
 class RunFolderError(ServegateError, ValueError):

@@ -14,7 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servegate.report import headline, junit, plots, pytest_benchmark, summary, verdict_json
+from servegate.report import (
+    attribution,
+    headline,
+    junit,
+    plots,
+    pytest_benchmark,
+    summary,
+    verdict_json,
+)
 
 if TYPE_CHECKING:
     from servegate.judge.judgement import Judgement
@@ -27,6 +35,7 @@ WRITERS: dict[str, ReportWriter] = {
     "junit.xml": junit.write,
     "pytest_benchmark.json": pytest_benchmark.write,
     "plots": plots.write,
+    "attribution": attribution.write,
 }
 
 

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servegate.report import attribution
 from servegate.report.reference import reference_text
 
 if TYPE_CHECKING:
@@ -354,6 +355,7 @@ def verdict_block(judgement: Judgement, verbose: bool = False) -> list[str]:
         if extra:
             lines.append(INDENT + extra)
     lines += [INDENT + line for line in note_lines(judgement, verbose)]
+    lines += [INDENT + line for line in attribution.lines(judgement.run)]
     return lines
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servegate.core.atomic import write_text
+from servegate.report import attribution
 from servegate.report import headline as text
 
 if TYPE_CHECKING:
@@ -96,6 +97,10 @@ def render(judgement: Judgement) -> str:
             lines += [extra[0].upper() + extra[1:] + ".", ""]
     if judgement.notes:
         lines += [f"- {note}" for note in judgement.notes] + [""]
+    attributed = attribution.lines(judgement.run)
+    if attributed:
+        lines += [f"**{attributed[0][0].upper() + attributed[0][1:]}**", ""]
+        lines += [f"- {line.strip()}" for line in attributed[1:]] + [""]
     lines += [f"<details><summary>All {len(judgement.checks)} checks</summary>", "",
               "Ratio = current / reference (lower is better for latencies, higher for "
               "throughput and accuracy). A regression needs the whole interval past the floor; "

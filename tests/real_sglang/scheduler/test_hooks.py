@@ -138,3 +138,38 @@ def test_inject_delay_wraps_real_scheduler() -> None:
     out = python_with_hook(RUN_PREFILL_BATCH, {"SERVEGATE_INJECT_DELAY_MS": "300"})
     assert "servegate-hook: injecting delay prefill=300ms decode=0ms in pid" in out.stderr
     assert float(out.stdout.split("slept")[1]) >= 0.3
+
+
+# The real UnquantizedLinearMethod on a real torch layer, under torch's profiler: the GEMM ops
+# one linear layer's call records and their time (sglang 0.5.23 srt/layers/quantization/unquant.py).
+LINEAR_PROBE = (
+    "import torch, types\n"
+    "from sglang.srt.layers.quantization.unquant import UnquantizedLinearMethod\n"
+    "layer = types.SimpleNamespace(weight=torch.randn(8, 4), use_intel_amx_backend=False)\n"
+    "other = types.SimpleNamespace(weight=torch.randn(8, 4), use_intel_amx_backend=False)\n"
+    "UnquantizedLinearMethod().apply(layer, torch.randn(3, 4))   # the first layer: operands made\n"
+    "with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:\n"
+    "    out = UnquantizedLinearMethod().apply(layer, torch.randn(3, 4))\n"
+    "    UnquantizedLinearMethod().apply(other, torch.randn(3, 4))   # a later layer: no delay\n"
+    "ops = {e.key: (e.count, e.cpu_time_total) for e in prof.key_averages()}\n"
+    "print('shape', tuple(out.shape))\n"
+    "print('mm', ops.get('aten::mm', (0, 0))[0], 'ms', ops.get('aten::mm', (0, 0))[1] / 1000)\n"
+    "print('ops', sorted(ops))\n")
+
+
+@pytest.mark.sglang
+@pytest.mark.parametrize(("launch_mode", "injected"), [("forced", True), ("off", False)])
+def test_gemm_delay_is_gemm_ops_in_the_real_linear_layer_in_its_modes(
+        launch_mode: str, injected: bool) -> None:
+    out = python_with_hook(LINEAR_PROBE, {"SERVEGATE_INJECT_GEMM_DELAY_MS": "20",
+                                          "SERVEGATE_INJECT_MODES": "forced",
+                                          "SERVEGATE_MODE": launch_mode})
+    assert ("servegate-hook: injecting 20ms of GEMM per forward (first linear layer) "
+            "modes=forced") in out.stderr
+    assert "shape (3, 8)" in out.stdout
+    fields = out.stdout.split("mm ", 1)[1].split()
+    count, ms = int(fields[0]), float(fields[2])
+    if injected:       # two layers' GEMMs, then GEMMs for most of the 20 ms (the rest is the
+        assert count > 3 and 15.0 <= ms < 35.0, out.stdout     # loop between them), once
+    else:
+        assert count == 2 and ms < 15.0, out.stdout

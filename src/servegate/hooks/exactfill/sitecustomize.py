@@ -25,6 +25,15 @@ spawns, so env vars set by servegate reach all of them. Everything here is inert
   prove it detects regressions. ``SERVEGATE_INJECT_MODES=off,forced`` scopes the sleeps to those
   modes (unset: every mode); the mode is the applied one under ``SERVEGATE_MODE_CONTROL``, else
   the launch mode ``SERVEGATE_MODE`` (set by servegate.serve.launch).
+- ``SERVEGATE_INJECT_GEMM_DELAY_MS=<ms>``: one kernel family slowed, nothing else: after
+  ``sglang.srt.layers.quantization.unquant`` loads, ``UnquantizedLinearMethod.apply`` spends
+  that long more in real GEMMs (``torch.mm`` of two 256 x 256 float32 operands into a
+  preallocated output, repeated until the time is spent) each time it runs the model's first
+  linear layer (the first layer the process ever ran: once per forward), in the modes of
+  ``SERVEGATE_INJECT_MODES``: GEMM ops in sglang's profiler. One burst per forward, not one per
+  layer: on a CPU the ops right after a GEMM burst run 2-4x slower (caches refilled, measured
+  here), so 120 small bursts a forward slowed norm/elementwise by x1.5 and the attribution
+  rightly named it too; one burst leaves the other families as they were.
 - ``SERVEGATE_MODE_CONTROL=<path>``: every exact-fill mode inside one server. The file holds
   ``{"seq": N, "mode": "off"|"on"|"forced"}`` (replaced atomically by servegate.serve.modeswitch).
   In every process that constructs sglang's ``Scheduler`` a daemon thread polls it; on a new seq
@@ -54,6 +63,9 @@ from collections.abc import Callable
 from typing import Any
 
 POLICY_MODULE = "sglang.srt.managers.schedule_policy"
+LINEAR_MODULE = "sglang.srt.layers.quantization.unquant"
+GEMM_DELAY_ENV = "SERVEGATE_INJECT_GEMM_DELAY_MS"
+GEMM_OPERAND = 256          # the injected GEMMs' square size: 256 KB a float32 operand
 SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
 EMULATE_GFX95_ENV = "SERVEGATE_EMULATE_GFX95"
 EMULATE_ARCH_ENV = "SERVEGATE_EMULATE_ARCH"
@@ -160,6 +172,40 @@ def _patch_run_batch(scheduler: Any) -> None:
                                   or os.environ.get(LAUNCH_MODE_ENV)):
         _say(f"{INJECT_MODES_ENV} is set but the mode is unknown (no {LAUNCH_MODE_ENV}, no "
              f"{MODE_CONTROL_ENV}): no delay is injected")
+
+
+def _patch_linear(module: Any) -> None:
+    """GEMM time added to the first linear layer's call (once per forward), in the scoped
+    modes only."""
+    delay_s = _ms(GEMM_DELAY_ENV) / 1000.0
+    method = getattr(module, "UnquantizedLinearMethod", None)
+    if not delay_s or method is None:
+        return
+    scope = _inject_modes()
+    real = method.apply
+    operands: list[Any] = []            # a, b, out: made once, reused by every call
+    first: list[Any] = []               # the first layer ever run: once in every forward
+
+    def apply(self: Any, layer: Any, x: Any, bias: Any = None) -> Any:
+        out = real(self, layer, x, bias)
+        if not first:
+            first.append(layer)
+        if first[0] is layer and (scope is None or _current_mode() in scope):
+            import torch
+
+            if not operands:
+                size = (GEMM_OPERAND, GEMM_OPERAND)
+                operands.extend([torch.rand(size), torch.rand(size), torch.empty(size)])
+            a, b, c = operands
+            deadline = time.perf_counter() + delay_s
+            with torch.no_grad():
+                while time.perf_counter() < deadline:
+                    torch.mm(a, b, out=c)
+        return out
+
+    method.apply = apply
+    where = "" if scope is None else f" modes={','.join(sorted(scope)) or '(none)'}"
+    _say(f"injecting {delay_s * 1000:g}ms of GEMM per forward (first linear layer){where}")
 
 
 def _patch_scheduler(module: Any) -> None:
@@ -343,6 +389,7 @@ def _patch_scheduler_init(scheduler: Any) -> None:
 PATCHES: dict[str, Callable[[Any], None]] = {
     POLICY_MODULE: _patch_policy,
     SCHEDULER_MODULE: _patch_scheduler,
+    LINEAR_MODULE: _patch_linear,
 }
 
 
@@ -380,7 +427,8 @@ def _wanted() -> bool:
     return any(os.environ.get(name) for name in (
         "SERVEGATE_FORCE_EXACT_FILL", "SERVEGATE_REPORT_EXACT_FILL", EMULATE_GFX95_ENV,
         EMULATE_ARCH_ENV,
-        "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS", MODE_CONTROL_ENV))
+        "SERVEGATE_INJECT_DELAY_MS", "SERVEGATE_INJECT_DECODE_DELAY_MS", GEMM_DELAY_ENV,
+        MODE_CONTROL_ENV))
 
 
 def _chain() -> None:
