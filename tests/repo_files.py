@@ -20,3 +20,14 @@ def packaged_gsm8k() -> Path:
     from servegate.accuracy.dataset import PACKAGED_DIR
 
     return PACKAGED_DIR
+
+
+def edited_suite(tmp_path: Path, name: str, old: str, new: str) -> Path:
+    """A copy of the shipped ``suites/<name>.toml`` in ``tmp_path`` (same file name: a suite's name
+    is its file's) with ``old`` replaced by ``new``; ``old`` must be there, so a suite edit that
+    drops it fails the test instead of silently testing the shipped file."""
+    text = (REPO_ROOT / "suites" / f"{name}.toml").read_text()
+    assert old in text, f"suites/{name}.toml no longer contains {old!r}"
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text.replace(old, new))
+    return path

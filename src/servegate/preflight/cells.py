@@ -158,12 +158,12 @@ def run_cell(sg: Sglang, suite: Suite, runner: str, cache: ReplayCache | None = 
     except BudgetInvalid as err:
         return _invalid(cell, f"{suite.model.source}: runners.{launch.section}: {err}")
     cache = {} if cache is None else cache
+    every = planned_points(suite)
     for mode in PREFLIGHT_MODES:
-        points = [_point(sg, suite, cell.budget, planned, mode, cache)
-                  for planned in planned_points(suite)]
+        points = [_point(sg, suite, cell.budget, planned, mode, cache) for planned in every]
         cell.modes[mode] = summarise(points, cell.budget.chunk_size)
     cell.status, cell.reasons = judge(cell.budget, cell.modes["off"], cell.modes["exact"])
-    first = {p.concurrency: p for p in reversed(planned_points(suite))}    # first repeat's
+    first = {p.concurrency: p for p in reversed(every)}    # the first repeat's
 
     def replay(conc: int, output_len: int, mode: str) -> PointReplay:
         assert cell.budget is not None

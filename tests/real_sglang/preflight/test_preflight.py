@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from repo_files import REPO_ROOT
+from repo_files import REPO_ROOT, edited_suite
 
 from servegate.config import load_suite, suite_path
 from servegate.preflight import cli
@@ -149,9 +149,7 @@ def test_todays_premerge_cannot_see_exact_fill(tmp_path: Path, page_size: int | 
 def test_page_multiple_prompts_are_blind(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     """The fixed profile, but 8192-token prompts (128 pages): both modes admit the same."""
-    suite = tmp_path / "premerge.toml"
-    shutil.copy(suite_path("premerge"), suite)
-    suite.write_text(suite.read_text().replace("input_len = 8100", "input_len = 8192"))
+    suite = edited_suite(tmp_path, "premerge", "input_len = 8100", "input_len = 8192")
     code, report = _run(["--suite", str(suite), "--runner", "gfx95"], capsys)
     (cell,) = report["cells"]
     assert code == 1 and cell["status"] == "blind" and cell["fails"]
@@ -213,9 +211,7 @@ def test_a_shaped_point_with_spread_lengths_is_misshaped(
     """Outputs spread by range_ratio < 1 finish (and the next requests arrive) at other times
     with 16 tokens than with 1024: the shaped c64 point would time another prefill schedule,
     and preflight fails the cell naming the point, whatever the runner gates."""
-    suite = tmp_path / "premerge.toml"
-    shutil.copy(suite_path("premerge"), suite)
-    suite.write_text(suite.read_text().replace("range_ratio = 1.0 ", "range_ratio = 0.5 "))
+    suite = edited_suite(tmp_path, "premerge", "range_ratio = 1.0 ", "range_ratio = 0.5 ")
     code, report = _run(["--suite", str(suite), "--runner", "gfx942"], capsys)
     (cell,) = report["cells"]
     assert code == 1 and cell["status"] == "misshaped" and cell["fails"]

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from repo_files import REPO_ROOT
+from repo_files import REPO_ROOT, edited_suite
 from servegate_cli import run_servegate
 
 REPO = REPO_ROOT
@@ -32,10 +32,7 @@ REPO = REPO_ROOT
 @pytest.mark.e2e
 def test_cpu_gfx95_suite_end_to_end(tmp_path: Path) -> None:
     pytest.importorskip("sglang")
-    suite = tmp_path / "cpu-gfx95.toml"
-    text = (REPO / "suites" / "cpu-gfx95.toml").read_text()
-    assert "\nblocks = 3\n" in text
-    suite.write_text(text.replace("\nblocks = 3\n", "\nblocks = 2\n"))
+    suite = edited_suite(tmp_path, "cpu-gfx95", "\nblocks = 3\n", "\nblocks = 2\n")
     started = time.monotonic()
     proc = run_servegate(
         "bench", "--suite", suite, "--runner", "cpu-gfx95", "--results-dir",

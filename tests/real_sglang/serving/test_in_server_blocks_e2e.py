@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 from contention import skip_if_contended
 from injected_delays import decode_delay_ms
-from repo_files import REPO_ROOT
+from repo_files import REPO_ROOT, edited_suite
 from servegate_cli import run_servegate
 
 REPO = REPO_ROOT
@@ -77,10 +77,9 @@ def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
         tmp_path: Path) -> None:
     pytest.importorskip("sglang")
     effect, delay_ms, typical_80 = _injected_delay_ms()
-    suite = tmp_path / "cpu.toml"       # the shipped suite, BLOCKS blocks, one warm-up per mode
-    text = (REPO / "suites" / "cpu.toml").read_text()
-    assert "\nblocks = 8\n" in text
-    suite.write_text(text.replace("\nblocks = 8\n", f"\nblocks = {BLOCKS}\nwarmup_blocks = 1\n"))
+    # the shipped suite, BLOCKS blocks, one warm-up per mode
+    suite = edited_suite(tmp_path, "cpu", "\nblocks = 8\n",
+                         f"\nblocks = {BLOCKS}\nwarmup_blocks = 1\n")
     started = time.monotonic()
     proc = run_servegate(
         "bench", "--results-dir", tmp_path / "results", "--skip-accuracy", "--modes",

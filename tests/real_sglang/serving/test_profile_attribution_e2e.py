@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 from contention import CONTENDED_SHARE, contention
-from repo_files import REPO_ROOT
+from repo_files import REPO_ROOT, edited_suite
 from servegate_cli import run_servegate
 
 BLOCKS = 2
@@ -48,10 +48,7 @@ GEMM_DELAY_MS = 250
 @pytest.mark.timing
 def test_profiled_blocks_attribute_a_gemm_only_slowdown_in_forced(tmp_path: Path) -> None:
     pytest.importorskip("sglang")
-    suite = tmp_path / "cpu.toml"
-    text = (REPO_ROOT / "suites" / "cpu.toml").read_text()
-    assert "\nblocks = 8\n" in text
-    suite.write_text(text.replace("\nblocks = 8\n", f"\nblocks = {BLOCKS}\n"))
+    suite = edited_suite(tmp_path, "cpu", "\nblocks = 8\n", f"\nblocks = {BLOCKS}\n")
     started = time.monotonic()
     proc = run_servegate(
         "bench", "--results-dir", tmp_path / "results", "--skip-accuracy", "--modes",
