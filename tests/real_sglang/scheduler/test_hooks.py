@@ -141,20 +141,26 @@ def test_inject_delay_wraps_real_scheduler() -> None:
 
 
 # The real UnquantizedLinearMethod on a real torch layer, under torch's profiler: the GEMM ops
-# one linear layer's call records and their time (sglang 0.5.23 srt/layers/quantization/unquant.py).
+# the first and a later linear layer's calls record, each profiled alone, and their time (sglang
+# 0.5.23 srt/layers/quantization/unquant.py). Profiled apart, "once per forward, first layer
+# only" does not rest on how many GEMMs fit in the delay: on a busy CPU one 256 x 256 GEMM has
+# taken the whole 20 ms (CI, stop 36).
 LINEAR_PROBE = (
     "import torch, types\n"
     "from sglang.srt.layers.quantization.unquant import UnquantizedLinearMethod\n"
     "layer = types.SimpleNamespace(weight=torch.randn(8, 4), use_intel_amx_backend=False)\n"
     "other = types.SimpleNamespace(weight=torch.randn(8, 4), use_intel_amx_backend=False)\n"
     "UnquantizedLinearMethod().apply(layer, torch.randn(3, 4))   # the first layer: operands made\n"
-    "with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:\n"
-    "    out = UnquantizedLinearMethod().apply(layer, torch.randn(3, 4))\n"
-    "    UnquantizedLinearMethod().apply(other, torch.randn(3, 4))   # a later layer: no delay\n"
-    "ops = {e.key: (e.count, e.cpu_time_total) for e in prof.key_averages()}\n"
+    "def mm_of(lay):\n"
+    "    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:\n"
+    "        out = UnquantizedLinearMethod().apply(lay, torch.randn(3, 4))\n"
+    "    ops = {e.key: (e.count, e.cpu_time_total) for e in prof.key_averages()}\n"
+    "    count, us = ops.get('aten::mm', (0, 0))\n"
+    "    return out, count, us / 1000\n"
+    "out, count, ms = mm_of(layer)\n"
+    "_, later_count, later_ms = mm_of(other)               # a later layer: no delay\n"
     "print('shape', tuple(out.shape))\n"
-    "print('mm', ops.get('aten::mm', (0, 0))[0], 'ms', ops.get('aten::mm', (0, 0))[1] / 1000)\n"
-    "print('ops', sorted(ops))\n")
+    "print('first', count, ms, 'later', later_count, later_ms)\n")
 
 
 @pytest.mark.sglang
@@ -167,9 +173,10 @@ def test_gemm_delay_is_gemm_ops_in_the_real_linear_layer_in_its_modes(
     assert ("servegate-hook: injecting 20ms of GEMM per forward (first linear layer) "
             "modes=forced") in out.stderr
     assert "shape (3, 8)" in out.stdout
-    fields = out.stdout.split("mm ", 1)[1].split()
-    count, ms = int(fields[0]), float(fields[2])
-    if injected:       # two layers' GEMMs, then GEMMs for most of the 20 ms (the rest is the
-        assert count > 3 and 15.0 <= ms < 35.0, out.stdout     # loop between them), once
+    fields = out.stdout.split("first ", 1)[1].split()
+    count, ms, later_count = int(fields[0]), float(fields[1]), int(fields[3])
+    assert later_count == 1, out.stdout            # a later layer: its own GEMM only
+    if injected:       # the layer's GEMM, then injected GEMMs for most of the 20 ms (the rest is
+        assert count >= 2 and ms >= 12.0, out.stdout            # the loop between them)
     else:
-        assert count == 2 and ms < 15.0, out.stdout
+        assert count == 1 and ms < 12.0, out.stdout
