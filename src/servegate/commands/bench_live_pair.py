@@ -25,7 +25,6 @@ from servegate.core import runner_classes
 from servegate.measure import logparse
 from servegate.plan import LivePair, PlannedPoint, device_env, expected_schedulers
 from servegate.serve.modeswitch import ModeControl
-from servegate.serve.process import Server
 
 
 def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
@@ -50,15 +49,11 @@ def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
                                           device_env(arch, devices)))
             hosts.append(host)
             controls.append(control)
-        # GPU runners load both trees at once (disjoint devices, no idle GPUs through two loads
-        # in series). A 2-core CPU loads them one after the other: at once was faster (ready
-        # after 84 s against 48 + 55 s, 2026-12-03) but the second server's port was taken by
-        # the first's own ports while both started (bind failed after a whole start: one
-        # retry costs more than the overlap saves). The same race can cost a GPU pair a model
-        # load; the port retry keeps the run correct.
-        servers: list[Server] = []
-        for group in ([requests] if arch != "cpu" else [[r] for r in requests]):
-            servers += [stack.enter_context(server) for server in start_servers(ctx, group)]
+        # Both trees load at once (GPU: disjoint devices, no idle GPUs through two loads in
+        # series; a 2-core CPU: ready after 84 s against 48 + 55 s in series, 2026-12-03). Their
+        # ports come from below the ephemeral range (serve/process.py free_port), where neither
+        # loading server's own sockets can take the other's port.
+        servers = [stack.enter_context(server) for server in start_servers(ctx, requests)]
         live: dict[str, LiveServer] = {}
         for request, server, host, control in zip(requests, servers, hosts, controls,
                                                   strict=True):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -81,7 +82,33 @@ def signals_deferred(redeliver: bool = True) -> Iterator[list[int]]:
                 signal.raise_signal(received[0])
 
 
+# Server ports come from below the kernel's ephemeral range and below sglang's own picks
+# (srt/utils/network.py get_free_port_below_ephemeral: 22000-29999 for its NCCL/TCPStore port):
+# bind(0) and outgoing connections of every process, a live pair's other server while it loads
+# included, take their ports from the ephemeral range, so a port chosen there could be taken
+# before the server binds it late (after loading). Measured 2026-12-03: two CPU servers started
+# together lost the second's port that way.
+SERVER_PORTS = (10000, 21999)
+PORT_PROBES = 64
+_ports = random.SystemRandom()          # not the run's seeded random: two runs, two draws
+
+
+def ephemeral_low(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> int:
+    """The lowest port the kernel hands out for bind(0) and connect() (Linux; else 32768)."""
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port a server can bind later: free now and outside the range other processes draw
+    from on their own; bind(0)'s answer only when that range is exhausted or absent."""
+    low, high = SERVER_PORTS[0], min(SERVER_PORTS[1], ephemeral_low() - 1)
+    if high - low + 1 >= PORT_PROBES:
+        for port in _ports.sample(range(low, high + 1), PORT_PROBES):
+            if port_is_free(port, host):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])

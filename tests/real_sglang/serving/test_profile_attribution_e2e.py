@@ -1,8 +1,9 @@
 """Kernel attribution on the real CPU server (issue 32 items 1, 2 and 4): one server start of
-``suites/cpu.toml`` with ``--modes off,forced``, 2 blocks per mode, no GSM8K, ``--profile``, and
+``suites/cpu.toml`` with ``--modes off,forced``, 4 blocks per mode, no GSM8K, ``--profile``, and
 a GEMM-only slowdown in ``forced`` (``SERVEGATE_INJECT_GEMM_DELAY_MS``: every forward spends
-``GEMM_DELAY_MS`` more in real GEMMs on cache-resident operands, in one burst at its first
-linear layer).
+at least ``ATTRIBUTION_GEMM_MS`` more in real GEMMs on cache-resident operands, in one burst at
+its first linear layer). The run is shared with the in-server test (``forced_gemm_run`` in this
+folder's conftest.py, sized in ``tests/forced_run.py``: one server start for both, issue 30).
 
 Asserted unconditionally: the profiled blocks ran under sglang's own profiler (a trace reduced
 per mode: prefill and decode forwards, every family's time, the names that fell into ``other``),
@@ -17,53 +18,40 @@ A profiled block that ran on a busy machine is run once more by bench itself
 (``CPU_BUSY_RETRIES``); the test then skips its statistical assertions only when the kept
 blocks were still busy.
 
-Sizing: GEMM_DELAY_MS = 250 per forward against ~160-290 ms of GEMM per prefill forward and
+Sizing: ATTRIBUTION_GEMM_MS = 250 per forward against ~160-290 ms of GEMM per prefill forward and
 ~30 ms per decode forward (mostly the logits' GEMM over the 49k vocabulary): GEMM per decode
 forward ~x9, per prefill forward ~x2, past the `cpu` suite's 40 % floor, which covers the shift
 of an untouched family between two blocks (measured up to x0.78). Earlier forms bled into other
 families, which the attribution rightly named: repeating each layer's own GEMM (weight re-reads,
 views: norm/elementwise x1.5-2, other x2-3), then 2 ms of GEMM at every linear layer call (120
 bursts a forward: decode norm/elementwise x1.6, other x1.7; the ops right after a GEMM burst
-run 2-4x slower on this CPU). Only 2 blocks per mode: the timing evidence is not what this test
-judges.
+run 2-4x slower on this CPU). 4 blocks per mode are the in-server test's; the profiled blocks
+(one per mode) are what this test judges.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import time
-from pathlib import Path
 
 import pytest
 from contention import CONTENDED_SHARE, contention
-from repo_files import REPO_ROOT, edited_suite
+from forced_run import BLOCKS, ForcedRun
+from repo_files import REPO_ROOT
 from servegate_cli import run_servegate
-
-BLOCKS = 2
-GEMM_DELAY_MS = 250
 
 
 @pytest.mark.e2e
 @pytest.mark.timing
-def test_profiled_blocks_attribute_a_gemm_only_slowdown_in_forced(tmp_path: Path) -> None:
-    pytest.importorskip("sglang")
-    suite = edited_suite(tmp_path, "cpu", "\nblocks = 8\n", f"\nblocks = {BLOCKS}\n")
-    started = time.monotonic()
-    proc = run_servegate(
-        "bench", "--results-dir", tmp_path / "results", "--skip-accuracy", "--modes",
-        "off,forced", "--suite", suite, "--profile", cwd=REPO_ROOT, timeout=1500,
-        env={"SERVEGATE_INJECT_MODES": "forced",
-             "SERVEGATE_INJECT_GEMM_DELAY_MS": str(GEMM_DELAY_MS)},
-        unset=("SERVEGATE_RUNNER", "SERVEGATE_INJECT_DELAY_MS",
-               "SERVEGATE_INJECT_DECODE_DELAY_MS", "SERVEGATE_MODE_CONTROL"))
-    seconds = time.monotonic() - started
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    run_dir = Path(proc.stdout.strip().splitlines()[-1])
-    run = json.loads((run_dir / "run.json").read_text())
+def test_profiled_blocks_attribute_a_gemm_only_slowdown_in_forced(
+        forced_gemm_run: ForcedRun) -> None:
+    shared = forced_gemm_run
+    proc, run_dir, run, seconds = shared.proc, shared.run_dir, shared.run, shared.seconds
+    tmp_path = shared.scratch
     assert run["complete"] is True
-    assert run["injected"]["SERVEGATE_INJECT_GEMM_DELAY_MS"] == str(GEMM_DELAY_MS)
-    assert f"injecting {GEMM_DELAY_MS}ms of GEMM per forward (first linear layer) modes=forced" in (
+    gemm_ms = f"{shared.gemm_ms:.0f}"
+    assert run["injected"]["SERVEGATE_INJECT_GEMM_DELAY_MS"] == gemm_ms
+    assert f"injecting {gemm_ms}ms of GEMM per forward (first linear layer) modes=forced" in (
         run_dir / "server" / "s0.log").read_text()
 
     # the profiled blocks: one per mode, reduced, never points

@@ -262,3 +262,31 @@ def test_wait_log_quiet_gives_up_at_its_cap_on_a_log_that_never_stops(tmp_path: 
     finally:
         stop.set()
         writer.join()
+
+
+def test_free_port_is_below_the_ephemeral_range_where_no_loading_server_draws(
+        tmp_path: Path) -> None:
+    from servegate.serve import process
+
+    ports = {free_port() for _ in range(20)}
+    low = process.ephemeral_low()
+    assert all(process.SERVER_PORTS[0] <= p <= min(process.SERVER_PORTS[1], low - 1)
+               for p in ports), (ports, low)
+    assert len(ports) > 1                           # drawn, not one fixed port
+    with socket.socket() as held:                   # a port taken now is never handed out
+        held.bind(("127.0.0.1", min(ports)))
+        assert all(free_port() != min(ports) for _ in range(50))
+
+
+def test_free_port_falls_back_to_bind_zero_without_room_below_the_ephemeral_range(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from servegate.serve import process
+
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text("40000\t60999\n")
+    assert process.ephemeral_low(ranges) == 40000
+    assert process.ephemeral_low(tmp_path / "absent") == 32768
+    monkeypatch.setattr(process, "ephemeral_low", lambda: process.SERVER_PORTS[0] + 10)
+    port = free_port()
+    assert not process.SERVER_PORTS[0] <= port <= process.SERVER_PORTS[1]
+    assert process.port_is_free(port)
