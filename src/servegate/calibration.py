@@ -158,6 +158,10 @@ class Noise:
     run_cv: float
     block_cv: float
     interaction_cv: float           # of a mode pair's difference (as the judge's prior)
+    # a night-level factor shared by every start, mode and point of a night (the driver, the
+    # machine's temperature, the day): invisible to the night's own starts; 0 in every world
+    # but the sustained-shift rule's guard row (calibration_sustained)
+    night_cv: float = 0.0
 
     @property
     def per_mode_interaction(self) -> float:
@@ -180,6 +184,8 @@ def _night_blocks(rng: np.random.Generator, design: BlockDesign, nights: int, no
     """Log block values (nights, starts, blocks) per (mode, concurrency, metric)."""
     shape = (nights, design.starts, 1)
     start = rng.normal(0.0, noise.run_cv, shape)
+    if noise.night_cv > 0:          # drawn only then: the other worlds' draws stay as they were
+        start = start + rng.normal(0.0, noise.night_cv, (nights, 1, 1))
     out = {}
     metrics = ("ttft", "tpot")
     for mode in design.modes:

@@ -30,77 +30,110 @@ from servegate.calibration import (
     family,
 )
 from servegate.core.metrics import direction
-from servegate.judge.nested import nested_mean
-from servegate.sustained import ARL0, DESIGN_SHIFT, cusum
+from servegate.sustained import (
+    ARL0,
+    DESIGN_SHIFT,
+    GUARD,
+    NIGHT_LEVEL,
+    Flags,
+    NightValue,
+    cusum,
+    night_value,
+)
 
 REFERENCE_NIGHTS = 14
 QUARTER = 90
 SHIFTS = (0.03, 0.05)
 ONE_NIGHT = (0.04, 0.06, 0.08, 0.10, 0.15)
+# the guard's world: a night-level factor the nights' own starts cannot see (log-sd)
+NIGHT_CV = 0.01
 
 
 def night_values(rng: np.random.Generator, design: BlockDesign, nights: int, noise: Noise,
-                 effects: dict[str, float]) -> dict[tuple[str, str], np.ndarray]:
+                 effects: dict[str, float]) -> dict[tuple[str, str], NightValue]:
     """Each night's nested estimate (log) per (mode, aggregate metric), as the judge's
-    aggregate check estimates a run's side."""
+    aggregate check estimates a run's side, with its squared standard error from the night's
+    own starts (servegate.sustained.night_value, as ``history health`` reads a stored night)."""
     blocks = _night_blocks(rng, design, nights, noise, effects)
     config = design.config
     out = {}
     for mode in design.modes:
         for metric in config.aggregate_metrics:
-            logs = _logs(blocks, mode, design.concurrencies, metric)
-            out[(mode, metric)] = np.asarray(nested_mean(
-                logs, prior_var=config.run_to_run_cv ** 2, prior_dof=config.run_to_run_cv_dof,
-                stated_level=None).theta)
+            out[(mode, metric)] = night_value(_logs(blocks, mode, design.concurrencies, metric))
     return out
 
 
-def sustained_calibration(design: BlockDesign, noise: Noise, *, histories: int, seed: int,
-                          reference: int = REFERENCE_NIGHTS, monitored: int = QUARTER,
-                          shifts: tuple[float, ...] = SHIFTS, batch: int = 50,
-                          arl0: float = ARL0) -> dict[str, Any]:
+def _shifted(value: NightValue, size: int, nights: int, reference: int,
+             shift: float) -> NightValue:
+    """Histories (size, nights) of one series, ``shift`` from the first monitored night on."""
+    shaped = [np.asarray(a).reshape(size, nights).copy() for a in
+              (value.value, value.var, value.dof)]
+    if shift:
+        shaped[0][:, reference:] += math.log1p(shift)
+    return NightValue(*shaped)
+
+
+def _flags(value: NightValue, reference: int, worse: str, within: bool, arl0: float,
+           stated_level: float | None, guard: int = GUARD) -> Flags:
+    return cusum(value.value[:, :reference], value.value[:, reference:], worse=worse,
+                 within_var=value.var if within else None,
+                 within_dof=value.dof if within else None, arl0=arl0,
+                 stated_level=stated_level, guard=guard)
+
+
+def sustained_world(design: BlockDesign, noise: Noise, *, histories: int, seed: int,
+                    reference: int = REFERENCE_NIGHTS, monitored: int = QUARTER,
+                    shifts: tuple[float, ...] = SHIFTS, batch: int = 50,
+                    arl0: float = ARL0, within: bool = True,
+                    stated_level: float | None = NIGHT_LEVEL, guard: int = GUARD
+                    ) -> dict[str, Any]:
     """False alarms per runner-quarter and detection of sustained TTFT slowdowns of one mode
     (the first in the design's modes, the PR's effect on ``on`` in every night as in the
-    in-server calibration)."""
-    rng = np.random.default_rng([seed, int(noise.run_cv * 1e6), int(noise.block_cv * 1e6),
-                                 int(noise.interaction_cv * 1e6), reference, monitored])
+    in-server calibration) in one world of noise. ``within``: the rule uses each night's
+    starts (servegate.sustained.night_spread); False: the nights' spread alone (the rule
+    before issue 33's within-night spread, for comparison)."""
+    seeds = [seed, int(noise.run_cv * 1e6), int(noise.block_cv * 1e6),
+             int(noise.interaction_cv * 1e6), reference, monitored]
+    if noise.night_cv > 0:
+        seeds.append(int(noise.night_cv * 1e6))
+    rng = np.random.default_rng(seeds)
     base = {"on:ttft": math.log(1 - 0.095)} if design.gated else {}
     target = next(m for m in design.config.aggregate_metrics if "ttft" in m)
     mode = design.modes[0]
     nights = reference + monitored
     alarms: list[np.ndarray] = []
+    widened: list[np.ndarray] = []
     first: dict[float, list[np.ndarray]] = {s: [] for s in shifts}
     done = 0
     while done < histories:
         size = min(batch, histories - done)
-
-        def series(shift: float, size: int = size) -> dict[tuple[str, str], np.ndarray]:
-            values = night_values(rng, design, size * nights, noise, base)
-            out = {key: value.reshape(size, nights) for key, value in values.items()}
-            if shift:
-                out[(mode, target)][:, reference:] += math.log1p(shift)
-            return out
-
-        quiet = series(0.0)
+        quiet = night_values(rng, design, size * nights, noise, base)
         per_history = np.zeros(size, int)
-        for (_, metric), values in quiet.items():
-            flags = cusum(values[:, :reference], values[:, reference:],
-                          worse="higher" if direction(metric) == "lower" else "lower",
-                          arl0=arl0)
+        for (_, metric), value in quiet.items():
+            flags = _flags(_shifted(value, size, nights, reference, 0.0), reference,
+                           "higher" if direction(metric) == "lower" else "lower", within,
+                           arl0, stated_level, guard)
             per_history += flags.alarms
+            widened.append(np.asarray(flags.widened))
         alarms.append(per_history)
         for shift in shifts:
-            values = series(shift)[(mode, target)]
-            flags = cusum(values[:, :reference], values[:, reference:], arl0=arl0)
+            value = night_values(rng, design, size * nights, noise, base)[(mode, target)]
+            flags = _flags(_shifted(value, size, nights, reference, shift), reference,
+                           "higher", within, arl0, stated_level, guard)
             first[shift].append(flags.first)
         done += size
     count = np.concatenate(alarms)
     out: dict[str, Any] = {
         "histories": histories, "reference_nights": reference, "monitored_nights": monitored,
         "series": len(design.modes) * len(design.config.aggregate_metrics),
-        "design_shift": DESIGN_SHIFT, "arl0": arl0,
+        "design_shift": DESIGN_SHIFT, "arl0": arl0, "night_cv": noise.night_cv,
+        "spread": ("each night's starts pooled with the nights' spread, the nights' alone "
+                   f"when an F test at {stated_level:g} refutes the starts" if within
+                   and stated_level is not None else "each night's starts pooled with the "
+                   "nights' spread" if within else "the nights' spread alone"),
         "false_alarms_per_quarter": round(float(count.mean()) * QUARTER / monitored, 4),
         "quarters_with_a_false_alarm": round(float((count > 0).mean()), 4),
+        "reference_widened": round(float(np.concatenate(widened).mean()), 4),
         "shifted": f"{mode} {target}"}
     for shift in shifts:
         hit = np.concatenate(first[shift])
@@ -110,6 +143,22 @@ def sustained_calibration(design: BlockDesign, noise: Noise, *, histories: int, 
             "flagged_within_7_nights": round(float((delay <= 7).mean()), 4),
             "median_delay_nights": None if not np.isfinite(np.median(delay))
             else float(np.median(delay))}
+    return out
+
+
+def sustained_calibration(design: BlockDesign, noise: Noise, *, histories: int, seed: int,
+                          reference: int = REFERENCE_NIGHTS, monitored: int = QUARTER,
+                          shifts: tuple[float, ...] = SHIFTS, batch: int = 50,
+                          arl0: float = ARL0, night_cv: float = NIGHT_CV) -> dict[str, Any]:
+    """The rule in ``noise`` (its main row) and, under ``night_level``, the same world with a
+    night-level factor of log-sd ``night_cv`` that the nights' starts cannot see (the guard's
+    world: the F test must widen the spread there, or the false alarms pile up); 0: none."""
+    out = sustained_world(design, noise, histories=histories, seed=seed, reference=reference,
+                          monitored=monitored, shifts=shifts, batch=batch, arl0=arl0)
+    if night_cv > 0 and noise.night_cv == 0:
+        out["night_level"] = sustained_world(
+            design, replace(noise, night_cv=night_cv), histories=histories, seed=seed,
+            reference=reference, monitored=monitored, shifts=shifts, batch=batch, arl0=arl0)
     return out
 
 

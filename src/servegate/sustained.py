@@ -3,17 +3,23 @@
 Why: one night against its baseline hears only large regressions (its interval carries the
 start level of two sittings); a small slowdown that stays (3 %, a commit that costs a little
 every night) is evidence that accumulates. Page's CUSUM on the nights' values, standardised by
-the level and spread the series' own reference nights measured, adds the evidence of each night
+the level and spread the series' own earlier nights measured, adds the evidence of each night
 past an allowance ``k`` and flags the series when the sum passes ``h``: the fastest detection of
 a sustained shift of ``2 k`` standard deviations for a given in-control run length (Lorden).
+
+The spread: each night's value is a nested mean over its server starts, whose own standard
+error (``starts - 1`` dof a night) says what the night-to-night spread should be when only the
+starts vary. Pooled over the nights and with the nights' own spread (:func:`night_spread`), 14
+nights of 3 starts measure it with about 60 dof instead of 13; the nights' spread alone is used
+when an F test says the nights vary more than their starts predict (a night-level effect the
+starts cannot see), and the flags say so (``widened``).
 
 Units: ``k`` is half the shift the rule is tuned for (``design_shift``, relative, on the log
 scale) in the reference nights' standard deviations; ``h`` is chosen for an in-control average
 run length ``arl0`` by Siegmund's approximation ``ARL0 ~ (exp(2k b) - 2k b - 1) / (2k^2)``,
-``b = h + 1.166``. The reference nights' spread is estimated (with ``W - 1`` dof), so the
-realised false-alarm rate is calibrated by simulation (``servegate calibrate``,
-servegate.calibration_sustained), not taken from the formula. Below the history and the
-calibration (import layers) so that both apply the one rule.
+``b = h + 1.166``. The spread is estimated, so the realised false-alarm rate is calibrated by
+simulation (``servegate calibrate``, servegate.calibration_sustained), not taken from the
+formula. Below the history and the calibration (import layers) so that both apply the one rule.
 """
 
 from __future__ import annotations
@@ -24,11 +30,21 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
+from servegate.judge.nested import nested_mean, refute_prior
+
 DESIGN_SHIFT = 0.03           # a 3 % sustained slowdown
-# nights between false alarms of one series, nominal (Siegmund); realised, with 14 reference
-# nights and the self-starting rule: 0.6-0.7 false alarms per gfx95 nightly runner (its 4 gated
-# aggregates) per quarter (servegate calibrate's sustained_shift; docs/judge.md)
-ARL0 = 1000.0
+# nights between false alarms of one series, nominal (Siegmund); realised on the gfx95 nightly
+# (3 starts x 4 blocks, its 4 gated aggregates, 14 reference nights, run CV 2 %, the prior
+# interaction): 0.72-0.78 false alarms per runner-quarter, a sustained 3 % flagged within 3
+# nights on 82-84.5 % of histories (servegate calibrate's sustained_shift, two seeds of 400
+# histories; docs/judge.md). 1000 (the nights-alone rule's figure) gives 0.50 and 79.5 %.
+ARL0 = 700.0
+# the level of the F test that says the nights vary more than their starts predict: then the
+# nights' own spread standardises them (the "widen when the measurement refutes the prior" of
+# judge.nested, at a level that guards more readily: a missed night level costs false alarms)
+NIGHT_LEVEL = 0.05
+# the most recent monitored nights left out of the level and spread a night is standardised by
+GUARD = 3
 
 
 def siegmund_arl0(k: float, h: float) -> float:
@@ -54,26 +70,119 @@ def threshold(k: float, arl0: float = ARL0) -> float:
 
 
 @dataclass(frozen=True)
+class NightValue:
+    """Nights' values (log) with each night's squared standard error from its own starts and
+    that error's degrees of freedom (arrays over leading axes)."""
+
+    value: np.ndarray
+    var: np.ndarray
+    dof: np.ndarray
+
+
+def night_value(logs: np.ndarray) -> NightValue:
+    """A night's aggregate from its logs ``(..., starts, blocks)``: the judge's nested mean,
+    with no prior (the night's own starts measure its error: ``starts - 1`` dof, none with
+    one start)."""
+    found = nested_mean(np.asarray(logs, float), prior_var=0.0, prior_dof=0.0,
+                        stated_level=None)
+    one = found.starts < 2
+    var = np.where(one, np.nan, found.se ** 2)
+    dof = np.where(one, 0.0, np.minimum(found.df, 1e6))
+    return NightValue(np.asarray(found.theta, float), np.asarray(var, float),
+                      np.asarray(dof, float))
+
+
+def night_spread(values: np.ndarray, within_var: np.ndarray | None = None,
+                 within_dof: np.ndarray | None = None, *,
+                 stated_level: float | None = NIGHT_LEVEL
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(variance, dof, widened, p) of one night's value around the level of the nights
+    ``values`` (last axis, at least 2).
+
+    Without ``within_var``: the nights' spread alone (``nights - 1`` dof). With it (each
+    night's squared standard error from its own starts, ``within_dof`` each; NaN or 0 dof:
+    not measured, left out): their mean is the night-to-night variance expected if nothing but
+    the starts varied, worth the sum of their dof. The nights' spread is pooled with it by
+    dof, unless it refutes it (the F test of judge.nested.refute_prior at ``stated_level``):
+    then the nights' spread alone, ``widened``. Why: a CUSUM standardised by a 13-dof spread
+    (random k and h per series) needs a long nominal run length to keep a quarter quiet; the
+    starts add two dof a night. The test guards what the starts cannot see (a night-level
+    effect: the driver, the machine's temperature, the day)."""
+    values = np.asarray(values, float)
+    n = values.shape[-1]
+    between = values.var(axis=-1, ddof=1)
+    shape = between.shape
+    none = (between, np.full(shape, float(n - 1)), np.zeros(shape, bool),
+            np.full(shape, np.nan))
+    if within_var is None or within_dof is None:
+        return none
+    var = np.asarray(within_var, float)
+    dof = np.asarray(within_dof, float)
+    used = np.isfinite(var) & (dof > 0)
+    count = used.sum(axis=-1)
+    if not np.any(count):
+        return none
+    with np.errstate(invalid="ignore", divide="ignore"):
+        within = np.where(count > 0, np.where(used, var, 0.0).sum(axis=-1)
+                          / np.maximum(count, 1), 0.0)
+    within_df = np.where(used, dof, 0.0).sum(axis=-1)
+    pooled, df, widened, p = refute_prior(within, within_df, between, float(n - 1),
+                                          stated_level=stated_level)
+    return (np.asarray(pooled, float), np.asarray(df, float), np.asarray(widened, bool),
+            np.asarray(p, float))
+
+
+@dataclass(frozen=True)
 class Flags:
     """Per series (leading axes): the first monitored night flagged (-1: none), the number of
-    alarms (the sum restarts at 0 after each), and the rule's ``k`` and ``h`` per series."""
+    alarms (the sum restarts at 0 after each), the rule's ``k`` and ``h``, and the reference
+    spread they come from: its log-sd, dof and whether the nights' spread refuted the
+    within-night one (``widened``, with the test's ``p``; NaN: no within-night input);
+    ``widened_nights``: monitored nights standardised by the nights' spread alone."""
 
     first: np.ndarray
     alarms: np.ndarray
     k: np.ndarray
     h: np.ndarray
+    spread: np.ndarray
+    dof: np.ndarray
+    widened: np.ndarray
+    p: np.ndarray
+    widened_nights: np.ndarray
+
+    def source(self) -> str:
+        """Where a single series' spread came from, in words."""
+        sd, dof = float(np.asarray(self.spread).reshape(-1)[0]), float(
+            np.asarray(self.dof).reshape(-1)[0])
+        p = float(np.asarray(self.p).reshape(-1)[0])
+        if math.isnan(p):
+            return f"night-to-night log-sd {sd:.4f} ({dof:g} dof, the nights alone)"
+        if bool(np.asarray(self.widened).reshape(-1)[0]):
+            return (f"night-to-night log-sd {sd:.4f} ({dof:g} dof): the nights vary more than "
+                    f"their starts predict (F test p = {p:.3g} < {NIGHT_LEVEL:g}), the "
+                    "nights' spread alone")
+        return (f"night-to-night log-sd {sd:.4f} ({dof:g} dof: the starts' spread within each "
+                f"night pooled with the nights', F test p = {p:.3g})")
 
 
 def cusum(reference: np.ndarray, monitored: np.ndarray, *, worse: str = "higher",
+          within_var: np.ndarray | None = None, within_dof: np.ndarray | None = None,
           design_shift: float = DESIGN_SHIFT, arl0: float = ARL0,
-          self_starting: bool = True) -> Flags:
+          self_starting: bool = True, stated_level: float | None = NIGHT_LEVEL,
+          guard: int = GUARD) -> Flags:
     """Page's one-sided CUSUM of the ``monitored`` nights' log values (last axis, in order)
     against the ``reference`` nights' (last axis: at least 3), in the ``worse`` direction.
 
+    ``within_var`` / ``within_dof``: per night, reference then monitored (the last axis as
+    long as both together), each night's squared standard error from its own starts
+    (:func:`night_value`) and its dof; the spread is then :func:`night_spread`'s. Without
+    them, the nights' spread alone.
+
     ``self_starting``: each monitored night is standardised by the level and spread of every
     night before it (the reference and the monitored nights so far, Hawkins' self-starting
-    CUSUM): an error in a short reference window's level would otherwise push every night of
-    the quarter the same way and pile up false alarms."""
+    CUSUM, the night's deviation scaled by ``sqrt(1 + 1/n)`` for the level's own error): an
+    error in a short reference window's level would otherwise push every night of the quarter
+    the same way and pile up false alarms."""
     reference = np.asarray(reference, float)
     monitored = np.asarray(monitored, float)
     if reference.shape[-1] < 3:
@@ -81,31 +190,47 @@ def cusum(reference: np.ndarray, monitored: np.ndarray, *, worse: str = "higher"
     if worse not in ("higher", "lower"):
         raise ValueError(f"CUSUM: worse must be 'higher' or 'lower', got {worse!r}")
     sign = 1.0 if worse == "higher" else -1.0
-    n0 = reference.shape[-1]
+    n0, m = reference.shape[-1], monitored.shape[-1]
+    seen = np.concatenate([reference, monitored], axis=-1)
+
+    def spread_of(count: int) -> tuple[np.ndarray, ...]:
+        return night_spread(seen[..., :count],
+                            None if within_var is None else np.asarray(within_var)[..., :count],
+                            None if within_dof is None else np.asarray(within_dof)[..., :count],
+                            stated_level=stated_level)
+
+    base_var, base_dof, base_widened, base_p = spread_of(n0)
+    shape = base_var.shape
     if self_starting:
-        seen = np.concatenate([reference, monitored], axis=-1)
-        count = np.arange(n0, n0 + monitored.shape[-1])               # nights before each
-        sums = np.cumsum(seen, axis=-1)[..., n0 - 1:-1]
-        squares = np.cumsum(seen ** 2, axis=-1)[..., n0 - 1:-1]
-        level = sums / count
-        spread = np.sqrt(np.maximum(squares - count * level ** 2, 0.0) / (count - 1))
+        levels, spreads, widened = [], [], []
+        for night in range(m):
+            count = n0 + max(0, night - guard)
+            var, _, wide, _ = spread_of(count)
+            levels.append(seen[..., :count].mean(axis=-1))
+            spreads.append(np.sqrt(var * (1 + 1 / count)))
+            widened.append(wide)
+        level = np.stack(levels, axis=-1) if m else np.zeros((*shape, 0))
+        spread = np.stack(spreads, axis=-1) if m else np.zeros((*shape, 0))
+        widened_nights = (np.stack(widened, axis=-1).sum(axis=-1) if m
+                          else np.zeros(shape, int))
     else:
         level = reference.mean(axis=-1, keepdims=True)
-        spread = np.broadcast_to(reference.std(axis=-1, ddof=1, keepdims=True),
-                                 monitored.shape)
+        spread = np.broadcast_to(np.sqrt(base_var * (1 + 1 / n0))[..., None], monitored.shape)
+        widened_nights = np.where(base_widened, m, 0)
     spread = np.where(spread > 0, spread, np.inf)
     z = sign * (monitored - level) / spread
-    base = reference.std(axis=-1, ddof=1)
+    base = np.sqrt(base_var)
     k = math.log1p(design_shift) / 2.0 / np.where(base > 0, base, np.inf)
     h = np.vectorize(lambda kk: threshold(kk, arl0) if math.isfinite(kk) and kk > 0
                      else math.inf)(k)
     total = np.zeros(z.shape[:-1])
     first = np.full(z.shape[:-1], -1)
     alarms = np.zeros(z.shape[:-1], int)
-    for night in range(z.shape[-1]):
+    for night in range(m):
         total = np.maximum(0.0, total + z[..., night] - k)
         hit = total > h
         first = np.where(hit & (first < 0), night, first)
         alarms += hit
         total = np.where(hit, 0.0, total)
-    return Flags(first, alarms, np.asarray(k), np.asarray(h))
+    return Flags(first, alarms, np.asarray(k), np.asarray(h), base, np.asarray(base_dof),
+                 np.asarray(base_widened), np.asarray(base_p), np.asarray(widened_nights))

@@ -9,9 +9,21 @@ import numpy as np
 import pytest
 
 from servegate import calibration as cb
-from servegate.calibration_sustained import one_night_against_history, sustained_calibration
+from servegate.calibration_sustained import (
+    one_night_against_history,
+    sustained_calibration,
+    sustained_world,
+)
 from servegate.config import load_suite, suite_path
-from servegate.sustained import cusum, siegmund_arl0, threshold
+from servegate.sustained import (
+    GUARD,
+    NIGHT_LEVEL,
+    cusum,
+    night_spread,
+    night_value,
+    siegmund_arl0,
+    threshold,
+)
 
 
 def test_threshold_inverts_siegmunds_run_length() -> None:
@@ -24,7 +36,8 @@ def test_threshold_inverts_siegmunds_run_length() -> None:
 
 
 def test_cusum_by_hand_on_a_fixed_reference() -> None:
-    """Reference 0, +-0.01 (sd 0.01): z = 100 x value; k = ln(1.03)/2/0.01 = 1.478."""
+    """Reference 0, +-0.01: z = value / (sd sqrt(1 + 1/5)) (the level's own error);
+    k = ln(1.03)/2/sd."""
     reference = np.array([-0.01, 0.01, -0.01, 0.01, 0.0])
     sd = float(np.std(reference, ddof=1))
     k = math.log1p(0.03) / 2 / sd
@@ -32,7 +45,7 @@ def test_cusum_by_hand_on_a_fixed_reference() -> None:
     monitored = np.array([0.0, 3 * sd, 3 * sd, 3 * sd, -5 * sd])
     flags = cusum(reference, monitored, arl0=100.0, self_starting=False)
     total, first = 0.0, -1
-    for night, value in enumerate(monitored / sd):
+    for night, value in enumerate(monitored / sd / math.sqrt(1.2)):
         total = max(0.0, total + value - k)
         if total > h and first < 0:
             first = night
@@ -61,20 +74,77 @@ def test_bad_input_names_the_problem() -> None:
         cusum(np.zeros(5), np.zeros(5), worse="up")
 
 
+def test_night_spread_pools_the_starts_unless_the_nights_refute_them() -> None:
+    """By hand: 14 nights of spread s^2 (13 dof) and each night's starts measuring s^2 with 2
+    dof pool to s^2 with 41 dof; nights 3x as spread as their starts predict refute them at
+    NIGHT_LEVEL, and the nights' spread alone (13 dof) is used; no within input: the nights
+    alone."""
+    values = np.random.default_rng(3).normal(0.0, 1.0, 14)
+    between = float(np.var(values, ddof=1))
+    var, dof, widened, p = night_spread(values, np.full(14, between), np.full(14, 2.0))
+    assert float(var) == pytest.approx(between) and float(dof) == 41.0
+    assert not bool(widened) and float(p) == pytest.approx(0.5, abs=0.1)
+    var, dof, widened, p = night_spread(values, np.full(14, between / 3), np.full(14, 2.0))
+    assert bool(widened) and float(p) < NIGHT_LEVEL
+    assert float(var) == pytest.approx(between) and float(dof) == 13.0
+    # nights not measured (one start: NaN, 0 dof) are left out of the within part
+    var, dof, _, _ = night_spread(values, np.r_[np.full(10, between), np.full(4, np.nan)],
+                                  np.r_[np.full(10, 2.0), np.zeros(4)])
+    assert float(dof) == 33.0
+    var, dof, widened, p = night_spread(values)
+    assert float(var) == pytest.approx(between) and float(dof) == 13 and np.isnan(p)
+
+
+def test_a_nights_error_comes_from_its_starts() -> None:
+    """3 starts x 4 blocks: the night's squared standard error is about the start variance
+    over 3 (20 000 simulated nights: within 5 %) with about 2 dof; one start measures none."""
+    rng = np.random.default_rng(8)
+    logs = rng.normal(0.0, 0.02, (20000, 3, 1)) + rng.normal(0.0, 0.005, (20000, 3, 4))
+    found = night_value(logs)
+    assert float(np.mean(found.var)) == pytest.approx(np.var(found.value), rel=0.05)
+    assert float(np.mean(found.var)) == pytest.approx(0.02 ** 2 / 3, rel=0.05)
+    assert 2.0 <= float(np.median(found.dof)) < 3.0
+    one = night_value(logs[:5, :1])
+    assert np.isnan(one.var).all() and (one.dof == 0).all()
+
+
+def test_a_steps_own_nights_do_not_standardise_it() -> None:
+    """The guard band: the GUARD most recent nights stay out of the level and spread a night
+    is standardised by, so a step's first nights see the reference alone (as a fixed
+    reference does) instead of pulling the level towards themselves and widening the spread."""
+    assert GUARD == 3
+    reference = np.random.default_rng(4).normal(0.0, 0.01, 14)
+    sd = float(np.std(reference, ddof=1))
+    step = np.full(3, reference.mean() + 2.25 * sd)          # at ARL0 700: 3 nights' worth
+    guarded = cusum(reference, step)
+    fixed = cusum(reference, step, self_starting=False)
+    unguarded = cusum(reference, step, guard=0)
+    assert int(guarded.first) == int(fixed.first) == 2
+    assert int(unguarded.first) == -1                        # the step diluted itself
+
+
 def test_calibrated_false_alarms_and_detection_on_the_gfx95_nightly() -> None:
-    """14 reference nights, a quarter monitored, run CV 2 %: at most one false alarm per
-    runner-quarter over its 4 gated aggregates; a sustained 5 % slowdown of one mode's TTFT
-    flagged within 3 nights on most histories, 3 % within a week on most."""
+    """Issue 33's acceptance on the shipped nightly (3 starts x 4 blocks, 4 gated aggregates):
+    14 reference nights, a quarter monitored, run CV 2 %, the prior interaction: at most one
+    false alarm per runner-quarter and a sustained 3 % slowdown of one mode's TTFT flagged
+    within 3 nights on at least 80 % of histories; in the world with a 1 % night-level factor
+    the F test widens a quarter or more of the series at the reference and the false alarms
+    stay well under what the rule without the test raises there (1.38 against 2.97)."""
     design = cb.block_design(load_suite(suite_path("nightly")), "mi355x")
-    # 400 histories: the false-alarm rate sits near its bound (0.75-0.82 a quarter at two
-    # seeds), and 100 histories' own sampling error (~0.1) can cross it
+    # 400 histories (seeded, deterministic): 0.72 false alarms a quarter, 3 % within 3 nights
+    # on 82 % (seed 7: 0.78, 84.5 %); 400 histories' own sampling error is ~0.07 and ~0.02
     out = sustained_calibration(design, cb.Noise(0.02, 0.01, 0.003), histories=400,
                                 seed=20261130)
     assert out["series"] == 4 and out["reference_nights"] == 14
     assert out["false_alarms_per_quarter"] <= 1.0
-    assert out["0.05"]["flagged_within_3_nights"] >= 0.8
-    assert out["0.03"]["flagged_within_7_nights"] >= 0.6
-    assert out["0.03"]["flagged_within_3_nights"] < out["0.05"]["flagged_within_3_nights"]
+    assert out["0.03"]["flagged_within_3_nights"] >= 0.8
+    assert out["0.05"]["flagged_within_3_nights"] >= 0.95
+    assert out["reference_widened"] <= 2 * NIGHT_LEVEL          # the test's level, nearly
+    night = out["night_level"]
+    assert night["night_cv"] == 0.01 and night["reference_widened"] > 0.25
+    trusting = sustained_world(design, cb.Noise(0.02, 0.01, 0.003, night_cv=0.01),
+                               histories=200, seed=20261130, stated_level=None)
+    assert trusting["false_alarms_per_quarter"] > 1.5 * night["false_alarms_per_quarter"]
 
 
 def test_one_night_against_fourteen_nights_of_history_catches_an_eight_percent_slowdown() -> None:

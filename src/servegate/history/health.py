@@ -24,8 +24,7 @@ from servegate.core.metrics import direction
 from servegate.history.profile import DEFAULT_PROFILE_NIGHTS, LearnedProfile, learn_profile
 from servegate.history.records import Record
 from servegate.judge.evidence import MissingEvidence, as_matrix
-from servegate.judge.nested import nested_mean
-from servegate.sustained import cusum
+from servegate.sustained import Flags, NightValue, cusum, night_value
 
 AGGREGATE_METRICS = ("mean_ttft_ms", "median_tpot_ms")
 REFERENCE_NIGHTS = 14
@@ -41,6 +40,7 @@ class Aggregate:
     run_ids: tuple[str, ...]
     values: tuple[float, ...]          # per night, geometric mean (not log)
     flagged: tuple[str, ...]           # run ids of the nights the rule flagged
+    spread: str = ""                   # where the rule's night-to-night spread came from
 
 
 def _concs(profile: LearnedProfile, mode: str, metric: str) -> tuple[int, ...]:
@@ -66,7 +66,7 @@ def aggregate(profile: LearnedProfile, mode: str, metric: str,
     tail = " ".join([metric, *map(str, concs)])
     skip = {run for key, runs in profile.out_of_profile.items() if key.endswith(tail)
             and f" {mode} " in f" {key} " for run in runs}
-    ids, logs = [], []
+    ids, nights = [], []
     for night in profile.nights:
         if night.run_id in skip:
             continue
@@ -75,35 +75,46 @@ def aggregate(profile: LearnedProfile, mode: str, metric: str,
         except MissingEvidence:
             continue
         ids.append(night.run_id)
-        logs.append(float(nested_mean(matrix, prior_var=0.0, prior_dof=0.0,
-                                      stated_level=None).scalar("theta")))
+        nights.append(night_value(matrix))
+    values = NightValue(*(np.array([float(np.asarray(getattr(n, f)).reshape(-1)[0])
+                                    for n in nights]) for f in ("value", "var", "dof")))
     flagged: tuple[str, ...] = ()
-    if len(logs) > reference >= 3:
-        values = np.asarray(logs)
+    spread = ""
+    if len(nights) > reference >= 3:
         worse = "higher" if direction(metric) == "lower" else "lower"
-        hits = _alarms(values[:reference], values[reference:], worse)
+        hits, first = _alarms(values, reference, worse)
         flagged = tuple(ids[reference + i] for i in hits)
-    return Aggregate(mode, metric, concs, tuple(ids), tuple(math.exp(v) for v in logs), flagged)
+        spread = first.source()
+    return Aggregate(mode, metric, concs, tuple(ids),
+                     tuple(math.exp(v) for v in values.value), flagged, spread)
 
 
-def _alarms(reference: np.ndarray, monitored: np.ndarray, worse: str) -> list[int]:
-    """Every monitored night that starts a shift: after an alarm the nights from it on are a
-    new level, so they become the reference (at least 3 of them, up to as many as the first
-    reference had) and monitoring resumes after them; without that, a real step would be
-    flagged again and again while the old level still weighs in the reference."""
+def _alarms(nights: NightValue, reference: int, worse: str) -> tuple[list[int], Flags]:
+    """Every monitored night that starts a shift (indices after the ``reference`` nights),
+    and the rule's flags on the first reference (its spread's source). Each night brings its
+    own starts' error (servegate.sustained.night_spread). After an alarm the nights from it
+    on are a new level, so they become the reference (at least 3 of them, up to as many as
+    the first reference had) and monitoring resumes after them; without that, a real step
+    would be flagged again and again while the old level still weighs in the reference."""
+    def rule(lo: int, mid: int) -> Flags:
+        return cusum(nights.value[lo:mid], nights.value[mid:], worse=worse,
+                     within_var=nights.var[lo:], within_dof=nights.dof[lo:])
+
+    first = rule(0, reference)
+    flags, lo, mid = first, 0, reference
     hits: list[int] = []
-    base, start = reference, 0
-    while start < monitored.size:
-        flags = cusum(base, monitored[start:], worse=worse)
+    total = nights.value.size
+    while mid < total:
         if int(flags.first) < 0:
             break
-        night = start + int(flags.first)
-        hits.append(night)
-        size = max(3, min(reference.size, monitored.size - night))
-        base, start = monitored[night:night + size], night + size
-        if base.size < 3:
+        night = mid + int(flags.first)
+        hits.append(night - reference)
+        size = max(3, min(reference, total - night))
+        lo, mid = night, night + size
+        if mid > total:
             break
-    return hits
+        flags = rule(lo, mid)
+    return hits, first
 
 
 def health(records: Sequence[Record], *, nights: int = DEFAULT_PROFILE_NIGHTS,
@@ -128,7 +139,7 @@ def health(records: Sequence[Record], *, nights: int = DEFAULT_PROFILE_NIGHTS,
                 entry["aggregates"].append({
                     "mode": mode, "metric": metric, "concurrencies": list(found.concs),
                     "nights": len(found.values), "latest": round(found.values[-1], 6),
-                    "flagged": list(found.flagged)})
+                    "flagged": list(found.flagged), "spread": found.spread})
                 start = profile.start(mode, metric, found.concs)
                 if start is not None:
                     entry["levels"].append(_level("start", mode, metric, start))
@@ -163,5 +174,6 @@ def render(entries: Sequence[dict[str, Any]]) -> str:
             state = (f"sustained shift flagged at {', '.join(agg['flagged'])}"
                      if agg["flagged"] else "no sustained shift")
             lines.append(f"  {agg['mode']} {agg['metric']} (c{agg['concurrencies']}): "
-                         f"{agg['nights']} nights, {state}")
+                         f"{agg['nights']} nights, {state}"
+                         + (f"; {agg['spread']}" if agg.get("spread") else ""))
     return "\n".join(lines) + "\n" if lines else "no nights in the store\n"

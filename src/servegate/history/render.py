@@ -108,7 +108,8 @@ def _profile(entry: Mapping[str, Any] | None) -> str:
     out = "".join(f"<li>{_e(key)}: {_e(', '.join(runs))}</li>"
                   for key, runs in entry.get("out_of_profile", {}).items())
     flags = "".join(f"<li>{_e(a['mode'])} {_e(a['metric'])}: sustained shift flagged at "
-                    f"{_e(', '.join(a['flagged']))}</li>"
+                    f"{_e(', '.join(a['flagged']))}"
+                    + (f" ({_e(a['spread'])})" if a.get("spread") else "") + "</li>"
                     for a in entry.get("aggregates", []) if a["flagged"])
     return ("<details class=\"profile\"><summary>noise profile (learned from "
             f"{entry.get('nights', 0)} night(s)) and sustained shifts</summary>"

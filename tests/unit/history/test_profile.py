@@ -196,3 +196,44 @@ def test_the_site_shows_each_groups_noise_profile(tmp_path: Path) -> None:
     assert "14 nights of mi355x history (1 out of profile left out: night-06)" in index
     assert "out of profile (a runner-health signal, not averaged in)" in index
     assert "no sustained shift flagged" in index
+
+
+def _health_store(tmp_path: Path, night_sd: float) -> Path:
+    """20 nights of 3 starts x 4 blocks (start log-sd 2 %), each night's every start and mode
+    moved by one night-level factor of log-sd ``night_sd`` that the starts cannot see."""
+    store = tmp_path / "store"
+    draws = np.random.default_rng(11).normal(0.0, night_sd, 20)
+    for night in range(20):
+        def effect(label: str, conc: int, start: int, block: int,
+                   factor: float = float(np.exp(draws[night]))) -> float:
+            return factor
+
+        add_run(write_block_run(tmp_path / f"night-{night:02d}", runner_class=RUNNER,
+                                seed=100 + night, starts=3, blocks=4, block_sd=0.005,
+                                start_sd=0.02, effect=effect,
+                                started_at=f"2026-11-{night + 1:02d}T12:00:00+00:00"), store)
+    return store
+
+
+def test_history_health_spread_comes_from_the_nights_starts_unless_the_nights_refute_them(
+        tmp_path: Path) -> None:
+    """Each stored night's own starts measure its error (2 dof a night at 3 starts): with no
+    night-level noise the rule's spread pools them with the 14 reference nights' spread (more
+    than the nights' 13 dof, an F test that does not refute them); with a night-level factor
+    of 3 % (2.6x the starts' predicted log-sd) the F test refutes the starts and the nights'
+    spread alone standardises them, and flags nothing."""
+    from servegate.history.health import health
+
+    quiet = health(read_store(_health_store(tmp_path / "q", 0.0)).records,
+                   metrics=("mean_ttft_ms",))
+    (entry,) = quiet
+    for agg in entry["aggregates"]:
+        assert agg["nights"] == 20 and agg["flagged"] == []
+        assert "the starts' spread within each night pooled with the nights'" in agg["spread"]
+        dof = float(agg["spread"].split("(")[1].split(" dof")[0])
+        assert dof > 13 + 20                   # 14 nights x ~2 dof of starts on top
+    noisy_store = _health_store(tmp_path / "n", 0.03)
+    (noisy,) = health(read_store(noisy_store).records, metrics=("mean_ttft_ms",))
+    for agg in noisy["aggregates"]:
+        assert "the nights vary more than their starts predict" in agg["spread"]
+        assert "(13 dof)" in agg["spread"] and agg["flagged"] == []
