@@ -102,6 +102,7 @@ def sustained_world(design: BlockDesign, noise: Noise, *, histories: int, seed: 
     mode = design.modes[0]
     nights = reference + monitored
     alarms: list[np.ndarray] = []
+    alarm_nights: list[np.ndarray] = []
     widened: list[np.ndarray] = []
     first: dict[float, list[np.ndarray]] = {s: [] for s in shifts}
     done = 0
@@ -109,13 +110,16 @@ def sustained_world(design: BlockDesign, noise: Noise, *, histories: int, seed: 
         size = min(batch, histories - done)
         quiet = night_values(rng, design, size * nights, noise, base)
         per_history = np.zeros(size, int)
+        any_series = np.zeros((size, monitored), bool)
         for (_, metric), value in quiet.items():
             flags = _flags(_shifted(value, size, nights, reference, 0.0), reference,
                            "higher" if direction(metric) == "lower" else "lower", within,
                            arl0, stated_level, guard)
             per_history += flags.alarms
+            any_series |= flags.hits
             widened.append(np.asarray(flags.widened))
         alarms.append(per_history)
+        alarm_nights.append(any_series.sum(axis=-1))
         for shift in shifts:
             value = night_values(rng, design, size * nights, noise, base)[(mode, target)]
             flags = _flags(_shifted(value, size, nights, reference, shift), reference,
@@ -133,6 +137,9 @@ def sustained_world(design: BlockDesign, noise: Noise, *, histories: int, seed: 
                    "nights' spread" if within else "the nights' spread alone"),
         "false_alarms_per_quarter": round(float(count.mean()) * QUARTER / monitored, 4),
         "quarters_with_a_false_alarm": round(float((count > 0).mean()), 4),
+        # nights on which any of the runner's series alarmed: one bad night counted once
+        "false_alarm_nights_per_quarter": round(
+            float(np.concatenate(alarm_nights).mean()) * QUARTER / monitored, 4),
         "reference_widened": round(float(np.concatenate(widened).mean()), 4),
         "shifted": f"{mode} {target}"}
     for shift in shifts:

@@ -138,7 +138,9 @@ class Flags:
     alarms (the sum restarts at 0 after each), the rule's ``k`` and ``h``, and the reference
     spread they come from: its log-sd, dof and whether the nights' spread refuted the
     within-night one (``widened``, with the test's ``p``; NaN: no within-night input);
-    ``widened_nights``: monitored nights standardised by the nights' spread alone."""
+    ``widened_nights``: monitored nights standardised by the nights' spread alone; ``hits``:
+    per monitored night (last axis) whether the series alarmed that night (a runner's
+    series move together: one bad night can alarm several, counted once as a night)."""
 
     first: np.ndarray
     alarms: np.ndarray
@@ -149,6 +151,7 @@ class Flags:
     widened: np.ndarray
     p: np.ndarray
     widened_nights: np.ndarray
+    hits: np.ndarray
 
     def source(self) -> str:
         """Where a single series' spread came from, in words."""
@@ -225,12 +228,12 @@ def cusum(reference: np.ndarray, monitored: np.ndarray, *, worse: str = "higher"
                      else math.inf)(k)
     total = np.zeros(z.shape[:-1])
     first = np.full(z.shape[:-1], -1)
-    alarms = np.zeros(z.shape[:-1], int)
+    hits = np.zeros(z.shape, bool)
     for night in range(m):
         total = np.maximum(0.0, total + z[..., night] - k)
-        hit = total > h
+        hits[..., night] = hit = total > h
         first = np.where(hit & (first < 0), night, first)
-        alarms += hit
         total = np.where(hit, 0.0, total)
-    return Flags(first, alarms, np.asarray(k), np.asarray(h), base, np.asarray(base_dof),
-                 np.asarray(base_widened), np.asarray(base_p), np.asarray(widened_nights))
+    return Flags(first, hits.sum(axis=-1), np.asarray(k), np.asarray(h), base,
+                 np.asarray(base_dof), np.asarray(base_widened), np.asarray(base_p),
+                 np.asarray(widened_nights), hits)

@@ -44,13 +44,16 @@ def test_cusum_by_hand_on_a_fixed_reference() -> None:
     h = threshold(k, 100.0)
     monitored = np.array([0.0, 3 * sd, 3 * sd, 3 * sd, -5 * sd])
     flags = cusum(reference, monitored, arl0=100.0, self_starting=False)
-    total, first = 0.0, -1
+    total, first, hits = 0.0, -1, []
     for night, value in enumerate(monitored / sd / math.sqrt(1.2)):
         total = max(0.0, total + value - k)
-        if total > h and first < 0:
-            first = night
+        hits.append(total > h)                  # an alarm restarts the sum
+        if total > h:
+            first = night if first < 0 else first
             total = 0.0
     assert int(flags.first) == first >= 1 and float(flags.k) == pytest.approx(k)
+    assert flags.hits.tolist() == hits and sum(hits) >= 1      # the nights it alarmed
+    assert int(flags.alarms) == int(flags.hits.sum())
     faster = -monitored[:-1]                  # the same nights, faster: not worse
     assert int(cusum(reference, faster, arl0=100.0, self_starting=False).first) == -1
     assert int(cusum(reference, faster, arl0=100.0, worse="lower",
@@ -137,6 +140,8 @@ def test_calibrated_false_alarms_and_detection_on_the_gfx95_nightly() -> None:
                                 seed=20261130)
     assert out["series"] == 4 and out["reference_nights"] == 14
     assert out["false_alarms_per_quarter"] <= 1.0
+    # the runner's series move together: nights with any alarm are fewer than alarms
+    assert 0 < out["false_alarm_nights_per_quarter"] < out["false_alarms_per_quarter"]
     assert out["0.03"]["flagged_within_3_nights"] >= 0.8
     assert out["0.05"]["flagged_within_3_nights"] >= 0.95
     assert out["reference_widened"] <= 2 * NIGHT_LEVEL          # the test's level, nearly
