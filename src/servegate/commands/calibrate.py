@@ -143,6 +143,16 @@ def _honesty_line(honest: dict[str, Any]) -> str:
             f"{both('claim_power', '0.054')}, A/A {both('aa_false_alarm')}")
 
 
+def _sustained_line(shift: dict[str, Any]) -> str:
+    """The sustained-shift rule over a quarter, in one line of the table."""
+    three = shift["0.03"]
+    return (f"sustained 3% over {shift['reference_nights']} reference nights: flagged within 3 "
+            f"nights {three['flagged_within_3_nights']:.3f} (7: "
+            f"{three['flagged_within_7_nights']:.3f}); false alarms a quarter "
+            f"{shift['false_alarms_per_quarter']:.2f} ({shift['series']} series), nights with "
+            f"one {shift['false_alarm_nights_per_quarter']:.2f}")
+
+
 def _floats(text: str) -> tuple[float, ...]:
     return tuple(float(v) for v in text.split(",") if v.strip())
 
@@ -222,6 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         honest = row.get("claim_honesty")
         if honest:
             print(f"{'':<10} {_honesty_line(honest)}")
+        shift = row.get("sustained_shift")
+        if shift:
+            print(f"{'':<10} {_sustained_line(shift)}")
     print(f"{args.nights} nights per row, seed {args.seed}, {elapsed:.1f} s")
     return 0
 

@@ -154,7 +154,9 @@ def test_an_in_server_row_and_its_live_pair_in_the_table(
         "0.500, false refutation at 4% 0.250 | 0.250, power at 5.4% 0.125 | 0.125, A/A "
         "0.000 | 0.001")
     assert sims.honesty == [("mi355x", noise, 7, 3, 14, 5)]
-    assert lines[4].startswith("7 nights per row, seed 3, ") and len(lines) == 5
+    assert lines[4].startswith("           sustained 3% over 14 reference nights: flagged "
+                               "within 3 nights ") and "nights with one" in lines[4]
+    assert lines[5].startswith("7 nights per row, seed 3, ") and len(lines) == 6
     sims.pair_slowdown_80 = None                        # never 80 % on the grid: a dash
     assert cal.main(["--suite", "nightly", "--runner", "mi355x", "--run-cv", "0.02",
                      "--nights", "7"]) == 0
