@@ -13,45 +13,16 @@ its load) is *load unknown*: comparable with any night, since an old store canno
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from servegate.core.results import Run
-
-if TYPE_CHECKING:                       # records.py imports this module to write the key
-    from servegate.history.records import Record
+from servegate.history.records import Record, point_load
 
 Point = tuple[str, int | None]          # (mode, concurrency)
 _FIELDS = ("dataset", "input_len", "output_len", "num_prompts", "range_ratio", "chunk_size",
-           "page_size")
-
-
-def with_id(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """``fields`` plus ``id``: the first 12 hex digits of the sha256 of their sorted JSON."""
-    body = {k: v for k, v in fields.items() if k != "id"}
-    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-    return {**body, "id": digest[:12]}
-
-
-def point_load(run: Run, concurrency: int) -> dict[str, Any] | None:
-    """The load of ``concurrency``'s points as run.json records it (``load``, ``chunk_size``,
-    ``page_size``); None for a run from before run.json recorded its load, or a concurrency it
-    does not list."""
-    load = run.get("load")
-    if not isinstance(load, dict) or concurrency not in (load.get("concurrency") or []):
-        return None
-    index = list(load["concurrency"]).index(concurrency)
-    shaped = load.get("shaped_output_len") or []
-    prompts = load.get("num_prompts") or []
-    return with_id({
-        "dataset": load.get("dataset"), "input_len": load.get("input_len"),
-        "output_len": shaped[index] if index < len(shaped) else load.get("output_len"),
-        "num_prompts": prompts[index] if index < len(prompts) else None,
-        "range_ratio": load.get("range_ratio"), "chunk_size": run.get("chunk_size"),
-        "page_size": run.get("page_size")})
+           "page_size")                 # what a line's load holds (servegate.history.records)
 
 
 def run_load_ids(run: Run) -> dict[int, str]:

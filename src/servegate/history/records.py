@@ -19,9 +19,10 @@ change point can name every component that changed, not only sglang.
 Every line of a measured point may also carry ``load``: the work its values were measured on
 (``{"dataset", "input_len", "output_len", "num_prompts", "range_ratio", "chunk_size",
 "page_size", "id"}``, the output length and prompts at that concurrency, ``id`` a short hash of
-the rest; servegate.history.load), from run.json's ``load``. A line without it (older lines,
-GSM8K lines, runs from before run.json recorded its load) is *load unknown*: readers treat it
-as comparable with any night, since an old store cannot recover it.
+the rest; :func:`point_load`, from run.json's ``load``; servegate.history.load reads it). A
+line without it (older lines, GSM8K lines, runs from before run.json recorded its load) is
+*load unknown*: readers treat it as comparable with any night, since an old store cannot
+recover it.
 
 The run's first line may also carry ``timings``: run.json's measured seconds (server starts,
 warm-ups, blocks, switches, GSM8K passes; servegate.commands.bench_timings), once per run, not
@@ -45,9 +46,10 @@ A schema-1 line written from an in-server run cannot be told apart: its blocks b
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +58,6 @@ from servegate.core import stack as kernel_stack
 from servegate.core.metrics import finite_number
 from servegate.core.results import Run
 from servegate.core.versioned import Schema, SchemaVersionError
-from servegate.history.load import point_load
 from servegate.judge.baselines import group_points, point_sort_key, run_identity
 from servegate.judge.evidence import point_slot
 
@@ -167,6 +168,31 @@ class Record:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _with_id(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` plus ``id``: the first 12 hex digits of the sha256 of their sorted JSON."""
+    body = {k: v for k, v in fields.items() if k != "id"}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    return {**body, "id": digest[:12]}
+
+
+def point_load(run: Run, concurrency: int) -> dict[str, Any] | None:
+    """The load of ``concurrency``'s points as run.json records it (``load``, ``chunk_size``,
+    ``page_size``); None for a run from before run.json recorded its load, or a concurrency it
+    does not list."""
+    load = run.get("load")
+    if not isinstance(load, dict) or concurrency not in (load.get("concurrency") or []):
+        return None
+    index = list(load["concurrency"]).index(concurrency)
+    shaped = load.get("shaped_output_len") or []
+    prompts = load.get("num_prompts") or []
+    return _with_id({
+        "dataset": load.get("dataset"), "input_len": load.get("input_len"),
+        "output_len": shaped[index] if index < len(shaped) else load.get("output_len"),
+        "num_prompts": prompts[index] if index < len(prompts) else None,
+        "range_ratio": load.get("range_ratio"), "chunk_size": run.get("chunk_size"),
+        "page_size": run.get("page_size")})
 
 
 def night_design(run: Run) -> Design:

@@ -16,7 +16,12 @@ from servegate.core.results import load_run
 from servegate.history.health import health, render
 from servegate.history.load import regimes, run_load_ids, series_changes
 from servegate.history.profile import learn_profile
-from servegate.history.records import ACCURACY_METRIC, parse_line, records_from_run
+from servegate.history.records import (
+    ACCURACY_METRIC,
+    dumps_records,
+    parse_line,
+    records_from_run,
+)
 from servegate.history.report import analyse
 from servegate.history.rolling import rolling_baseline, rolling_from_store
 from servegate.history.store import HistoryError, add_run, read_store
@@ -71,7 +76,10 @@ def test_each_point_line_carries_its_load_with_a_stable_id(tmp_path: Path) -> No
     older = load_run(_night(tmp_path / "old", 0, out_c4=None))
     assert all(r.load is None for r in records_from_run(older, "old")) and not run_load_ids(older)
     store = tmp_path / "store"
-    add_run(tmp_path / "night-00", store)
+    store.mkdir()
+    (store / "night-00.jsonl").write_text(dumps_records(        # stored before lines had it
+        dataclasses.replace(r, load=None) for r in records_from_run(run, "night-00")))
+    assert add_run(tmp_path / "night-00", store).status == "upgraded"
     assert {r.concurrency: r.load for r in read_store(store, strict=True).records
             if r.load} == {2: c2, 4: c4}
 
