@@ -26,7 +26,8 @@ gathered="$1"
 [[ -d "$gathered" ]] || sg_die "$gathered: no such folder (did the download step run?)"
 python="${SERVEGATE_PYTHON:-python3}"
 # With a history store (SERVEGATE_HISTORY), a cell is judged against its last nights (the
-# rolling history:N baseline) once there are enough of them, else against the stored baseline;
+# rolling history:N baseline) once there are enough of them on its load, else against the
+# stored baseline;
 # every complete run is then added to the store.
 store="${SERVEGATE_HISTORY:-}"
 nights="${SERVEGATE_HISTORY_NIGHTS:-5}"

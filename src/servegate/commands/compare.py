@@ -33,8 +33,10 @@ HISTORY_PREFIX = "history"
 
 
 def history_baseline(run_dir: Path, spec: str, store: Path | None = None) -> dict[str, Any]:
-    """``history[:N]``: the last N accepted nights of this run's series (rolling baseline)."""
+    """``history[:N]``: the last N accepted nights of this run's series on its load (rolling
+    baseline)."""
     from servegate.history.cli import default_store
+    from servegate.history.load import run_load_ids
     from servegate.history.rolling import DEFAULT_NIGHTS, as_baseline, rolling_from_store
 
     _, _, count = spec.partition(":")
@@ -43,7 +45,8 @@ def history_baseline(run_dir: Path, spec: str, store: Path | None = None) -> dic
     run = load_run(Path(run_dir))
     rolling = rolling_from_store(store or default_store(), *run_identity(run),
                                  nights=int(count) if count else DEFAULT_NIGHTS, full_window=True,
-                                 exclude_run_ids=[str(run.get("run_id") or Path(run_dir).name)])
+                                 exclude_run_ids=[str(run.get("run_id") or Path(run_dir).name)],
+                                 loads=run_load_ids(run))
     return as_baseline(rolling)
 
 
@@ -54,6 +57,7 @@ def noise_profile(run_dir: Path, store: Path | None, nights: int) -> Any:
     import os
 
     from servegate.history.cli import ENV_STORE
+    from servegate.history.load import run_load_ids
     from servegate.history.profile import profile_from_store
 
     store = store or (Path(os.environ[ENV_STORE]) if os.environ.get(ENV_STORE) else None)
@@ -64,7 +68,8 @@ def noise_profile(run_dir: Path, store: Path | None, nights: int) -> Any:
     except ServegateError:
         return None                  # the judge reports the unreadable run itself
     return profile_from_store(store, *run_identity(run), nights=nights,
-                              exclude_run_ids=[str(run.get("run_id") or Path(run_dir).name)])
+                              exclude_run_ids=[str(run.get("run_id") or Path(run_dir).name)],
+                              loads=run_load_ids(run))
 
 
 def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | None = None,

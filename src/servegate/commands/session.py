@@ -67,7 +67,7 @@ class RunSession:
             "model_profile": suite.model.name, "runner_class": runner_class,
             "command": ["servegate", "bench", *argv], "started_at": utc_now(), "complete": False,
             "chunk_size": chunk_size, "page_size": page_size,  # type: ignore[typeddict-item]
-            "points": [],
+            "points": [], "load": suite.load.record(),
             # The judge must use the suite file that was run, not suites/<name>.toml.
             "suite_source": {"path": str(suite.source), "sha256": file_sha256(suite.source)},
             "judge_table": suite.judge_table,

@@ -68,6 +68,10 @@ _GSM8K = {  # types here; values checked by GSM8KSettings.parse
 }
 
 
+# the client's --dataset-name (servegate.measure.client): token-id prompts, no download
+CLIENT_DATASET = "random-ids"
+
+
 @dataclass(frozen=True)
 class Load:
     input_len: int
@@ -90,6 +94,14 @@ class Load:
     def reshaped(self) -> tuple[int, ...]:
         """Concurrencies whose points run a shorter output than the full load's."""
         return tuple(c for c in self.concurrency if self.output_len_at(c) != self.output_len)
+
+    def record(self) -> dict[str, Any]:
+        """What run.json's ``load`` says about it: the work each point measured (the history
+        keys its lines by it, servegate.history.load)."""
+        return {"dataset": CLIENT_DATASET, "input_len": self.input_len,
+                "output_len": self.output_len, "concurrency": list(self.concurrency),
+                "num_prompts": list(self.num_prompts), "range_ratio": self.range_ratio,
+                "shaped_output_len": list(self.shaped_output_len)}
 
 
 @dataclass(frozen=True)

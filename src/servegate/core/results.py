@@ -189,6 +189,9 @@ class Run(TypedDict, total=False):
     paired_accuracy: dict[str, Any]         # e.g. "on_vs_off": McNemar analysis
     injected: dict[str, str]                # SERVEGATE_INJECT_* fault injection, if enabled
     suite_source: dict[str, str]            # {"path", "sha256"} of the suite file that was run
+    # the suite's [load] as run: {"dataset", "input_len", "output_len", "concurrency",
+    # "num_prompts", "range_ratio", "shaped_output_len"} (absent in older runs)
+    load: dict[str, Any]
     judge_table: dict[str, Any] | None      # that file's [judge] table as run (None: defaults)
     servegate_commit: str | None            # the servegate checkout's commit ("-dirty" if changed)
     sglang_src: dict[str, Any]              # --sglang-src: {path, version, commit, dirty, ...}

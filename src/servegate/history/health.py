@@ -8,7 +8,9 @@ not a code regression), and whether an aggregate has drifted for several nights.
 aggregates are each mode's geometric mean over the concurrencies every night measured, of each
 metric asked (default: the suites' ``aggregate_metrics``), one nested mean per night (the
 judge's estimator); the rule's first ``reference`` nights measure the level and spread, every
-later night is monitored.
+later night is monitored. A load change (servegate.history.load) restarts it: only the nights
+of the newest load regime are read, and the change is named (``load_changes``: night and what
+changed), not flagged as a shift.
 """
 
 from __future__ import annotations
@@ -130,7 +132,8 @@ def health(records: Sequence[Record], *, nights: int = DEFAULT_PROFILE_NIGHTS,
         modes = sorted({m for n in profile.nights for m in n.evidence.modes("")})
         entry: dict[str, Any] = {"runner": runner, "model": model, "suite": suite,
                                  "nights": len(profile.nights), "levels": [],
-                                 "aggregates": [], "out_of_profile": {}}
+                                 "aggregates": [], "out_of_profile": {},
+                                 "load_changes": [c.to_json() for c in profile.load_changes]}
         for metric in metrics:
             for mode in modes:
                 found = aggregate(profile, mode, metric, reference)
@@ -168,6 +171,9 @@ def render(entries: Sequence[dict[str, Any]]) -> str:
         for level in entry["levels"]:
             lines.append(f"  {level['level']} {level['of']} {level['metric']}: log-sd "
                          f"{level['log_sd']:.4f} ({level['dof']:g} dof, {level['source']})")
+        for change in entry.get("load_changes", []):
+            lines.append(f"  load changed at {change['run_id']} ({change['time']}): "
+                         f"{change['changed']}; nights before it not compared")
         for key, runs in entry["out_of_profile"].items():
             lines.append(f"  out of profile ({key}): {', '.join(runs)}")
         for agg in entry["aggregates"]:

@@ -4,7 +4,8 @@ Why one plot per metric and runner: a performance owner asks "since when, betwee
 commits" for one metric on one machine; every (mode, concurrency) of it shares the nights axis,
 so a step that hits all points (a scheduler change) and one that hits one mode (exact fill) look
 different at a glance. Change points are dashed lines between the two nights, labelled with the
-sglang commit range; one-off nights set aside are crossed.
+sglang commit range; one-off nights set aside are crossed; a night of another load than the
+night before it (servegate.history.load) has a purple line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from servegate.history.load import series_changes
 from servegate.history.report import SeriesReport, change_point_json
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -76,6 +78,8 @@ def write_plots(reports: Sequence[SeriesReport], out_dir: Path) -> list[Path]:
                 if len(night.values) > 1:
                     ax.scatter([x] * len(night.values), night.values, s=6, alpha=0.35,
                                color=line.get_color())
+            for index in series_changes(report.nights):     # another load from this night
+                ax.axvline(xs[index] - 0.5, color="purple", linewidth=1.5, alpha=0.6)
             for index in report.detection.transients:
                 ax.scatter([xs[index]], [means[index]], marker="x", s=60, color="black")
             for cp in change_point_json(report):

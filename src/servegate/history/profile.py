@@ -13,18 +13,22 @@ check's reason then names it ("log-sd 0.0080 (14 dof) from 14 nights of mi355x h
 A night is one stored run; only nights whose modes shared their server starts
 (``design.in_server``) measure the interaction, and only nights of two or more starts measure
 either level. A night out of profile is named in :meth:`LearnedProfile.notes`, not averaged in.
+Only nights of the newest load regime are learned from (servegate.history.load.regimes: a load
+change moves every level, and the nights before it measured other work), and with the judged
+run's loads only nights comparable with them.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from servegate.history.load import LoadChange, comparable, load_id, regimes
 from servegate.history.records import ACCURACY_METRIC, Record
 from servegate.history.store import read_store
 from servegate.judge.evidence import Evidence, MissingEvidence, as_matrix, paired_matrices
@@ -55,6 +59,8 @@ class LearnedProfile:
     nights: tuple[Night, ...]
     consulted: dict[tuple[str, ...], LevelPrior | None] = field(default_factory=dict)
     out_of_profile: dict[str, list[str]] = field(default_factory=dict)
+    # every load change among the identity's nights, oldest first; ``nights`` are after the last
+    load_changes: tuple[LoadChange, ...] = ()
 
     def _learn(self, key: tuple[str, ...], matrices: list[tuple[str, np.ndarray]]
                ) -> LevelPrior | None:
@@ -118,6 +124,10 @@ class LearnedProfile:
         for key, runs in self.out_of_profile.items():
             lines.append(f"out of profile ({key}): {', '.join(runs)}: a runner-health "
                          "signal, not averaged into the profile")
+        if self.load_changes and lines:
+            last = self.load_changes[-1]
+            lines.append(f"learned only from nights since the load changed at {last.run_id} "
+                         f"({last.changed})")
         return lines
 
 
@@ -136,9 +146,12 @@ def _night(records: list[Record]) -> Night:
 
 def learn_profile(records: Iterable[Record], runner_class: str, model: str, suite: str, *,
                   nights: int = DEFAULT_PROFILE_NIGHTS,
-                  exclude_run_ids: Iterable[str] = ()) -> LearnedProfile | None:
-    """The profile of the last ``nights`` stored runs of (runner, model, suite), the runs in
-    ``exclude_run_ids`` (the run being judged) left out; None when there are none."""
+                  exclude_run_ids: Iterable[str] = (),
+                  loads: Mapping[int, str] | None = None) -> LearnedProfile | None:
+    """The profile of the last ``nights`` stored runs of (runner, model, suite) in the newest
+    load regime, the runs in ``exclude_run_ids`` (the run being judged) and, given ``loads``
+    (the judged run's load id per concurrency), runs of another load left out; None when
+    there are none."""
     if nights < 1:
         raise ValueError(f"noise profile: nights must be >= 1, got {nights}")
     excluded = set(exclude_run_ids)
@@ -146,17 +159,24 @@ def learn_profile(records: Iterable[Record], runner_class: str, model: str, suit
     for record in records:
         if record.identity == (runner_class, model, suite) and record.run_id not in excluded:
             by_run[record.run_id].append(record)
-    if not by_run:
+    runs = sorted(by_run.values(), key=lambda rs: (rs[0].time, rs[0].run_id))
+    if loads:
+        runs = [rs for rs in runs if all(comparable(load_id(r), loads.get(r.concurrency or 0))
+                                         for r in rs)]
+    start, changes = regimes(runs)
+    chosen = runs[start:][-nights:]
+    if not chosen:
         return None
-    chosen = sorted(by_run.values(), key=lambda rs: (rs[0].time, rs[0].run_id))[-nights:]
-    return LearnedProfile(runner_class, model, suite, tuple(_night(rs) for rs in chosen))
+    return LearnedProfile(runner_class, model, suite, tuple(_night(rs) for rs in chosen),
+                          load_changes=tuple(changes))
 
 
 def profile_from_store(store: Path, runner_class: str, model: str, suite: str, *,
                        nights: int = DEFAULT_PROFILE_NIGHTS,
-                       exclude_run_ids: Iterable[str] = ()) -> LearnedProfile | None:
+                       exclude_run_ids: Iterable[str] = (),
+                       loads: Mapping[int, str] | None = None) -> LearnedProfile | None:
     """Read the store (malformed lines skipped) and learn; None without a store or nights."""
     if not Path(store).is_dir():
         return None
     return learn_profile(read_store(store).records, runner_class, model, suite,
-                         nights=nights, exclude_run_ids=exclude_run_ids)
+                         nights=nights, exclude_run_ids=exclude_run_ids, loads=loads)

@@ -16,6 +16,14 @@ recorded (``{"aiter": "0.1.10", "aiter_commit": ..., "gemm_config:AITER_CONFIG_G
 ``timings``; reading gives it to every line of the run (servegate.history.store.read_store), so a
 change point can name every component that changed, not only sglang.
 
+Every line of a measured point may also carry ``load``: the work its values were measured on
+(``{"dataset", "input_len", "output_len", "num_prompts", "range_ratio", "chunk_size",
+"page_size", "id"}``, the output length and prompts at that concurrency, ``id`` a short hash of
+the rest; :func:`point_load`, from run.json's ``load``; servegate.history.load reads it). A
+line without it (older lines, GSM8K lines, runs from before run.json recorded its load) is
+*load unknown*: readers treat it as comparable with any night, since an old store cannot
+recover it.
+
 The run's first line may also carry ``timings``: run.json's measured seconds (server starts,
 warm-ups, blocks, switches, GSM8K passes; servegate.commands.bench_timings), once per run, not
 per line (a night's timings are kilobytes; a run has a hundred lines). An additive optional key
@@ -38,9 +46,10 @@ A schema-1 line written from an in-server run cannot be told apart: its blocks b
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,6 +109,8 @@ class Record:
     timings: dict[str, Any] | None = field(default=None, hash=False)
     # the run's components under sglang (servegate.core.stack), written on its first line only
     stack: dict[str, str] | None = field(default=None, hash=False)
+    # the point's load (servegate.history.load), on every line of a measured point; None: unknown
+    load: dict[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if not self.starts:
@@ -138,6 +149,8 @@ class Record:
             data["timings"] = self.timings
         if self.stack is not None:
             data["stack"] = self.stack
+        if self.load is not None:
+            data["load"] = self.load
         return data
 
     def components(self) -> dict[str, str]:
@@ -155,6 +168,31 @@ class Record:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _with_id(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` plus ``id``: the first 12 hex digits of the sha256 of their sorted JSON."""
+    body = {k: v for k, v in fields.items() if k != "id"}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    return {**body, "id": digest[:12]}
+
+
+def point_load(run: Run, concurrency: int) -> dict[str, Any] | None:
+    """The load of ``concurrency``'s points as run.json records it (``load``, ``chunk_size``,
+    ``page_size``); None for a run from before run.json recorded its load, or a concurrency it
+    does not list."""
+    load = run.get("load")
+    if not isinstance(load, dict) or concurrency not in (load.get("concurrency") or []):
+        return None
+    index = list(load["concurrency"]).index(concurrency)
+    shaped = load.get("shaped_output_len") or []
+    prompts = load.get("num_prompts") or []
+    return _with_id({
+        "dataset": load.get("dataset"), "input_len": load.get("input_len"),
+        "output_len": shaped[index] if index < len(shaped) else load.get("output_len"),
+        "num_prompts": prompts[index] if index < len(prompts) else None,
+        "range_ratio": load.get("range_ratio"), "chunk_size": run.get("chunk_size"),
+        "page_size": run.get("page_size")})
 
 
 def night_design(run: Run) -> Design:
@@ -186,13 +224,15 @@ def records_from_run(run: Run, run_id: str) -> list[Record]:
                                               key=lambda kv: point_sort_key(kv[0])):
         slots = [point_slot(point) for point in points]
         names = sorted({name for point in points for name in point.get("metrics", {})})
+        load = point_load(run, concurrency)
         for name in names:
             values = [point["metrics"].get(name) for point in points]
             if all(finite_number(v) for v in values):
                 records.append(Record(mode=mode, concurrency=concurrency, metric=name,
                                       values=tuple(float(v) for v in values),
                                       starts=tuple(start for start, _ in slots),
-                                      blocks=tuple(block for _, block in slots), **common))
+                                      blocks=tuple(block for _, block in slots), load=load,
+                                      **common))
     for mode, result in sorted((run.get("accuracy") or {}).items()):
         n, correct = result.get("n"), result.get("correct")
         if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
@@ -294,6 +334,9 @@ def parse_line(raw: str, path: Path, run_id: str) -> tuple[Record, int] | str:
     if stack is not None and not (isinstance(stack, dict) and all(
             isinstance(k, str) and isinstance(v, str) for k, v in stack.items())):
         return f"stack must be an object of strings or absent, got {stack!r:.80}"
+    load = data.get("load")
+    if load is not None and not (isinstance(load, dict) and isinstance(load.get("id"), str)):
+        return f"load must be an object with a string id or absent, got {load!r:.80}"
     return Record(run_id=data["run_id"], time=data["time"], runner_class=data["runner_class"],
                   model=data["model"], suite=data["suite"], mode=data["mode"], concurrency=conc,
                   metric=data["metric"], values=tuple(float(v) for v in values),
@@ -302,4 +345,4 @@ def parse_line(raw: str, path: Path, run_id: str) -> tuple[Record, int] | str:
                   sglang_commit=data.get("sglang_commit"),
                   servegate_commit=data.get("servegate_commit"),
                   n=n if isinstance(n, int) and not isinstance(n, bool) else None,
-                  timings=timings, stack=stack), found
+                  timings=timings, stack=stack, load=load), found

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from servegate.history.changepoints import DEFAULT_CONFIRM_NIGHTS
+from servegate.history.load import series_changes
 from servegate.history.noise import MAX_BLOCKS
 from servegate.history.pages import (
     GENERATOR,
@@ -107,6 +108,8 @@ def _profile(entry: Mapping[str, Any] | None) -> str:
                    for lv in entry.get("levels", []))
     out = "".join(f"<li>{_e(key)}: {_e(', '.join(runs))}</li>"
                   for key, runs in entry.get("out_of_profile", {}).items())
+    loads = "".join(f"<li>load changed at {_e(c['run_id'])}: {_e(c['changed'])} (the nights "
+                    "before it are not compared)</li>" for c in entry.get("load_changes", []))
     flags = "".join(f"<li>{_e(a['mode'])} {_e(a['metric'])}: sustained shift flagged at "
                     f"{_e(', '.join(a['flagged']))}"
                     + (f" ({_e(a['spread'])})" if a.get("spread") else "") + "</li>"
@@ -118,7 +121,7 @@ def _profile(entry: Mapping[str, Any] | None) -> str:
             + (f"<p>out of profile (a runner-health signal, not averaged in):</p><ul>{out}</ul>"
                if out else "<p>no night out of profile</p>")
             + (f"<ul>{flags}</ul>" if flags else "<p>no sustained shift flagged</p>")
-            + "</details>")
+            + (f"<ul>{loads}</ul>" if loads else "") + "</details>")
 
 
 def _group_section(identity: Identity, pages: Sequence[SeriesPage], base: str | None,
@@ -271,10 +274,13 @@ def _noise(report: SeriesReport, alpha: float) -> str:
 def _nights_table(report: SeriesReport, base: str | None) -> str:
     starts = {cp.index: cp for cp in report.detection.change_points}
     transients = set(report.detection.transients)
+    loads = series_changes(report.nights)
     accuracy = report.key[5] == ACCURACY_METRIC
     rows = []
     for i, night in enumerate(report.nights):
         notes = []
+        if i in loads:
+            notes.append(f"load changed: {loads[i]}")
         if i in starts:
             notes.append(f"change point: x{starts[i].ratio:.3f} {starts[i].status}")
         if i in transients:

@@ -6,7 +6,10 @@ reference and measures the spread: the night-to-night CV (log-sd of the nights' 
 degrees of freedom) is what should replace ``run_to_run_cv``. The window walks back from the
 newest night and stops at the series' latest *confirmed* change point (older nights are another
 level); nights set aside as one-off blips are not accepted; a suspected change point does not
-stop it (one night is not yet a new level).
+stop it (one night is not yet a new level). Given the judged run's load per concurrency
+(servegate.history.load), a series pools only nights of that load (nights of unknown load, from
+before lines carried it, count as any); a series with fewer than N such nights is named in
+``short`` and ``compare --baseline history:N`` refuses, as it does with too few nights.
 
 :func:`as_baseline` renders the window in the shape :mod:`servegate.judge.baselines` loads, with
 ``provenance.source_run = "history:N"`` and the run ids, so ``compare`` judges against it
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ import numpy as np
 
 from servegate.core.results import MODES
 from servegate.history.changepoints import detect
+from servegate.history.load import comparable, load_id
 from servegate.history.records import ACCURACY_METRIC, Record
 from servegate.history.store import HistoryError, Problem, group_series, read_store
 from servegate.judge.baselines import BASELINE_SCHEMA_VERSION, point_sort_key
@@ -62,6 +66,8 @@ class RollingBaseline:
     nights: int                         # N asked for
     series: tuple[PooledSeries, ...]
     problems: tuple[Problem, ...] = field(default_factory=tuple)
+    # series with fewer than ``nights`` nights on the judged run's load: "on@c64: 2 night(s)"
+    short: tuple[str, ...] = ()
 
     @property
     def run_ids(self) -> tuple[str, ...]:
@@ -101,15 +107,25 @@ def window_starts(nights: Sequence[Record]) -> tuple[int, ...]:
 
 def rolling_baseline(records: Iterable[Record], runner_class: str, model: str, suite: str, *,
                      nights: int = DEFAULT_NIGHTS, exclude_run_ids: Iterable[str] = (),
-                     problems: Sequence[Problem] = ()) -> RollingBaseline:
-    """Pool the last ``nights`` accepted nights of every series of (runner, model, suite)."""
+                     problems: Sequence[Problem] = (),
+                     loads: Mapping[int, str] | None = None) -> RollingBaseline:
+    """Pool the last ``nights`` accepted nights of every series of (runner, model, suite);
+    with ``loads`` (the judged run's load id per concurrency) only nights of that load."""
     if nights < 1:
         raise HistoryError(f"history:{nights}: the number of nights must be >= 1")
     excluded = set(exclude_run_ids)
     mine = [r for r in records if r.identity == (runner_class, model, suite)
             and r.run_id not in excluded]
-    pooled = []
+    pooled, short = [], []
     for key, series in group_series(mine).items():
+        want = (loads or {}).get(key[4]) if key[4] is not None else None
+        if want is not None:
+            series = [night for night in series if comparable(load_id(night), want)]
+            if len(series) < nights:
+                point = f"{key[3]}@c{key[4]}"
+                short.append(f"{point} {key[5]}: {len(series)} night(s) on load {want}")
+            if not series:
+                continue
         chosen, stopped_at = window(series, nights)
         means = [float(np.mean(night.values)) for night in chosen]
         cv = night_cv(means)
@@ -122,23 +138,32 @@ def rolling_baseline(records: Iterable[Record], runner_class: str, model: str, s
             n=tuple(night.n or 0 for night in chosen) if key[5] == ACCURACY_METRIC else ()))
     if not pooled:
         raise HistoryError(f"history has no accepted nights for runner_class {runner_class!r}, "
-                           f"model {model!r}, suite {suite!r}")
-    return RollingBaseline(runner_class, model, suite, nights, tuple(pooled), tuple(problems))
+                           f"model {model!r}, suite {suite!r}"
+                           + (f" on the judged run's load ({'; '.join(short)})" if short else ""))
+    return RollingBaseline(runner_class, model, suite, nights, tuple(pooled), tuple(problems),
+                           tuple(short))
 
 
 def rolling_from_store(store: Path, runner_class: str, model: str, suite: str, *,
                        nights: int = DEFAULT_NIGHTS, exclude_run_ids: Iterable[str] = (),
-                       full_window: bool = False) -> RollingBaseline:
+                       full_window: bool = False,
+                       loads: Mapping[int, str] | None = None) -> RollingBaseline:
     """Read the store (malformed lines skipped and listed in ``problems``) and pool.
 
-    ``full_window``: refuse (HistoryError) unless ``nights`` accepted nights are there - what
-    ``compare --baseline history:N`` requires before it replaces the reviewed baseline."""
+    ``full_window``: refuse (HistoryError) unless ``nights`` accepted nights are there, on the
+    judged run's ``loads`` at every point - what ``compare --baseline history:N`` requires
+    before it replaces the reviewed baseline."""
     contents = read_store(store)
     rolling = rolling_baseline(contents.records, runner_class, model, suite, nights=nights,
-                               exclude_run_ids=exclude_run_ids, problems=contents.problems)
+                               exclude_run_ids=exclude_run_ids, problems=contents.problems,
+                               loads=loads)
     if full_window and len(rolling.run_ids) < nights:
         raise HistoryError(f"history:{nights}: only {len(rolling.run_ids)} accepted night(s) for "
                            f"{runner_class}/{model}/{suite} in {store}")
+    if full_window and rolling.short:
+        raise HistoryError(f"history:{nights}: too few nights on the judged run's load for "
+                           f"{runner_class}/{model}/{suite} in {store} (the suite's load changed; "
+                           f"older nights measured another): {'; '.join(rolling.short)}")
     return rolling
 
 

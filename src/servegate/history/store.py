@@ -141,7 +141,7 @@ def _content(record: Record) -> tuple[Any, ...]:
 def _older_copy(existing: str, path: Path, records: list[Record]) -> bool:
     """``existing`` is this run written by an older servegate: every line readable, the same
     values as ``records``, and one line at least older than the current schema or the file
-    without the run's timings or stack (added before runs kept them)."""
+    without the run's timings, stack or loads (added before runs kept them)."""
     parsed = [parse_line(raw, path, path.name[: -len(SUFFIX)])
               for raw in existing.splitlines() if raw.strip()]
     if not parsed or any(isinstance(line, str) for line in parsed):
@@ -150,7 +150,7 @@ def _older_copy(existing: str, path: Path, records: list[Record]) -> bool:
     older = (any(found < STORE_SCHEMA_VERSION for _, found in lines)
              or any(all(getattr(r, key) is None for r, _ in lines)
                     and any(getattr(r, key) is not None for r in records)
-                    for key in ("timings", "stack")))
+                    for key in ("timings", "stack", "load")))
     return older and [_content(r) for r, _ in lines] == [_content(r) for r in records]
 
 

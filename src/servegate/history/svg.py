@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from servegate.history.load import series_changes
 from servegate.history.report import SeriesReport, change_point_json, effect
 from servegate.history.verdict import night_log_mean
 
@@ -122,8 +123,9 @@ def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 def series_chart_svg(report: SeriesReport, width: int = 960, height: int = 320) -> str:
     """The series page's chart: every repeat as a dot, the night means as a line, the level of
-    each segment, change points as vertical lines labelled with ratio and commit range,
-    transients crossed. Hovering a night shows its run, commit and values (SVG ``<title>``)."""
+    each segment, change points as vertical lines labelled with ratio and commit range, a load
+    change as a purple line (the means' line breaks there), transients crossed. Hovering a
+    night shows its run, commit and values (SVG ``<title>``)."""
     nights, metric = report.nights, report.key[5]
     means = _means(report)
     lo, hi = _range([v for n in nights for v in n.values])
@@ -159,9 +161,19 @@ def series_chart_svg(report: SeriesReport, width: int = 960, height: int = 320) 
                    f'x{cp["ratio"]:.3f} {html.escape(cp["status"])}</text>')
         out.append(f'<text class="cp-label" x="{x + 4:.1f}" y="{frame.top - 5}" font-size="11">'
                    f'sglang {html.escape(short_commit(before))}..{html.escape(short_commit(after))}</text>')
-    line = " ".join(f"{frame.x(i):.1f},{frame.y(v):.1f}" for i, v in enumerate(means))
-    out.append(f'<polyline class="mean" points="{line}" fill="none" stroke="#2c6fbb" '
-               'stroke-width="1.5"/>')
+    loads = series_changes(nights)
+    for i, changed in loads.items():          # another load: a marker, and the line breaks
+        x = frame.x(i - 0.5)
+        out.append(f'<line class="load" x1="{x:.1f}" y1="{frame.top}" x2="{x:.1f}" '
+                   f'y2="{height - frame.bottom}" stroke="#7d3c98" stroke-width="1.5">'
+                   f'<title>load changed: {html.escape(changed)}</title></line>')
+        out.append(f'<text class="load-label" x="{x + 4:.1f}" y="{height - frame.bottom - 6}" '
+                   'font-size="11" fill="#7d3c98">load changed</text>')
+    bounds = [0, *loads, len(means)]
+    for lo_i, hi_i in pairwise(bounds):
+        line = " ".join(f"{frame.x(i):.1f},{frame.y(means[i]):.1f}" for i in range(lo_i, hi_i))
+        out.append(f'<polyline class="mean" points="{line}" fill="none" stroke="#2c6fbb" '
+                   'stroke-width="1.5"/>')
     transients = set(report.detection.transients)
     for i, night in enumerate(nights):
         x = frame.x(i)

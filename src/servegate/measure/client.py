@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from servegate.config.suites import CLIENT_DATASET
 from servegate.core.errors import ServegateError
 from servegate.core.metrics import METRICS, RequestSample, per_request_samples, summarise
 from servegate.core.results import Requests
@@ -60,7 +61,7 @@ def client_argv(python: str, point: ClientPoint) -> list[str]:
         "--base-url", point.base_url,
         "--model", point.model,
         "--tokenizer", point.tokenizer,
-        "--dataset-name", "random-ids",
+        "--dataset-name", CLIENT_DATASET,
         "--tokenize-prompt",
         "--random-range-ratio", _ratio(point.range_ratio),
         "--random-input-len", str(point.input_len),

@@ -117,6 +117,7 @@ def test_suite_file_outside_suites_is_judged_with_its_own_table(
     assert recorded["suite_source"]["path"] == str(other)
     assert recorded["judge_table"]["floors"]["mean_ttft_ms"] == 0.37
     assert recorded["judge_table"] == load_suite(other).judge_table
+    assert recorded["load"] == load_suite(other).load.record()       # the history keys by it
 
     # Judge a complete run of that suite, carrying the recorded table, against a baseline.
     from servegate.core.results import load_run
