@@ -49,20 +49,40 @@ class ForcedRun:
     scratch: Path
 
 
+def _paired_power_inputs() -> tuple[int, Any, dict[str, float]]:
+    """(server starts, the cpu suite's judge config, the paired estimator's floor and prior
+    for ``METRIC``): what every sizing of this design passes to the calibration."""
+    from servegate.config import load_suite
+
+    suite = load_suite(REPO_ROOT / "suites" / "cpu.toml")
+    config = suite.judge
+    return suite.effective_design.starts, config, {
+        "floor": config.floor(METRIC), "prior_cv": config.interaction_cv,
+        "prior_dof": config.interaction_cv_dof}
+
+
 def reliable_decode_effect() -> float:
     """The in-server design's smallest reliably caught decode slowdown (see the module doc)."""
     from servegate.calibration import Noise
     from servegate.calibration_pairs import paired_effect_power
-    from servegate.config import load_suite
 
-    suite = load_suite(REPO_ROOT / "suites" / "cpu.toml")
-    config, starts = suite.judge, suite.effective_design.starts
+    starts, config, common = _paired_power_inputs()
     noisy = Noise(0.0, NOISY_BLOCK_CV, config.interaction_cv)
-    effect = next((e for e in EFFECTS if paired_effect_power(
-        starts, BLOCKS, e, noisy, floor=config.floor(METRIC), prior_cv=config.interaction_cv,
-        prior_dof=config.interaction_cv_dof)["excludes_no_change"] >= SIZING_POWER), None)
+    effect = next((e for e in EFFECTS if paired_effect_power(starts, BLOCKS, e, noisy, **common)[
+        "excludes_no_change"] >= SIZING_POWER), None)
     assert effect is not None, "the design cannot reliably catch any slowdown on the grid"
     return effect
+
+
+def typical_80_effect() -> float | None:
+    """The calibration's 80 %-power slowdown at the typical CPU block noise (for the record)."""
+    from servegate.calibration import Noise
+    from servegate.calibration_pairs import smallest_paired_effect
+    from servegate.commands.calibrate import CPU_BLOCK_CV
+
+    starts, config, common = _paired_power_inputs()
+    return smallest_paired_effect(starts, BLOCKS, Noise(0.0, CPU_BLOCK_CV, config.interaction_cv),
+                                  **common)
 
 
 def injected_gemm_ms() -> tuple[float, float]:

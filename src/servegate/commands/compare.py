@@ -36,17 +36,13 @@ def history_baseline(run_dir: Path, spec: str, store: Path | None = None) -> dic
     """``history[:N]``: the last N accepted nights of this run's series on its load (rolling
     baseline)."""
     from servegate.history.cli import default_store
-    from servegate.history.load import run_load_ids
-    from servegate.history.rolling import DEFAULT_NIGHTS, as_baseline, rolling_from_store
+    from servegate.history.rolling import DEFAULT_NIGHTS, as_baseline, rolling_for_run
 
     _, _, count = spec.partition(":")
     if count and not (count.isdigit() and int(count) >= 2):
         raise HistoryError(f"--baseline {spec!r}: expected history or history:N with N >= 2")
-    run = load_run(Path(run_dir))
-    rolling = rolling_from_store(store or default_store(), *run_identity(run),
-                                 nights=int(count) if count else DEFAULT_NIGHTS, full_window=True,
-                                 exclude_run_ids=[str(run.get("run_id") or Path(run_dir).name)],
-                                 loads=run_load_ids(run))
+    rolling = rolling_for_run(store or default_store(), Path(run_dir),
+                              nights=int(count) if count else DEFAULT_NIGHTS)
     return as_baseline(rolling)
 
 

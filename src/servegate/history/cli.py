@@ -129,18 +129,10 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
 
 def _baseline(args: argparse.Namespace, out: TextIO) -> int:
     from servegate.core.atomic import write_text
-    from servegate.core.results import load_run
-    from servegate.history.load import run_load_ids
-    from servegate.history.rolling import as_baseline, rolling_from_store
-    from servegate.judge.baselines import dumps_baseline, run_identity, validate_baseline
+    from servegate.history.rolling import as_baseline, rolling_for_run
+    from servegate.judge.baselines import dumps_baseline, validate_baseline
 
-    run = load_run(args.run_dir)
-    runner, model, suite = run_identity(run)
-    rolling = rolling_from_store(args.store or default_store(), runner, model, suite,
-                                 nights=args.nights, full_window=True,
-                                 exclude_run_ids=[str(run.get("run_id")
-                                                      or args.run_dir.resolve().name)],
-                                 loads=run_load_ids(run))
+    rolling = rolling_for_run(args.store or default_store(), args.run_dir, nights=args.nights)
     for problem in rolling.problems:
         print(f"history baseline: skipped {problem}", file=sys.stderr)
     document: dict[str, Any] = as_baseline(rolling)

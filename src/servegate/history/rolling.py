@@ -167,6 +167,22 @@ def rolling_from_store(store: Path, runner_class: str, model: str, suite: str, *
     return rolling
 
 
+def rolling_for_run(store: Path, run_dir: Path, *, nights: int = DEFAULT_NIGHTS
+                    ) -> RollingBaseline:
+    """``history:N`` for the run in ``run_dir`` (``compare --baseline`` and ``history
+    baseline``): its series' last ``nights`` accepted nights on its load, itself left out (the
+    run is judged before it is added), refused unless the window is full."""
+    from servegate.core.results import load_run
+    from servegate.history.load import run_load_ids
+    from servegate.judge.baselines import run_identity
+
+    run = load_run(run_dir)
+    return rolling_from_store(store, *run_identity(run), nights=nights, full_window=True,
+                              exclude_run_ids=[str(run.get("run_id")
+                                                   or Path(run_dir).resolve().name)],
+                              loads=run_load_ids(run))
+
+
 def _entry(series: PooledSeries, all_runs: tuple[str, ...]) -> dict[str, Any]:
     values = np.asarray(series.values, dtype=float)
     spread = float(values.std(ddof=1)) if values.size > 1 else None

@@ -29,23 +29,7 @@ import json
 
 import pytest
 from contention import skip_if_contended
-from forced_run import BLOCKS, METRIC, NOISY_BLOCK_CV, ForcedRun
-from repo_files import REPO_ROOT
-
-
-def _typical_80() -> float | None:
-    """The calibration's 80 %-power slowdown at the typical CPU block noise, for the record."""
-    from servegate.calibration import Noise
-    from servegate.calibration_pairs import smallest_paired_effect
-    from servegate.commands.calibrate import CPU_BLOCK_CV
-    from servegate.config import load_suite
-
-    suite = load_suite(REPO_ROOT / "suites" / "cpu.toml")
-    config = suite.judge
-    return smallest_paired_effect(
-        suite.effective_design.starts, BLOCKS, Noise(0.0, CPU_BLOCK_CV, config.interaction_cv),
-        floor=config.floor(METRIC), prior_cv=config.interaction_cv,
-        prior_dof=config.interaction_cv_dof)
+from forced_run import BLOCKS, METRIC, NOISY_BLOCK_CV, ForcedRun, typical_80_effect
 
 
 @pytest.mark.e2e
@@ -54,7 +38,7 @@ def test_modes_in_one_server_injected_forced_slowdown_and_attribution(
         forced_gemm_run: ForcedRun) -> None:
     shared = forced_gemm_run
     run_dir, run, seconds, effect = shared.run_dir, shared.run, shared.seconds, shared.effect
-    typical_80 = _typical_80()
+    typical_80 = typical_80_effect()
     assert run["complete"] is True and run["design"]["in_server"] is True
     assert run["injected"]["SERVEGATE_INJECT_MODES"] == "forced"
     assert run["injected"]["SERVEGATE_INJECT_GEMM_DELAY_MS"] == f"{shared.gemm_ms:.0f}"
