@@ -11,8 +11,8 @@ Sizing: the injected GEMM time per forward is the larger of what each test needs
 - Attribution (test_profile_attribution_e2e.py): ``ATTRIBUTION_GEMM_MS`` = 250 ms a forward
   against ~160-290 ms of GEMM per prefill forward and ~30 ms per decode forward (mostly the
   logits' GEMM over the 49k vocabulary): GEMM per decode forward ~x9, per prefill forward ~x2,
-  past the `cpu` suite's 40 % floor, which covers the shift of an untouched family between two
-  blocks (measured up to x0.78).
+  past the `cpu` suite's 40 % floor; the interval carries an untouched family's between-block
+  spread (``[profile] block_cv`` 0.15: measured up to x0.78).
 """
 
 from __future__ import annotations

@@ -6,8 +6,17 @@ its forwards are not independent server starts, and the profiler itself slows ev
 
 Quantities: prefill per token (a prefill forward's family time over its tokens: the tail chunk
 of a wave differs between modes, per token compares like with like), prefill per forward, and
-decode per forward. The interval is Welch's t on the log of the per-forward values (a ratio of
-geometric means); a family "moved" when the whole interval lies beyond ``floor`` on one side.
+decode per forward. The interval is a ratio of geometric means with Welch's t on the logs; a
+family "moved" when the whole interval lies beyond ``floor`` on one side.
+
+Forwards of one block share that block's machine state, so their spread misses how far a
+family's time moves between blocks (measured on the CPU: an untouched family x0.63-1.28 between
+two profiled blocks, while each block's forwards agreed within a few %). The interval carries
+that between-block spread: with two or more profiled blocks a side (one per server start) the
+units are the blocks (Welch on the blocks' geometric means); with one block a side the forwards'
+interval is widened by the prior ``block_cv`` per block (``[profile] block_cv``), at the
+forwards' own degrees of freedom. Calibrated in
+``tests/unit/attribution/test_ratios.py`` (simulated blocks through :func:`compare`).
 """
 
 from __future__ import annotations
@@ -20,14 +29,14 @@ from typing import Any
 from scipy import stats
 
 from servegate.attribution.families import FAMILIES, label
-from servegate.attribution.record import forwards_by_label
+from servegate.attribution.record import blocks_by_label
+from servegate.config.profiling import DEFAULT_BLOCK_CV, DEFAULT_FLOOR
 
 QUANTITIES: tuple[str, ...] = ("prefill_per_token", "prefill_per_forward", "decode_per_forward")
 QUANTITY_TEXT = {"prefill_per_token": "per prefill token",
                  "prefill_per_forward": "per prefill forward",
                  "decode_per_forward": "per decode forward"}
 IN_LINE = ("prefill_per_token", "decode_per_forward")   # what the one line names
-DEFAULT_FLOOR = 0.10
 CONFIDENCE = 0.95
 FLOOR_US = 1.0          # a family's time below 1 us in a forward is read as 1 us (log scale)
 
@@ -44,11 +53,13 @@ class Ratio:
     n_a: int
     n_b: int
     moved: bool
+    blocks: tuple[int, int] = (1, 1)
+    between: str = "prior"      # "blocks": the blocks' own spread; "prior": ``block_cv``
 
     def record(self) -> dict[str, Any]:
         return {"family": self.family, "quantity": self.quantity, "ratio": round(self.ratio, 4),
                 "low": round(self.low, 4), "high": round(self.high, 4), "n": [self.n_a, self.n_b],
-                "moved": self.moved}
+                "blocks": list(self.blocks), "between": self.between, "moved": self.moved}
 
     def text(self) -> str:
         return f"{label(self.family)} {QUANTITY_TEXT[self.quantity]} x{self.ratio:.2f}"
@@ -72,28 +83,54 @@ def _values(forwards: Iterable[Mapping[str, Any]], family: str, quantity: str) -
 
 
 def ratio_interval(a: list[float], b: list[float], floor: float,
-                   confidence: float = CONFIDENCE) -> tuple[float, float, float, bool] | None:
-    """``a`` over ``b`` as a ratio of geometric means with Welch's t interval on the logs;
-    None with fewer than two values a side."""
+                   confidence: float = CONFIDENCE, known_var: float = 0.0
+                   ) -> tuple[float, float, float, bool] | None:
+    """``a`` over ``b`` as a ratio of geometric means with Welch's t interval on the logs, plus
+    ``known_var`` (a prior variance of the log difference: it widens the interval, the degrees
+    of freedom stay those of the estimated part); None with fewer than two values a side."""
     if len(a) < 2 or len(b) < 2:
         return None
     la, lb = [math.log(x) for x in a], [math.log(x) for x in b]
     ma, mb = sum(la) / len(la), sum(lb) / len(lb)
     va = sum((x - ma) ** 2 for x in la) / (len(la) - 1)
     vb = sum((x - mb) ** 2 for x in lb) / (len(lb) - 1)
-    se2 = va / len(la) + vb / len(lb)
+    sa, sb = va / len(la), vb / len(lb)
+    se2 = sa + sb + known_var
     diff = ma - mb
     if se2 <= 0:
         low = high = diff
     else:
-        dof = se2 ** 2 / ((va / len(la)) ** 2 / (len(la) - 1)
-                          + (vb / len(lb)) ** 2 / (len(lb) - 1)) if va and vb else \
-            (len(la) - 1 if va else len(lb) - 1)
+        # Welch's degrees of freedom of the estimated part alone: letting the known part add
+        # degrees of freedom (Satterthwaite) made a chance-small estimate from three forwards
+        # look certain (simulated: 2 % of runs named an untouched family at the prior's own
+        # between-block spread, against < 0.5 % this way).
+        estimated = sa ** 2 / (len(la) - 1) + sb ** 2 / (len(lb) - 1)
+        dof = (sa + sb) ** 2 / estimated if estimated > 0 else math.inf
         half = float(stats.t.ppf(0.5 + confidence / 2, max(dof, 1.0))) * math.sqrt(se2)
         low, high = diff - half, diff + half
     edge = math.log1p(floor)
     moved = low > edge or high < -edge
     return math.exp(diff), math.exp(low), math.exp(high), moved
+
+
+def family_interval(a: list[list[float]], b: list[list[float]], floor: float, block_cv: float
+                    ) -> tuple[tuple[float, float, float, bool], str] | None:
+    """One family's ratio from its per-block values on each side (see the module doc): the
+    blocks as units when both sides have two or more, else the pooled forwards widened by the
+    prior between-block variance; with which of the two was used."""
+    a = [values for values in a if values]
+    b = [values for values in b if values]
+    if len(a) >= 2 and len(b) >= 2:
+        got = ratio_interval([_geomean(v) for v in a], [_geomean(v) for v in b], floor)
+        return (got, "blocks") if got is not None else None
+    known = block_cv ** 2 * (1.0 / max(len(a), 1) + 1.0 / max(len(b), 1))
+    got = ratio_interval([x for v in a for x in v], [x for v in b for x in v], floor,
+                         known_var=known)
+    return (got, "prior") if got is not None else None
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in values) / len(values))
 
 
 def pairs(labels: Iterable[str]) -> list[tuple[str, str]]:
@@ -106,23 +143,29 @@ def pairs(labels: Iterable[str]) -> list[tuple[str, str]]:
     return [(x, "off") for x in labels if x != "off" and "off" in labels]
 
 
-def compare(blocks: Iterable[Mapping[str, Any]], floor: float = DEFAULT_FLOOR
-            ) -> list[dict[str, Any]]:
+def compare(blocks: Iterable[Mapping[str, Any]], floor: float = DEFAULT_FLOOR,
+            block_cv: float = DEFAULT_BLOCK_CV) -> list[dict[str, Any]]:
     """Every pair's ratios per family and quantity, and its one line."""
-    pooled = forwards_by_label(blocks)
+    grouped = blocks_by_label(blocks)
     out = []
-    for a, b in pairs(pooled):
+    for a, b in pairs(grouped):
         ratios: list[Ratio] = []
         for quantity in QUANTITIES:
             for family in FAMILIES:
-                va = _values(pooled[a], family, quantity)
-                vb = _values(pooled[b], family, quantity)
-                if not any(f["us"].get(family) for f in pooled[a] + pooled[b]):
+                if not any(f["us"].get(family) for block in grouped[a] + grouped[b]
+                           for f in block):
                     continue                    # absent on both sides (MoE on a dense model)
-                got = ratio_interval(va, vb, floor)
-                if got is not None:
-                    ratios.append(Ratio(family, quantity, *got[:3], len(va), len(vb), got[3]))
-        out.append({"a": a, "b": b, "floor": floor, "ratios": [r.record() for r in ratios],
+                va = [_values(block, family, quantity) for block in grouped[a]]
+                vb = [_values(block, family, quantity) for block in grouped[b]]
+                found = family_interval(va, vb, floor, block_cv)
+                if found is not None:
+                    got, between = found
+                    ratios.append(Ratio(family, quantity, *got[:3], sum(map(len, va)),
+                                        sum(map(len, vb)), got[3],
+                                        (sum(1 for v in va if v), sum(1 for v in vb if v)),
+                                        between))
+        out.append({"a": a, "b": b, "floor": floor, "block_cv": block_cv,
+                    "ratios": [r.record() for r in ratios],
                     "moved": sorted({r.family for r in ratios if r.moved}),
                     "line": line(a, b, ratios)})
     return out

@@ -50,6 +50,15 @@ def forwards_by_label(blocks: Iterable[Mapping[str, Any]]) -> dict[str, list[dic
     return dict(out)
 
 
+def blocks_by_label(blocks: Iterable[Mapping[str, Any]]) -> dict[str, list[list[dict[str, Any]]]]:
+    """Each tree's mode's profiled blocks (one per server start), each as its list of forwards:
+    the attribution's between-block spread is read from these."""
+    out: dict[str, list[list[dict[str, Any]]]] = defaultdict(list)
+    for block in blocks:
+        out[label(str(block.get("arm", "")), str(block["mode"]))].append(list(block["forwards"]))
+    return dict(out)
+
+
 def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 1) if values else None
 

@@ -42,7 +42,8 @@ def _record(ctx: Context) -> dict[str, Any]:
         "concurrency": concurrency,
         "num_steps": settings.num_steps(concurrency, load.input_len, chunk),
         "activities": list(profiler.activities_for(arch)),
-        "floor": settings.floor, "keep_traces": settings.keep_traces,
+        "floor": settings.floor, "block_cv": settings.block_cv,
+        "keep_traces": settings.keep_traces,
         "blocks": [], "table": {}})
 
 

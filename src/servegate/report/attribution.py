@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servegate.attribution.families import FAMILIES, label
-from servegate.attribution.ratios import DEFAULT_FLOOR, compare
+from servegate.attribution.ratios import compare
 from servegate.attribution.record import label as block_label
 from servegate.attribution.record import table
+from servegate.config.profiling import DEFAULT_BLOCK_CV, DEFAULT_FLOOR
 from servegate.core.atomic import write_json
 from servegate.core.results import Run
 
@@ -26,7 +27,8 @@ def comparisons(run: Run | None) -> list[dict[str, Any]]:
     blocks = profile.get("blocks") or []
     if not blocks:
         return []
-    return compare(blocks, float(profile.get("floor", DEFAULT_FLOOR)))
+    return compare(blocks, float(profile.get("floor", DEFAULT_FLOOR)),
+                   float(profile.get("block_cv", DEFAULT_BLOCK_CV)))
 
 
 def lines(run: Run | None) -> list[str]:

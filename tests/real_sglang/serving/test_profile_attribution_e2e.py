@@ -20,13 +20,13 @@ blocks were still busy.
 
 Sizing: ATTRIBUTION_GEMM_MS = 250 per forward against ~160-290 ms of GEMM per prefill forward and
 ~30 ms per decode forward (mostly the logits' GEMM over the 49k vocabulary): GEMM per decode
-forward ~x9, per prefill forward ~x2, past the `cpu` suite's 40 % floor, which covers the shift
-of an untouched family between two blocks (measured up to x0.78). Earlier forms bled into other
-families, which the attribution rightly named: repeating each layer's own GEMM (weight re-reads,
-views: norm/elementwise x1.5-2, other x2-3), then 2 ms of GEMM at every linear layer call (120
-bursts a forward: decode norm/elementwise x1.6, other x1.7; the ops right after a GEMM burst
-run 2-4x slower on this CPU). 4 blocks per mode are the in-server test's; the profiled blocks
-(one per mode) are what this test judges.
+forward ~x9, per prefill forward ~x2, past the `cpu` suite's 40 % floor; the interval carries the
+between-block spread of an untouched family (``[profile] block_cv`` 0.15: measured up to x0.78).
+Earlier forms bled into other families, which the attribution rightly named: repeating each
+layer's own GEMM (weight re-reads, views: norm/elementwise x1.5-2, other x2-3), then 2 ms of GEMM
+at every linear layer call (120 bursts a forward: decode norm/elementwise x1.6, other x1.7; the
+ops right after a GEMM burst run 2-4x slower on this CPU). 4 blocks per mode are the in-server
+test's; the profiled blocks (one per mode) are what this test judges.
 """
 
 from __future__ import annotations

@@ -27,11 +27,11 @@ def test_nothing_happens_unless_profiling_was_asked() -> None:
 
 
 def test_the_record_states_the_bounded_request() -> None:
-    ctx = _ctx(dataclasses.replace(ProfileSettings(), enabled=True, floor=0.25))
+    ctx = _ctx(dataclasses.replace(ProfileSettings(), enabled=True, floor=0.25, block_cv=0.2))
     record = _record(ctx)
     assert ctx.run["profile"] is record
     assert record == {"concurrency": 2, "num_steps": 8, "activities": ["CPU"], "floor": 0.25,
-                      "keep_traces": False, "blocks": [], "table": {}}
+                      "block_cv": 0.2, "keep_traces": False, "blocks": [], "table": {}}
 
 
 def test_the_profiled_wave_is_the_top_concurrency_with_the_first_rounds_prompts() -> None:

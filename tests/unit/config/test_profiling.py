@@ -26,13 +26,15 @@ def test_defaults_and_the_steps_a_wave_needs() -> None:
 @pytest.mark.parametrize(("table", "message"), [
     ({"flor": 0.1}, "unknown key 'flor'"), ({"floor": 1.5}, "profile.floor"),
     ({"decode_steps": -1}, "profile.decode_steps"), ({"enabled": 1}, "profile.enabled"),
+    ({"block_cv": -0.1}, "profile.block_cv: expected a log-sd"),
 ])
 def test_bad_tables_name_the_key(table: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_profile_table(Path("s.toml"), table)
 
 
-def test_the_cpu_suite_states_its_floor_without_profiling_by_default() -> None:
+def test_the_cpu_suite_states_its_floor_and_block_spread_without_profiling_by_default() -> None:
     suite = load_suite(SUITES_DIR / "cpu.toml")
     assert not suite.profile.enabled and suite.profile.floor == 0.4
+    assert suite.profile.block_cv == 0.15 and ProfileSettings().block_cv == 0.05
     assert suite.profile.decode_steps == 8
