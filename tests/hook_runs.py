@@ -3,6 +3,7 @@ path: the hook patches sglang at start-up, so only a new process shows what it d
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -27,3 +28,16 @@ def python_with_hook(code: str, env: dict[str, str], extra_path: list[str] | Non
             full.pop(name, None)
     return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
                           text=True, timeout=300, check=True)
+
+
+@functools.cache
+def _plain_run(code: str, env: tuple[tuple[str, str], ...]) -> subprocess.CompletedProcess[str]:
+    return python_with_hook(code, dict(env))
+
+
+def plain_python_with_hook(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """:func:`python_with_hook` for a control run without any of the hook's own switches, run
+    once per code and environment in a test process (a probe's plain run is the same for every
+    parametrized case: each costs a ~10 s sglang import)."""
+    assert not set(env) & set(HOOK_VARIABLES), env
+    return _plain_run(code, tuple(sorted(env.items())))

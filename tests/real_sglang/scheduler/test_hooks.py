@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from hook_runs import python_with_hook
+from hook_runs import plain_python_with_hook, python_with_hook
 
 from servegate.serve.launch import CPU_STANDIN_DIR
 
@@ -28,7 +28,7 @@ def test_report_hook_shows_real_gate_off_on_cpu() -> None:
                                    "SGLANG_EXACT_CHUNK_FILL": "1"})
     assert "gate False" in out.stdout                  # gfx95-only gate: off on a CPU
     assert "servegate-hook: exact chunk fill gate=False in pid" in out.stderr
-    plain = python_with_hook(PROBE, {"SGLANG_EXACT_CHUNK_FILL": "1"})
+    plain = plain_python_with_hook(PROBE, {"SGLANG_EXACT_CHUNK_FILL": "1"})
     assert "servegate-hook" not in plain.stderr
 
 
@@ -68,7 +68,7 @@ def test_device_double_evaluates_the_real_gate_on_the_emulated_device(
     assert "elsewhere gfx95 False False" in out.stdout
     assert "torch hip None" in out.stdout
     assert f"servegate-hook: device double: {line} in pid" in out.stderr
-    plain = python_with_hook(EMULATION_PROBE, {"SGLANG_EXACT_CHUNK_FILL": exact_fill})
+    plain = plain_python_with_hook(EMULATION_PROBE, {"SGLANG_EXACT_CHUNK_FILL": exact_fill})
     assert "gate False" in plain.stdout and "device double" not in plain.stderr
 
 
