@@ -53,8 +53,8 @@ class Ratio:
     n_a: int
     n_b: int
     moved: bool
-    blocks: tuple[int, int] = (1, 1)
-    between: str = "prior"      # "blocks": the blocks' own spread; "prior": ``block_cv``
+    blocks: tuple[int, int]     # profiled blocks a side with a value
+    between: str                # "blocks": the blocks' own spread; "prior": ``block_cv``
 
     def record(self) -> dict[str, Any]:
         return {"family": self.family, "quantity": self.quantity, "ratio": round(self.ratio, 4),
@@ -114,19 +114,22 @@ def ratio_interval(a: list[float], b: list[float], floor: float,
 
 
 def family_interval(a: list[list[float]], b: list[list[float]], floor: float, block_cv: float
-                    ) -> tuple[tuple[float, float, float, bool], str] | None:
+                    ) -> tuple[tuple[float, float, float, bool], str, tuple[int, int]] | None:
     """One family's ratio from its per-block values on each side (see the module doc): the
     blocks as units when both sides have two or more, else the pooled forwards widened by the
-    prior between-block variance; with which of the two was used."""
+    prior between-block variance; with which of the two was used and the blocks a side that
+    had values."""
     a = [values for values in a if values]
     b = [values for values in b if values]
     if len(a) >= 2 and len(b) >= 2:
         got = ratio_interval([_geomean(v) for v in a], [_geomean(v) for v in b], floor)
-        return (got, "blocks") if got is not None else None
-    known = block_cv ** 2 * (1.0 / max(len(a), 1) + 1.0 / max(len(b), 1))
-    got = ratio_interval([x for v in a for x in v], [x for v in b for x in v], floor,
-                         known_var=known)
-    return (got, "prior") if got is not None else None
+        between = "blocks"
+    else:
+        known = block_cv ** 2 * (1.0 / max(len(a), 1) + 1.0 / max(len(b), 1))
+        got = ratio_interval([x for v in a for x in v], [x for v in b for x in v], floor,
+                             known_var=known)
+        between = "prior"
+    return (got, between, (len(a), len(b))) if got is not None else None
 
 
 def _geomean(values: list[float]) -> float:
@@ -159,11 +162,9 @@ def compare(blocks: Iterable[Mapping[str, Any]], floor: float = DEFAULT_FLOOR,
                 vb = [_values(block, family, quantity) for block in grouped[b]]
                 found = family_interval(va, vb, floor, block_cv)
                 if found is not None:
-                    got, between = found
+                    got, between, counted = found
                     ratios.append(Ratio(family, quantity, *got[:3], sum(map(len, va)),
-                                        sum(map(len, vb)), got[3],
-                                        (sum(1 for v in va if v), sum(1 for v in vb if v)),
-                                        between))
+                                        sum(map(len, vb)), got[3], counted, between))
         out.append({"a": a, "b": b, "floor": floor, "block_cv": block_cv,
                     "ratios": [r.record() for r in ratios],
                     "moved": sorted({r.family for r in ratios if r.moved}),

@@ -42,14 +42,6 @@ def label(arm: str, mode: str) -> str:
     return f"{arm}-{mode}" if arm else mode
 
 
-def forwards_by_label(blocks: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Every profiled forward of each tree's mode, pooled over server starts."""
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for block in blocks:
-        out[label(str(block.get("arm", "")), str(block["mode"]))] += list(block["forwards"])
-    return dict(out)
-
-
 def blocks_by_label(blocks: Iterable[Mapping[str, Any]]) -> dict[str, list[list[dict[str, Any]]]]:
     """Each tree's mode's profiled blocks (one per server start), each as its list of forwards:
     the attribution's between-block spread is read from these."""
@@ -57,6 +49,12 @@ def blocks_by_label(blocks: Iterable[Mapping[str, Any]]) -> dict[str, list[list[
     for block in blocks:
         out[label(str(block.get("arm", "")), str(block["mode"]))].append(list(block["forwards"]))
     return dict(out)
+
+
+def forwards_by_label(blocks: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Every profiled forward of each tree's mode, pooled over server starts."""
+    return {key: [f for forwards in grouped for f in forwards]
+            for key, grouped in blocks_by_label(blocks).items()}
 
 
 def _mean(values: list[float]) -> float | None:
