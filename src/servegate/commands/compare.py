@@ -53,7 +53,7 @@ def noise_profile(run_dir: Path, store: Path | None, nights: int) -> Any:
     import os
 
     from servegate.history.cli import ENV_STORE
-    from servegate.history.load import run_load_ids
+    from servegate.history.load import judged_run_filters
     from servegate.history.profile import profile_from_store
 
     store = store or (Path(os.environ[ENV_STORE]) if os.environ.get(ENV_STORE) else None)
@@ -63,9 +63,9 @@ def noise_profile(run_dir: Path, store: Path | None, nights: int) -> Any:
         run = load_run(Path(run_dir))
     except ServegateError:
         return None                  # the judge reports the unreadable run itself
+    excluded, loads = judged_run_filters(run, Path(run_dir))
     return profile_from_store(store, *run_identity(run), nights=nights,
-                              exclude_run_ids=[str(run.get("run_id") or Path(run_dir).name)],
-                              loads=run_load_ids(run))
+                              exclude_run_ids=excluded, loads=loads)
 
 
 def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | None = None,

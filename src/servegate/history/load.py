@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from servegate.core.results import Run
@@ -31,6 +32,13 @@ def run_load_ids(run: Run) -> dict[int, str]:
     concs = (load.get("concurrency") or []) if isinstance(load, dict) else []
     found = {conc: point_load(run, conc) for conc in concs if isinstance(conc, int)}
     return {conc: value["id"] for conc, value in found.items() if value}
+
+
+def judged_run_filters(run: Run, run_dir: Path) -> tuple[list[str], dict[int, str]]:
+    """(run ids to leave out, load id per concurrency) for reading the history against the run
+    being judged: the run itself is left out (it is judged before it is added) and only nights
+    of its load count."""
+    return [str(run.get("run_id") or Path(run_dir).resolve().name)], run_load_ids(run)
 
 
 def load_id(record: Record) -> str | None:

@@ -173,14 +173,13 @@ def rolling_for_run(store: Path, run_dir: Path, *, nights: int = DEFAULT_NIGHTS
     baseline``): its series' last ``nights`` accepted nights on its load, itself left out (the
     run is judged before it is added), refused unless the window is full."""
     from servegate.core.results import load_run
-    from servegate.history.load import run_load_ids
+    from servegate.history.load import judged_run_filters
     from servegate.judge.baselines import run_identity
 
     run = load_run(run_dir)
+    excluded, loads = judged_run_filters(run, run_dir)
     return rolling_from_store(store, *run_identity(run), nights=nights, full_window=True,
-                              exclude_run_ids=[str(run.get("run_id")
-                                                   or Path(run_dir).resolve().name)],
-                              loads=run_load_ids(run))
+                              exclude_run_ids=excluded, loads=loads)
 
 
 def _entry(series: PooledSeries, all_runs: tuple[str, ...]) -> dict[str, Any]:
