@@ -64,7 +64,7 @@ def _paired_power_inputs() -> tuple[int, Any, dict[str, float]]:
 def reliable_decode_effect() -> float:
     """The in-server design's smallest reliably caught decode slowdown (see the module doc)."""
     from servegate.calibration import Noise
-    from servegate.calibration_pairs import paired_effect_power
+    from servegate.calibration.pairs import paired_effect_power
 
     starts, config, common = _paired_power_inputs()
     noisy = Noise(0.0, NOISY_BLOCK_CV, config.interaction_cv)
@@ -77,7 +77,7 @@ def reliable_decode_effect() -> float:
 def typical_80_effect() -> float | None:
     """The calibration's 80 %-power slowdown at the typical CPU block noise (for the record)."""
     from servegate.calibration import Noise
-    from servegate.calibration_pairs import smallest_paired_effect
+    from servegate.calibration.pairs import smallest_paired_effect
     from servegate.commands.calibrate import CPU_BLOCK_CV
 
     starts, config, common = _paired_power_inputs()

@@ -45,7 +45,7 @@ from servegate.config import ConfigError, Suite, load_suite, suite_path
 from servegate.core import runner_classes
 from servegate.core.errors import EXIT_INFRA, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, ServegateError
 from servegate.core.results import MODES
-from servegate.plan import LivePair, total_points
+from servegate.plan.design import LivePair, total_points
 from servegate.serve.detect import Detected, RunnerError, detect, fingerprint
 from servegate.serve.gate import on_cell, read_tree
 from servegate.serve.modelprep import ensure_gguf_model

@@ -22,7 +22,7 @@ from servegate.measure.client import ClientError, ClientPoint, client_argv, pars
 from servegate.measure.client_host import ClientHost
 from servegate.measure.exactfill import check_block_effective, check_effective, device_double
 from servegate.measure.interference import BlockMonitor
-from servegate.plan import PlannedPoint, ServerSlot
+from servegate.plan.design import PlannedPoint, ServerSlot
 from servegate.serve.modeswitch import ModeControl
 from servegate.serve.process import Server
 

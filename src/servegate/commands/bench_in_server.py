@@ -20,7 +20,7 @@ from servegate.commands.bench_context import Context
 from servegate.commands.bench_looks import run_points
 from servegate.commands.bench_profile import profile_modes
 from servegate.commands.bench_servers import start_server
-from servegate.plan import ServerSlot, expected_schedulers
+from servegate.plan.design import ServerSlot, expected_schedulers
 from servegate.serve.modeswitch import ModeControl
 
 

@@ -23,7 +23,7 @@ from servegate.commands.bench_profile import profile_modes
 from servegate.commands.bench_servers import ServerRequest, start_servers
 from servegate.core import runner_classes
 from servegate.measure import logparse
-from servegate.plan import LivePair, PlannedPoint, device_env, expected_schedulers
+from servegate.plan.design import LivePair, PlannedPoint, device_env, expected_schedulers
 from servegate.serve.modeswitch import ModeControl
 
 

@@ -15,7 +15,7 @@ from servegate.commands import bench_timings
 from servegate.commands.bench_context import Context
 from servegate.judge import sequential
 from servegate.judge.evaluate import judge
-from servegate.plan import PlannedPoint
+from servegate.plan.design import PlannedPoint
 
 
 def look_due(ctx: Context, planned: PlannedPoint, following: PlannedPoint | None) -> int | None:

@@ -8,7 +8,7 @@ import dataclasses
 from servegate.commands.bench_blocks import WARMUP_NOTE
 from servegate.commands.bench_context import Context
 from servegate.config import Suite
-from servegate.plan import (
+from servegate.plan.design import (
     LivePair,
     PlannedPoint,
     ServerSlot,

@@ -19,7 +19,7 @@ from servegate.commands.bench_context import BenchError, Context
 from servegate.core import runner_classes
 from servegate.measure.client import client_argv
 from servegate.measure.interference import BlockMonitor, contention_pct, is_busy
-from servegate.plan import PlannedPoint
+from servegate.plan.design import PlannedPoint
 from servegate.serve import profiler
 
 PROFILE_DIR = "profile"

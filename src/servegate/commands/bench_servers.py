@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from servegate.commands import bench_timings
 from servegate.commands.bench_context import Context
-from servegate.plan import ServerSlot
+from servegate.plan.design import ServerSlot
 from servegate.serve.launch import build_launch
 from servegate.serve.modeswitch import ModeControl
 from servegate.serve.process import PortInUse, Server, free_port

@@ -9,9 +9,9 @@ slowdowns, the gated claim's power and false confirmation, and the head-vs-base 
 A/A and power. The simulation and what in it is real is :mod:`servegate.calibration`
 (the family from the judge's own ``block_pendings``, the judge's nested estimators and Holm).
 With ``--history-nights N`` (default 14) a row also reports the claim's interval honesty on a
-first night and with priors learned from N nights (:mod:`servegate.calibration_history`), the
+first night and with priors learned from N nights (:mod:`servegate.calibration.history`), the
 sustained-shift rule over a quarter and one night against ``history:N``
-(:mod:`servegate.calibration_sustained`).
+(:mod:`servegate.calibration.sustained`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from servegate import calibration as blocks
-from servegate import calibration_history as honesty
-from servegate import calibration_pairs as pairs
-from servegate import calibration_sustained as sustained
+from servegate.calibration import history as honesty
+from servegate.calibration import pairs, sustained
 from servegate.config import ConfigError, load_suite, suite_path
 from servegate.core.runner_classes import REGISTRY
-from servegate.cost import Cell, CostError, estimate
+from servegate.plan.cost import Cell, CostError, estimate
 
 DEFAULT_SUITES = ("cpu", "premerge", "nightly")
 DEFAULT_RUN_CVS = (0.01, 0.02, 0.04)
@@ -101,7 +100,7 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def _expected_minutes(suite: Any, design: blocks.BlockDesign, row: dict[str, Any]) -> None:
     """``expected_serving_minutes`` per simulated world (A/A, the claims, the slowdowns): the
-    suite's serving minutes on the class (:mod:`servegate.cost`) with its blocks scaled by the
+    suite's serving minutes on the class (:mod:`servegate.plan.cost`) with its blocks scaled by the
     share a world's nights ran before they stopped (1 without looks); ``max`` with none
     skipped. The head-vs-base pair's the same way, both trees priced."""
     for record, trees in ((row, 1), (row["head_vs_base"], 2)):

@@ -3,7 +3,7 @@
 Per CI cell (a runner class in the modes its workflow runs, one tree or head vs base): server
 starts, blocks, waves, requests, prompt tokens, decode steps, GSM8K questions, and serving /
 wall / GPU minutes from the model profile's speed model, every speed figure with its source
-(:mod:`servegate.cost`). With a history store (``--history`` or ``$SERVEGATE_HISTORY``) holding
+(:mod:`servegate.plan.cost`). With a history store (``--history`` or ``$SERVEGATE_HISTORY``) holding
 runs of the suite on the class, the measured server starts replace the model load figure and
 the measured blocks scale the serving time; the output says which figures were used. With
 ``--sglang-src TREE`` the gate is read from that tree (servegate.serve.gate): a class whose gate
@@ -27,8 +27,8 @@ from servegate.config import load_suite, suite_path
 from servegate.config._schema import ConfigError
 from servegate.config.suites import Suite
 from servegate.core.errors import ServegateError
-from servegate.cost import HEAD_VS_BASE_SUITES, Cell, CostError, cells, estimate
 from servegate.history.cli import ENV_STORE
+from servegate.plan.cost import HEAD_VS_BASE_SUITES, Cell, CostError, cells, estimate
 
 EXIT_OK, EXIT_USAGE = 0, 2
 

@@ -1,5 +1,5 @@
 """``history health``: per runner class x model x suite, the noise profile its nights taught
-(servegate.history.profile) and the sustained-shift rule (servegate.sustained) on each gated
+(servegate.history.profile) and the sustained-shift rule (servegate.history.sustained) on each gated
 aggregate over its stored nights.
 
 Why: the judge consults the profile one check at a time; a runner's owner needs the whole
@@ -25,8 +25,8 @@ import numpy as np
 from servegate.core.metrics import direction
 from servegate.history.profile import DEFAULT_PROFILE_NIGHTS, LearnedProfile, learn_profile
 from servegate.history.records import Record
+from servegate.history.sustained import Flags, NightValue, cusum, night_value
 from servegate.judge.evidence import MissingEvidence, as_matrix
-from servegate.sustained import Flags, NightValue, cusum, night_value
 
 AGGREGATE_METRICS = ("mean_ttft_ms", "median_tpot_ms")
 REFERENCE_NIGHTS = 14
@@ -94,7 +94,7 @@ def aggregate(profile: LearnedProfile, mode: str, metric: str,
 def _alarms(nights: NightValue, reference: int, worse: str) -> tuple[list[int], Flags]:
     """Every monitored night that starts a shift (indices after the ``reference`` nights),
     and the rule's flags on the first reference (its spread's source). Each night brings its
-    own starts' error (servegate.sustained.night_spread). After an alarm the nights from it
+    own starts' error (servegate.history.sustained.night_spread). After an alarm the nights from it
     on are a new level, so they become the reference (at least 3 of them, up to as many as
     the first reference had) and monitoring resumes after them; without that, a real step
     would be flagged again and again while the old level still weighs in the reference."""

@@ -1,6 +1,6 @@
 """The noise profile a runner class x model x suite has shown over its last nights: the start
 level, the start x mode interaction and the block level, each with its degrees of freedom,
-learned with the judge's own estimator (servegate.noise_profile) from the stored starts and
+learned with the judge's own estimator (servegate.history.noise_profile) from the stored starts and
 blocks (schema 2 history lines).
 
 Why: every GPU noise figure the judge starts from is typed into a suite (``run_to_run_cv``,
@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 
 from servegate.history.load import LoadChange, comparable, load_id, regimes
+from servegate.history.noise_profile import night_levels, pool
 from servegate.history.records import ACCURACY_METRIC, Record
 from servegate.history.store import read_store
 from servegate.judge.evidence import Evidence, MissingEvidence, as_matrix, paired_matrices
 from servegate.judge.priors import LevelPrior
-from servegate.noise_profile import night_levels, pool
 
 DEFAULT_PROFILE_NIGHTS = 30
 

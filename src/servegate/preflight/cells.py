@@ -31,7 +31,7 @@ from typing import Any
 from servegate.admission.replay import Sglang
 from servegate.config.suites import Suite
 from servegate.core import runner_classes
-from servegate.plan import PlannedPoint, build_plan, device_split, live_pair_layout
+from servegate.plan.design import PlannedPoint, build_plan, device_split, live_pair_layout
 from servegate.preflight.argv import LaunchRejected, launch_for, parse_server_args
 from servegate.preflight.arrivals import PREFLIGHT_MODES, PointReplay, replay_point
 from servegate.preflight.budget import Budget, BudgetInvalid, resolve_budget

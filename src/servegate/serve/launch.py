@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servegate.config.profiles import RunnerProfile
-from servegate.plan import flag_value
+from servegate.plan.design import flag_value
 
 HOOKS_DIR = Path(__file__).resolve().parents[1] / "hooks"
 EXACTFILL_HOOK_DIR = HOOKS_DIR / "exactfill"          # sitecustomize.py (all runner classes)

@@ -133,7 +133,7 @@ def _head_delay_ms(reference_ttft_ms: float) -> tuple[float, float]:
     """(the smallest TTFT slowdown this sequential design catches and stops early on with
     >= 99.5 % probability at the measured noise, its delay per prefill batch in ms)."""
     from servegate.calibration import Noise
-    from servegate.calibration_pairs import live_pair_calibration
+    from servegate.calibration.pairs import live_pair_calibration
     from servegate.config import load_suite
 
     suite = load_suite(SUITE)

@@ -31,8 +31,8 @@ from servegate.accuracy.report import paired_analysis
 from servegate.commands import compare
 from servegate.config import load_suite, suite_path
 from servegate.core.results import load_run
-from servegate.cost import Cell, estimate
 from servegate.history import cli as history_cli
+from servegate.plan.cost import Cell, estimate
 
 TAG_VAR = "SERVEGATE_E2E_TAG"
 

@@ -464,7 +464,7 @@ def test_the_one_gpu_smoke_runs_exactly_when_the_glm_tier_is_skipped() -> None:
     """premerge.yml's smoke job: the trigger's opposite (never both, never neither), never fork
     code, the smoke suite on the head tree on one-GPU labels of gfx95 and a closed-gate class."""
     from servegate.config import load_suite, suite_path
-    from servegate.cost import ONE_GPU_SUITES
+    from servegate.plan.cost import ONE_GPU_SUITES
 
     workflow = REPO / "ci" / "workflows" / "premerge.yml"
     all_jobs = jobs(workflow)

@@ -13,7 +13,7 @@ import servegate
 from servegate.commands.bench_blocks import client_point, worker_env
 from servegate.config import load_suite, suite_path
 from servegate.measure.client import client_argv
-from servegate.plan import build_block_plan
+from servegate.plan.design import build_block_plan
 
 # The folder this checkout's servegate package is imported from (src/ here).
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(servegate.__file__)))

@@ -9,7 +9,7 @@ from servegate.commands.bench_blocks import LiveServer
 from servegate.commands.bench_live_pair import _idle_batches
 from servegate.measure.client_host import ClientHost
 from servegate.measure.logparse import batch_lines
-from servegate.plan import ServerSlot
+from servegate.plan.design import ServerSlot
 from servegate.serve.launch import LaunchSpec
 from servegate.serve.modeswitch import ModeControl
 from servegate.serve.process import Server

@@ -12,7 +12,7 @@ import pytest
 from servegate.commands import bench_looks
 from servegate.config import Design
 from servegate.judge.checks import Check
-from servegate.plan import build_block_plan
+from servegate.plan.design import build_block_plan
 
 
 def _ctx(tmp_path: Path, starts: int = 2, blocks: int = 4,

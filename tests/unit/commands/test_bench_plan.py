@@ -7,7 +7,7 @@ from repo_files import REPO_ROOT
 
 from servegate.commands.bench_plan import select_plan
 from servegate.config import load_suite, suite_path
-from servegate.plan import LivePair, ServerSlot, device_env, live_pair_layout
+from servegate.plan.design import LivePair, ServerSlot, device_env, live_pair_layout
 
 AB_CPU = REPO_ROOT / "tests" / "data" / "suites" / "ab-cpu.toml"
 

@@ -11,7 +11,7 @@ from typing import Any
 from servegate.commands.bench_profile import _record, _shape, profile_modes
 from servegate.config import load_suite, suite_path
 from servegate.config.profiling import ProfileSettings
-from servegate.plan import PlannedPoint, ServerSlot
+from servegate.plan.design import PlannedPoint, ServerSlot
 
 
 def _ctx(settings: ProfileSettings, suite: str = "cpu") -> Any:

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from servegate.commands import bench_servers
 from servegate.commands.bench_servers import ServerRequest, server_base_env, start_servers
-from servegate.plan import ServerSlot
+from servegate.plan.design import ServerSlot
 from servegate.serve.process import PortInUse
 
 

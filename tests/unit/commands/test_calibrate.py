@@ -2,7 +2,7 @@
 
 Pinned here: the CLI's help, defaults, argument checks, error path and printed table/JSON, and
 which designs it asks the block simulation for (the simulations replaced by canned rows, the
-clock by a fixed one; the simulations themselves are test_calibration.py's). Every suite,
+clock by a fixed one; the simulations themselves are calibration/test_in_server.py's). Every suite,
 with ``[design]`` or from before it, is simulated by :mod:`servegate.calibration`.
 """
 
@@ -88,7 +88,7 @@ def test_bad_input_exits_2(capsys):
 # ------------------------------------------- in-server ([design]) suites on the command line
 
 class _BlockRecorder:
-    """Stands in for calibration's two simulations (tested in test_calibration.py):
+    """Stands in for calibration's two simulations (tested in calibration/test_in_server.py):
     records what the command asks each to simulate and returns canned rows, so the table and
     the rows built from them can be checked exactly."""
 
@@ -190,7 +190,7 @@ def test_a_suite_gated_only_head_vs_base_is_the_live_pairs_row(
     pair = row.pop("head_vs_base")
     assert pair["design"] == "live-pair"
     noise = sims.pairs[0][3]
-    minutes = row.pop("expected_serving_minutes")      # priced by servegate.cost (1 tree)
+    minutes = row.pop("expected_serving_minutes")      # priced by servegate.plan.cost (1 tree)
     assert set(minutes) == {"max", "aa"} and 0 < minutes["aa"] == minutes["max"]
     assert set(pair["expected_serving_minutes"]) == {"max", "aa"}      # both trees
     assert pair["expected_serving_minutes"]["max"] > minutes["max"]

@@ -12,10 +12,10 @@ import pytest
 from unit.judge.block_runs import judge_table, write_block_run
 
 from servegate.commands.compare import compare_run
+from servegate.history.noise_profile import pool
 from servegate.history.profile import learn_profile, profile_from_store
 from servegate.history.store import add_run, read_store
 from servegate.judge.evaluate import judge
-from servegate.noise_profile import pool
 from servegate.report.headline import is_routine
 
 RUNNER = "mi355x"

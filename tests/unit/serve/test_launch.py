@@ -11,7 +11,7 @@ from repo_files import REPO_ROOT
 
 from servegate.commands.bench_servers import server_base_env
 from servegate.config import load_profile, load_suite, suite_path
-from servegate.plan import build_live_pair_plan, device_env
+from servegate.plan.design import build_live_pair_plan, device_env
 from servegate.serve import launch
 from servegate.serve.launch import (
     CPU_STANDIN_DIR,

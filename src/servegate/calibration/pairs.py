@@ -11,13 +11,9 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-from servegate.calibration import (
-    SLOWDOWNS,
-    Noise,
-    bursty_blocks,
-    family_levels,
-    rate_interval,
-)
+from servegate.calibration.designs import SLOWDOWNS
+from servegate.calibration.in_server import family_levels, rate_interval
+from servegate.calibration.worlds import Noise, bursty_blocks
 from servegate.config.judge import JudgeConfig
 from servegate.judge import sequential
 from servegate.judge.family import decision_alpha

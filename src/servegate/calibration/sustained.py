@@ -1,4 +1,4 @@
-"""Calibration of the sustained-shift rule (servegate.sustained): simulated runner histories
+"""Calibration of the sustained-shift rule (servegate.history.sustained): simulated runner histories
 of one design, each night's gated aggregates estimated as the judge estimates them, then the
 CUSUM over the nights.
 
@@ -21,16 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from servegate.calibration import (
-    BlockDesign,
-    Noise,
-    _logs,
-    _night_blocks,
-    decide_nights,
-    family,
-)
+from servegate.calibration.designs import BlockDesign, family
+from servegate.calibration.in_server import _logs, _night_blocks, decide_nights
+from servegate.calibration.worlds import Noise
 from servegate.core.metrics import direction
-from servegate.sustained import (
+from servegate.history.sustained import (
     ARL0,
     DESIGN_SHIFT,
     GUARD,
@@ -53,7 +48,7 @@ def night_values(rng: np.random.Generator, design: BlockDesign, nights: int, noi
                  effects: dict[str, float]) -> dict[tuple[str, str], NightValue]:
     """Each night's nested estimate (log) per (mode, aggregate metric), as the judge's
     aggregate check estimates a run's side, with its squared standard error from the night's
-    own starts (servegate.sustained.night_value, as ``history health`` reads a stored night)."""
+    own starts (servegate.history.sustained.night_value, as ``history health`` reads a stored night)."""
     blocks = _night_blocks(rng, design, nights, noise, effects)
     config = design.config
     out = {}
@@ -90,7 +85,7 @@ def sustained_world(design: BlockDesign, noise: Noise, *, histories: int, seed: 
     """False alarms per runner-quarter and detection of sustained TTFT slowdowns of one mode
     (the first in the design's modes, the PR's effect on ``on`` in every night as in the
     in-server calibration) in one world of noise. ``within``: the rule uses each night's
-    starts (servegate.sustained.night_spread); False: the nights' spread alone (the rule
+    starts (servegate.history.sustained.night_spread); False: the nights' spread alone (the rule
     before issue 33's within-night spread, for comparison)."""
     seeds = [seed, int(noise.run_cv * 1e6), int(noise.block_cv * 1e6),
              int(noise.interaction_cv * 1e6), reference, monitored]

@@ -1,6 +1,6 @@
 """Calibration of the claim's honesty: a runner's first night (the suite's typed priors only)
 against a night judged with the priors its history taught (``history_nights`` simulated
-nights, learned as servegate.history.profile learns them: servegate.noise_profile).
+nights, learned as servegate.history.profile learns them: servegate.history.noise_profile).
 
 Why: a false-alarm rate and a power say nothing about whether an interval is honest. When a
 runner's true start x mode interaction is several times the suite's typed prior, intervals
@@ -22,19 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from servegate.calibration import (
-    CLAIM_SIZES,
-    BlockDesign,
+from servegate.calibration.designs import CLAIM_SIZES, BlockDesign, SimCheck, family
+from servegate.calibration.in_server import (
     Learned,
-    Noise,
-    SimCheck,
     _logs,
     _night_blocks,
     decide_sequential,
-    family,
     rate_interval,
 )
-from servegate.noise_profile import night_levels, pool
+from servegate.calibration.worlds import Noise
+from servegate.history.noise_profile import night_levels, pool
 
 HISTORY_NIGHTS = 14
 # the worlds judged: the claim's sizes (power), exactly the claimed size (false refutation)

@@ -3,7 +3,7 @@ estimator, and the nights are pooled by degrees of freedom, a night out of profi
 left out (not averaged in).
 
 Why here, between the judge and its users: the history store (real nights,
-servegate.history.profile) and the calibration (simulated nights, servegate.calibration_history)
+servegate.history.profile) and the calibration (simulated nights, servegate.calibration.history)
 must learn a level the same way, or the calibration would vouch for another estimator.
 
 Per night: the start-level (or start x mode interaction) variance the judge's

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from servegate import plan as plan_module
 from servegate.config import load_suite, suite_path
-from servegate.plan import (
+from servegate.plan import design as plan_module
+from servegate.plan.design import (
     PairLayout,
     PlannedPoint,
     block_mode_orders,
@@ -97,7 +97,7 @@ def test_head_and_base_alternate_within_each_mode() -> None:
 def test_from_the_second_repeat_on_either_arm_may_go_first() -> None:
     """Repeat 0 always starts with base; repeat 1 and later flip by a seeded draw, so across
     seeds both orders occur already in repeat 1."""
-    from servegate.plan import arm_order
+    from servegate.plan.design import arm_order
 
     firsts = {r: {arm_order(("base", "head"), ["off"], r, seed)[0][0] for seed in range(40)}
               for r in (0, 1, 2)}
@@ -363,7 +363,7 @@ def test_device_sets_are_disjoint_and_cross_over_between_starts() -> None:
 ])
 def test_expected_schedulers_counts_tp_pp_and_plain_dp(args: tuple[str, ...],
                                                        expected: int | None) -> None:
-    from servegate.plan import expected_schedulers
+    from servegate.plan.design import expected_schedulers
 
     assert expected_schedulers(args) == expected
     assert expected_schedulers(list(args)) == expected
@@ -401,7 +401,7 @@ def test_unmodelled_server_arguments_count_as_one_device_per_server(
 
 
 def test_flag_value_is_the_last_occurrence_and_none_when_absent() -> None:
-    from servegate.plan import flag_value
+    from servegate.plan.design import flag_value
 
     args = ["--tp", "2", "--dp-size=4", "--tp=8", "--dp-size", "2"]
     assert flag_value(args, ("--tp", "--tensor-parallel-size")) == "8"

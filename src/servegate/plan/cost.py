@@ -25,7 +25,7 @@ from typing import Any
 from servegate.config import Suite
 from servegate.config.speed import SpeedModel
 from servegate.core import runner_classes
-from servegate.plan import PlannedPoint, build_block_plan, live_pair_layout
+from servegate.plan.design import PlannedPoint, build_block_plan, live_pair_layout
 
 # sglang's benchmark/serving.py: warm-up requests copy the first prompt, output capped at 32.
 CLIENT_WARMUP_OUTPUT = 32
@@ -34,10 +34,10 @@ CLIENT_WARMUP_OUTPUT = 32
 GSM8K_TOKENS_PER_SHOT = 150
 GSM8K_TEST_QUESTIONS = 1319
 # Suites a workflow runs head vs base (two trees): ci/workflows/premerge.yml runs
-# `servegate ab --suite premerge` (tests/unit/test_cost.py checks the workflow says so).
+# `servegate ab --suite premerge` (tests/unit/plan/test_cost.py checks the workflow says so).
 HEAD_VS_BASE_SUITES = ("premerge",)
 # Suites a workflow runs on a one-GPU runner label (ci/workflows/premerge.yml's smoke job): the
-# job books the server's GPUs, not the class's usual 8 (tests/unit/test_cost.py checks the
+# job books the server's GPUs, not the class's usual 8 (tests/unit/plan/test_cost.py checks the
 # workflow says so).
 ONE_GPU_SUITES = ("smoke",)
 # A profiled block (servegate.commands.bench_profile: one wave at the highest concurrency per

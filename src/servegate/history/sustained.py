@@ -18,7 +18,7 @@ Units: ``k`` is half the shift the rule is tuned for (``design_shift``, relative
 scale) in the reference nights' standard deviations; ``h`` is chosen for an in-control average
 run length ``arl0`` by Siegmund's approximation ``ARL0 ~ (exp(2k b) - 2k b - 1) / (2k^2)``,
 ``b = h + 1.166``. The spread is estimated, so the realised false-alarm rate is calibrated by
-simulation (``servegate calibrate``, servegate.calibration_sustained), not taken from the
+simulation (``servegate calibrate``, servegate.calibration.sustained), not taken from the
 formula. Below the history and the calibration (import layers) so that both apply the one rule.
 """
 

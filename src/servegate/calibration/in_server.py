@@ -26,117 +26,27 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats as sps
 
 from servegate.accuracy.paired import agresti_min
-from servegate.config import Suite
+from servegate.calibration.designs import (
+    CLAIM_SIZES,
+    SLOWDOWNS,
+    BlockDesign,
+    SimCheck,
+    design_row,
+    family,
+)
+from servegate.calibration.worlds import ACCURACY, BURST_P, BURST_SDS, FLAKY, Noise, bursty_blocks
 from servegate.config.judge import JudgeConfig
 from servegate.core.metrics import direction
-from servegate.core.runner_classes import REGISTRY
 from servegate.judge import sequential
-from servegate.judge.baselines import baseline_from_run
-from servegate.judge.block_checks import block_pendings
-from servegate.judge.evidence import evidence_from_baseline, evidence_from_run
 from servegate.judge.family import decision_alpha, holm_levels_array
 from servegate.judge.nested import independent_difference, paired_difference
 from servegate.judge.stats import classify, classify_equivalence, tost_power
-
-# Bursts relative to the core block noise: on this VM the MAD-based block log-sd is ~0.025 and
-# bursts add +10-30 % (4-12 core sds) to ~8 % of blocks, which makes the plain sd ~0.065
-# (2.5x the MAD-based one), as measured (4 starts x 6 blocks of the cpu load).
-BURST_P = 0.08
-BURST_SDS = (4.0, 12.0)
-# ``block_cv`` is the plain block log-sd (as measured); the core normal part is this much smaller
-_K_MEAN, _K_SQ = sum(BURST_SDS) / 2, (BURST_SDS[0] ** 2 + BURST_SDS[0] * BURST_SDS[1]
-                                      + BURST_SDS[1] ** 2) / 3
-CORE_RATIO = math.sqrt(1 + BURST_P * _K_SQ - (BURST_P * _K_MEAN) ** 2)   # plain sd / core sd
-ACCURACY, FLAKY = 0.93, 0.04
-CLAIM_SIZES = (0.054, 0.095)           # the PR's mean TTFT improvements (conc 4 .. conc 64)
-SLOWDOWNS = (0.02, 0.05, 0.10, 0.15, 0.20, 0.30, 0.50, 1.00)
-
-
-@dataclass(frozen=True)
-class BlockDesign:
-    suite: str
-    runner: str
-    starts: int
-    blocks: int
-    modes: tuple[str, ...]
-    concurrencies: tuple[int, ...]
-    questions: int
-    config: JudgeConfig
-    gated: bool
-    looks: tuple[int, ...] = ()     # [design] looks (servegate.judge.sequential)
-
-
-@dataclass(frozen=True)
-class SimCheck:
-    """One primary check as the simulation decides it."""
-
-    name: str
-    kind: str                 # claim_ttft | claim_accuracy | noop_prefill | noop_tost | versus
-    metric: str
-    mode: str | None
-    concs: tuple[int, ...]
-    floor: float
-    one_sided: bool
-
-
-def suite_questions(suite: Suite) -> int:
-    """GSM8K questions per mode the suite asks ("all" is the whole test split, 1319)."""
-    if suite.gsm8k is None:
-        return 0
-    q = suite.gsm8k.questions
-    return 1319 if not isinstance(q, int) else int(q)
-
-
-def block_design(suite: Suite, runner: str) -> BlockDesign:
-    design = suite.effective_design
-    questions = suite_questions(suite)
-    gated = runner in REGISTRY and REGISTRY[runner].gated
-    # a gated runner night runs off and on (the nightly matrix's MI355X cell); elsewhere the
-    # suite's modes
-    modes = tuple(m for m in suite.modes if m != "forced") if gated else tuple(suite.modes)
-    return BlockDesign(suite.name, runner, design.starts, design.blocks, modes,
-                       tuple(suite.load.concurrency), questions, suite.judge, gated,
-                       design.looks)
-
-
-def _skeleton(design: BlockDesign) -> dict[str, Any]:
-    """The least run.json that yields the design's checks: which checks exist depends on the
-    modes, concurrencies, metrics and runner class it holds, never on the values (the gated
-    claims include GSM8K's whether or not the run has answers)."""
-    metrics = dict.fromkeys({*design.config.metrics, *design.config.aggregate_metrics}, 1.0)
-    return {"runner_class": design.runner,
-            "design": {"starts": 1, "blocks": 1, "in_server": True},
-            "points": [{"mode": mode, "concurrency": conc, "repeat": 0, "start": 0,
-                        "block": 0, "metrics": metrics}
-                       for mode in design.modes for conc in design.concurrencies]}
-
-
-def family(design: BlockDesign) -> list[SimCheck]:
-    """The design's primary family, from the judge's own pending lists."""
-    run = _skeleton(design)
-    baseline = evidence_from_baseline(baseline_from_run(run, Path("<calibrate>")))  # type: ignore[arg-type]
-    pendings = block_pendings(run, evidence_from_run(run), design.config,  # type: ignore[arg-type]
-                              baseline=baseline)
-    out = []
-    for pending in pendings:
-        if not (pending.counts and pending.primary):
-            continue
-        check = pending.evaluate(0.95)
-        kind = {"improvement": "claim_ttft", "accuracy": "claim_accuracy",
-                "noop-prefill": "noop_prefill", "noop": "noop_tost"}.get(check.claim or "",
-                                                                        "versus")
-        concs = (tuple(design.config.aggregate_concs(check.metric, list(design.concurrencies)))
-                 if check.concurrency is None else (check.concurrency,))
-        out.append(SimCheck(check.name, kind, check.metric, check.mode, tuple(concs),
-                            float(check.floor or 0.0), pending.one_sided))
-    return out
 
 
 def rate_interval(count: int, nights: int) -> list[float]:
@@ -151,32 +61,6 @@ def family_levels(p: np.ndarray, alpha: float, config: JudgeConfig) -> np.ndarra
     if config.family and config.family_method == "holm":
         return holm_levels_array(p, alpha)
     return np.full(p.shape, alpha / p.shape[-1])
-
-
-@dataclass
-class Noise:
-    run_cv: float
-    block_cv: float
-    interaction_cv: float           # of a mode pair's difference (as the judge's prior)
-    # a night-level factor shared by every start, mode and point of a night (the driver, the
-    # machine's temperature, the day): invisible to the night's own starts; 0 in every world
-    # but the sustained-shift rule's guard row (calibration_sustained)
-    night_cv: float = 0.0
-
-    @property
-    def per_mode_interaction(self) -> float:
-        """Each mode's own start x mode draw: two independent ones differ by interaction_cv."""
-        return self.interaction_cv / math.sqrt(2.0)
-
-
-def bursty_blocks(rng: np.random.Generator, shape: tuple[int, ...],
-                  block_cv: float) -> np.ndarray:
-    """Log block factors: a normal core plus, with probability BURST_P, an interference burst of
-    BURST_SDS core sds, scaled so the plain log-sd is ``block_cv`` (the model measured here)."""
-    core = block_cv / CORE_RATIO
-    block = rng.normal(0.0, core, shape)
-    return block + np.where(rng.random(shape) < BURST_P,
-                            rng.uniform(*BURST_SDS, shape) * core, 0.0)
 
 
 def _night_blocks(rng: np.random.Generator, design: BlockDesign, nights: int, noise: Noise,
@@ -219,7 +103,7 @@ class Decided:
     widened: np.ndarray | None = None       # (nights, m) the run refuted the check's prior
 
 
-# a learned prior per check name: (variance, dof) per night (servegate.calibration_history)
+# a learned prior per check name: (variance, dof) per night (servegate.calibration.history)
 Learned = dict[str, tuple[np.ndarray, np.ndarray]]
 
 
@@ -460,25 +344,3 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
                       nights=nights, family_size=len(checks),
                       aa=(round(tally["aa"] / nights, 5), ci(tally["aa"])), power_curve=curve,
                       slowdown_80=reach[0] if reach else None, **parts)
-
-
-def design_row(suite: str, runner: str, kind: str, *, starts: int, blocks: int,
-               server_starts: int, noise: Noise, nights: int, family_size: int,
-               aa: tuple[float, list[float]], power_curve: dict[str, float],
-               slowdown_80: float | None, **parts: Any) -> dict[str, Any]:
-    """One calibration row: the keys every design's row has (so ``calibrate``'s table and JSON
-    read any row alike), then the parts only some designs measure, which override the
-    defaults (no no-op or claim checks: ``None``)."""
-    row: dict[str, Any] = {
-        "suite": suite, "runner": runner, "runner_class": runner, "design": kind,
-        "starts": starts, "blocks": blocks, "server_starts": server_starts,
-        "run_cv": noise.run_cv, "block_cv": noise.block_cv,
-        "interaction_cv": noise.interaction_cv, "nights": nights,
-        "checks": family_size, "family_size": family_size,
-        "aa_false_alarm": aa[0], "aa_false_alarm_ci": aa[1], "noop_false_failure": None,
-        "power": {k: power_curve[k] for k in ("0.05", "0.10")},
-        "power_curve": power_curve, "slowdown_80": slowdown_80,
-        "claim_power": None, "claim_false_confirmation": None,
-    }
-    row.update(parts)
-    return row

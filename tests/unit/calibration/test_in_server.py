@@ -20,10 +20,12 @@ from statsmodels.stats.proportion import proportion_confint
 from unit.judge.block_runs import write_block_run
 
 from servegate import calibration as cb
-from servegate import calibration_pairs as cp
 from servegate.accuracy.paired import agresti_min
 from servegate.calibration import Noise
-from servegate.calibration_pairs import live_pair_calibration
+from servegate.calibration import designs as cb_designs
+from servegate.calibration import in_server as cb_nights
+from servegate.calibration import pairs as cp
+from servegate.calibration.pairs import live_pair_calibration
 from servegate.commands import calibrate
 from servegate.commands.calibrate import main as calibrate_main
 from servegate.config import load_suite, suite_path
@@ -75,7 +77,7 @@ def index(checks: list[cb.SimCheck], kind: str) -> list[int]:
 
 def skeleton_primary(design: cb.BlockDesign) -> list[str]:
     """The primary counted checks ``block_pendings`` lists for the design's skeleton run."""
-    run = cb._skeleton(design)
+    run = cb_designs._skeleton(design)
     baseline = evidence_from_baseline(baseline_from_run(run, Path("<test>")))  # type: ignore[arg-type]
     pendings = block_pendings(run, evidence_from_run(run), design.config,  # type: ignore[arg-type]
                               baseline=baseline)
@@ -163,8 +165,8 @@ def test_on_equal_to_off_never_passes_the_claim(nightly: Any) -> None:
     # realistic noise through the simulation's own block model: still never confirmed
     noise = cb.Noise(0.02, 0.01, 0.003)
     rng = np.random.default_rng(7)
-    current = cb._night_blocks(rng, design, 500, noise, {})
-    reference = cb._night_blocks(rng, design, 500, noise, {})
+    current = cb_nights._night_blocks(rng, design, 500, noise, {})
+    reference = cb_nights._night_blocks(rng, design, 500, noise, {})
     decided = cb.decide_nights(design, checks, current, reference, rng, 500)
     assert not (decided.codes[:, claim] == 0).any()
 
@@ -241,8 +243,8 @@ def test_each_night_decided_as_the_judge_decides_its_run_folder(
     checks = cb.family(design)
     rng = np.random.default_rng(11)
     noise = cb.Noise(0.005, 0.015, 0.003)
-    current = cb._night_blocks(rng, design, NIGHTS, noise, {})
-    reference = cb._night_blocks(rng, design, NIGHTS, noise, {})
+    current = cb_nights._night_blocks(rng, design, NIGHTS, noise, {})
+    reference = cb_nights._night_blocks(rng, design, NIGHTS, noise, {})
     claim = np.array([0.0, 0.03, 0.045, 0.06, 0.12] * 4)
     slow = np.array([1.0, 1.0, 1.3, 1.0, 1 / 1.3] * 4)[::-1]
     for (mode, _conc, kind), values in current.items():
@@ -253,7 +255,7 @@ def test_each_night_decided_as_the_judge_decides_its_run_folder(
     # the GSM8K nights: given counts (the simulation's own draw replaced by the same counts)
     a_only = np.array([12, 5, 20, 8] * 5)
     b_only = np.array([12, 40, 6, 25] * 5)
-    monkeypatch.setattr(cb, "_accuracy", lambda _rng, nights, questions: (
+    monkeypatch.setattr(cb_nights, "_accuracy", lambda _rng, nights, questions: (
         agresti_min(a_only[:nights], b_only[:nights], questions)))
     decided = cb.decide_nights(design, checks, current, reference, np.random.default_rng(0),
                                NIGHTS)
@@ -352,7 +354,7 @@ def test_core_ratio_is_the_burst_mixtures_plain_sd_by_hand(nightly: Any) -> None
     assert ratio == pytest.approx(by_hand, rel=1e-12)
     assert by_hand == pytest.approx(2.4773, abs=1e-4)
     design = cb.block_design(nightly, "mi355x")
-    blocks = cb._night_blocks(np.random.default_rng(1), design, 20000,
+    blocks = cb_nights._night_blocks(np.random.default_rng(1), design, 20000,
                               cb.Noise(0.0, 0.02, 0.0), {})
     values = np.concatenate([v.ravel() for v in blocks.values()])
     assert values.size == 20000 * 2 * 6 * 2 * 5 * 2
@@ -552,7 +554,7 @@ def test_calibrate_json_reports_head_vs_base_for_every_in_server_row(
 # Every calibrated number docs/ quotes comes from these functions at a stated seed. A change to
 # the simulation (a draw, a variance, a tally, a batch boundary) moves these small seeded runs,
 # and the recorded YAML beside this file shows the diff. A deliberate change: re-run the docs'
-# calibration commands, then `pytest tests/unit/test_calibration.py -k recorded
+# calibration commands, then `pytest tests/unit/calibration/test_in_server.py -k recorded
 # --force-regen` (pytest-regressions) and review the diff.
 
 
@@ -593,7 +595,7 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
         "paired_power": {f"{effect:g}": cp.paired_effect_power(
             2, 4, effect, Noise(0.02, 0.02, 0.01), floor=0.02, prior_cv=0.02, prior_dof=10,
             nights=300) for effect in (0.0, 0.05, -0.05, 1.0)},
-        "accuracy": [_rounded(side) for side in cb._accuracy(np.random.default_rng(3), 4, 60)],
+        "accuracy": [_rounded(side) for side in cb_nights._accuracy(np.random.default_rng(3), 4, 60)],
     }
     noop = rows["noop_in_server"]                                  # the tallies are exercised
     assert noop["noop_false_failure"] > 0 and noop["noop_gating_nights"] > 0
@@ -610,7 +612,7 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
     ("mean_ttft_ms", "ttft"), ("mean_e2e_latency_ms", "ttft"), ("median_tpot_ms", "tpot"),
     ("mean_itl_ms", "tpot")])
 def test_decode_metrics_draw_decode_noise(metric: str, kind: str) -> None:
-    assert cb._metric_kind(metric) == kind
+    assert cb_nights._metric_kind(metric) == kind
 
 
 def test_family_levels_follow_the_judges_method() -> None:
@@ -680,7 +682,7 @@ def test_a_suite_that_reports_its_claims_gates_only_the_no_op() -> None:
     there; where the gate is closed the no-op claims still gate."""
     smoke = load_suite(suite_path("smoke"))
     assert cb.family(cb.block_design(smoke, "mi355x")) == []
-    run = cb._skeleton(cb.block_design(smoke, "mi355x"))
+    run = cb_designs._skeleton(cb.block_design(smoke, "mi355x"))
     reported = [p.name for p in block_pendings(run, evidence_from_run(run),  # type: ignore[arg-type]
                                                smoke.judge) if p.counts and not p.primary]
     assert "claim: on vs off GSM8K non-inferior within 2.0 pp" in reported

@@ -1,5 +1,5 @@
-"""servegate.sustained (the CUSUM over nights) and its calibration
-(servegate.calibration_sustained), seeded."""
+"""servegate.history.sustained (the CUSUM over nights) and its calibration
+(servegate.calibration.sustained), seeded."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from servegate import calibration as cb
-from servegate.calibration_sustained import (
+from servegate.calibration.sustained import (
     one_night_against_history,
     sustained_calibration,
     sustained_world,
 )
 from servegate.config import load_suite, suite_path
-from servegate.sustained import (
+from servegate.history.sustained import (
     GUARD,
     NIGHT_LEVEL,
     cusum,

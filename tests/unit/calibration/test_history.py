@@ -1,4 +1,4 @@
-"""servegate.calibration_history: the claim's interval honesty on a runner's first night (the
+"""servegate.calibration.history: the claim's interval honesty on a runner's first night (the
 suite's typed priors) and with 14 nights of learned history, seeded: the issue-33 acceptance
 figures (docs/judge.md, "Priors learned from the nights")."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from servegate import calibration as cb
-from servegate.calibration_history import claim_honesty, learn_priors
+from servegate.calibration.history import claim_honesty, learn_priors
 from servegate.commands import calibrate as cal
 from servegate.config import load_suite, suite_path
 

@@ -10,7 +10,7 @@ import pytest
 
 from servegate.config import load_suite, suite_path
 from servegate.core.paths import REPO_ROOT
-from servegate.cost import (
+from servegate.plan.cost import (
     CLIENT_WARMUP_OUTPUT,
     HEAD_VS_BASE_SUITES,
     Cell,
@@ -126,8 +126,8 @@ def test_the_head_vs_base_suites_are_the_ones_the_premerge_workflow_runs_with_ab
 
 
 def test_profiled_blocks_are_counted_and_priced_per_mode_tree_and_start() -> None:
-    from servegate.cost import PROFILE_OVERHEAD, point_seconds
-    from servegate.plan import build_block_plan
+    from servegate.plan.cost import PROFILE_OVERHEAD, point_seconds
+    from servegate.plan.design import build_block_plan
 
     suite = load_suite(suite_path("cpu"))
     cell = Cell("cpu", suite.modes, "run", 1)
