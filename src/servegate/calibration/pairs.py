@@ -73,8 +73,8 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
                           slowdowns: tuple[float, ...] = SLOWDOWNS) -> dict[str, Any]:
     """Head vs base in live pairs (``servegate ab``): A/A false alarms per run and the power
     against a head-only TTFT slowdown, through the judge's live-pair estimator (block pairs, the
-    two servers' start difference from the prior 2 x run_to_run_cv^2 or measured with two
-    starts or more), decision p-values and Holm over the primary family (one check per mode
+    two servers' start difference from the prior 2 x ``pair_cv``^2 or measured with two starts
+    or more), decision p-values and Holm over the primary family (one check per mode
     and aggregate metric; the metrics of a mode are simulated independent: conservative).
     With ``looks`` each night is judged at every look (the first k blocks, the look's
     spending level) and kept where it stops, as bench runs it."""
@@ -85,7 +85,7 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
     floors = [config.floor(metric) for _ in range(modes) for metric in metrics]
     slowed = ["ttft" in metric for _ in range(modes) for metric in metrics]
     alpha = 1.0 - config.confidence
-    start_var, start_dof = 2 * config.run_to_run_cv ** 2, config.run_to_run_cv_dof
+    start_var, start_dof = 2 * config.pair_cv ** 2, config.run_to_run_cv_dof
     schedule = [*looks, blocks]
     levels = sequential.nominal_levels(looks, blocks, alpha) if looks else [alpha]
 
@@ -132,7 +132,7 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
         "aa_false_alarm": round(aa / nights, 5),
         "aa_false_alarm_ci": rate_interval(aa, nights),
         "power_curve": curve, "slowdown_80": reach[0] if reach else None,
-        "assumed_run_cv": config.run_to_run_cv,
+        "assumed_run_cv": config.pair_cv,
         "assumed_run_cv_dof": config.run_to_run_cv_dof}
     if looks:
         def fraction(ran: np.ndarray) -> float:

@@ -161,12 +161,14 @@ def _read_gates(ctx: Context, modes: list[str]) -> None:
                         f" -> on is a {on_cell(reading.gate_open)} cell")
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], suite: Suite | None = None) -> int:
+    """``suite``: one already built (``servegate bisect``'s) instead of ``--suite``'s file."""
     args = _parse(argv)
     console = Console(stderr=True)
     try:
         detected = detect(args.runner)
-        suite = load_suite(suite_path(args.suite or _default_suite(detected)), args.models_dir)
+        suite = suite or load_suite(suite_path(args.suite or _default_suite(detected)),
+                                    args.models_dir)
         modes = _select_modes(suite, args.modes)
         trees = _trees(args)
         _require_gate(modes, trees)

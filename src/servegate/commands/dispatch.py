@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "upgrade": ("servegate.commands.upgrade", "rewrite run/baseline/golden files to the current schema"),
     "calibrate": ("servegate.commands.calibrate", "simulate nights through the judge: false alarms, power"),
     "ab": ("servegate.commands.ab", "gate an sglang change: head vs base trees, interleaved"),
+    "bisect": ("servegate.commands.bisect", "find a regression's first bad sglang commit"),
     "plan": ("servegate.commands.plan", "what a suite costs per runner: starts, minutes, GPU-minutes"),
     "preflight": ("servegate.preflight.cli", "predict a GPU suite's admission before booking a GPU"),
     "runners": ("servegate.commands.runners", "runner classes (GPU models), CI matrices"),

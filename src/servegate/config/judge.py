@@ -38,6 +38,9 @@ class JudgeConfig:
     # run_to_run_cv_dof degrees of freedom (10: as if measured from 11 server starts)
     run_to_run_cv: float = 0.05
     run_to_run_cv_dof: float = 10.0
+    # the start level between a live pair's two servers (one sitting, contention shared by
+    # both); None: run_to_run_cv
+    live_pair_cv: float | None = None
     accuracy_floor: float = 0.02           # absolute accuracy drop vs baseline that counts
     # A/B claims judged inside one run; "gated": runner classes whose architecture has the
     # exact-fill gate on (servegate.core.runner_classes), where `on` must show the PR's improvement
@@ -80,10 +83,15 @@ class JudgeConfig:
         """Practical floor (relative change) for ``metric``."""
         return float(self.floors.get(metric, self.default_floor))
 
+    @property
+    def pair_cv(self) -> float:
+        """The start-level CV a live pair's head vs base keeps (twice, one per server)."""
+        return self.run_to_run_cv if self.live_pair_cv is None else self.live_pair_cv
+
 
 _FLOAT_FRACTION = ("default_floor", "accuracy_floor", "run_to_run_cv", "gated_min_ttft_improvement",
                    "noop_margin", "accuracy_noninferiority_margin", "noop_min_power",
-                   "interaction_cv")
+                   "interaction_cv", "live_pair_cv")
 FAMILY_SELECTORS = ("claims", "baseline-aggregate", "ab-aggregate")
 FAMILY_METHODS = ("holm", "bonferroni")
 
@@ -97,7 +105,7 @@ def _metric_list(value: Any, where: str) -> tuple[str, ...]:
 _TOP_KEYS = ("metrics", "floors", "default_floor", "confidence", "bootstrap_resamples", "seed",
              "min_repeats_for_repeat_bootstrap", "accuracy_floor", "run_to_run_cv",
              "run_to_run_cv_dof", "claims", "family", "family_method", "aggregate_metrics",
-             "interaction_cv", "interaction_cv_dof", "aggregate_concurrency")
+             "interaction_cv", "interaction_cv_dof", "aggregate_concurrency", "live_pair_cv")
 # Keys of the request-level judge retired with it (issue 30): read, ignored, named as such.
 RETIRED_KEYS = ("bootstrap_resamples", "min_repeats_for_repeat_bootstrap")
 _CLAIM_KEYS = ("gated_min_ttft_improvement", "gated_ttft_metric", "gated_claim_concurrency",

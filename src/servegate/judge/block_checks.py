@@ -165,11 +165,11 @@ class Judge:
     def live_pair(self, mode: str, concs: list[int], metric: str) -> Difference:
         """Head vs base from a live pair: paired per block pair (same start, round and prompts,
         run back to back); the two servers' start levels do not cancel, so their difference
-        (2 x run_to_run_cv^2, the suite's prior) stays, measured too with two starts or more."""
+        (2 x live_pair_cv^2, the suite's prior) stays, measured too with two starts or more."""
         cur = self.evidence.logs("head", mode, concs, metric)
         ref = self.evidence.logs("base", mode, concs, metric)
         a, b = paired_matrices(cur, ref)
-        cv = self.config.run_to_run_cv
+        cv = self.config.pair_cv
         return paired_difference(a, b, interaction_var=2 * cv * cv,
                                  interaction_dof=self.config.run_to_run_cv_dof, level="start")
 
