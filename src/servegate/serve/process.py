@@ -135,25 +135,38 @@ def _port_clash(log_tail: str) -> bool:
     return any(key in text for key in _PORT_CLASH)
 
 
-def descendants(pid: int) -> list[int]:
-    """All live descendants of ``pid`` (Linux /proc; empty elsewhere)."""
-    children: dict[int, list[int]] = {}
+def _proc_table() -> list[tuple[int, int, int]]:
+    """(pid, parent pid, process group) of every live process (Linux /proc; empty elsewhere)."""
+    table = []
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
         except OSError:
             continue
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
+        if len(fields) > 2:
+            table.append((int(entry.name), int(fields[1]), int(fields[2])))
+    return table
+
+
+def descendants(pid: int) -> list[int]:
+    """All live descendants of ``pid``."""
+    children: dict[int, list[int]] = {}
+    for child, parent, _group in _proc_table():
+        children.setdefault(parent, []).append(child)
     found, stack = [], [pid]
     while stack:
         for child in children.get(stack.pop(), []):
             found.append(child)
             stack.append(child)
     return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """Processes of process group ``pgid``: a server that died at start leaves its scheduler
+    orphaned (no longer a descendant) but still in the group it started."""
+    return [pid for pid, _parent, group in _proc_table() if group == pgid]
 
 
 def _alive(pid: int) -> bool:
@@ -177,11 +190,12 @@ def kill_tree(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
     SIGKILL) and is re-raised once the tree is gone.
     """
     with signals_deferred() as received:
-        pids = set(descendants(proc.pid))
+        pids = set(descendants(proc.pid)) | set(group_members(proc.pid))
         for sig in (signal.SIGTERM, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, sig)
-            pids |= set(descendants(proc.pid))
+            pids |= set(descendants(proc.pid)) | set(group_members(proc.pid))
+            pids.discard(proc.pid)
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)

@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from contention import skip_if_contended
+from contention import excused_if_contended
 from repo_files import REPO_ROOT
 
 from servegate.accuracy.report import paired_analysis
@@ -241,10 +241,10 @@ def test_readme_main_command_in_a_fresh_clone(tmp_path: Path,
     assert _tagged_processes(tag) == []
     print(f"fresh clone, README main command: {elapsed:.0f} s")
     predicted_s, measured_s = _serving_seconds(run)
-    skip_if_contended(run_dir, what=f"the verdict against the committed baseline (exit "
-                      f"{proc.returncode}, overall {verdict['overall']}) and the no-op TOSTs, "
-                      f"and `servegate plan`'s serving time ({predicted_s:.0f} s predicted, "
-                      f"{measured_s:.0f} s measured)")
-    _check_verdict_speed(run_dir, proc.returncode, verdicts)
-    # issue 29: the speed model prices the main job within 25 % of what it measured
-    assert abs(predicted_s - measured_s) <= 0.25 * measured_s, (predicted_s, measured_s)
+    with excused_if_contended(run_dir, what=f"the verdict against the committed baseline (exit "
+                              f"{proc.returncode}, overall {verdict['overall']}) and the no-op TOSTs, "
+                              f"and `servegate plan`'s serving time ({predicted_s:.0f} s predicted, "
+                              f"{measured_s:.0f} s measured)"):
+        _check_verdict_speed(run_dir, proc.returncode, verdicts)
+        # issue 29: the speed model prices the main job within 25 % of what it measured
+        assert abs(predicted_s - measured_s) <= 0.25 * measured_s, (predicted_s, measured_s)

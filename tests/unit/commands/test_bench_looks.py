@@ -75,6 +75,10 @@ def _judgement(*verdicts: str, gate: bool = True) -> Any:
     (("pass", "improvement"), True, True),              # every gated check decided
     (("pass", "inconclusive"), True, False),            # one still open: go on
     (("regression",), False, False),                    # nothing gated: nothing to decide
+    (("pass", "error"), True, False),                   # an error is not a decision: go on
+    (("error",), True, False),
+    (("regression", "error"), True, True),              # a regression fails the run anyway
+    (("improvement", "pass", "pass"), True, True),
 ])
 def test_a_look_stops_on_a_gated_regression_or_when_every_gated_check_is_decided(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdicts: tuple[str, ...],
@@ -87,3 +91,25 @@ def test_a_look_stops_on_a_gated_regression_or_when_every_gated_check_is_decided
     assert taken["blocks"] == 2 and taken["stop"] is stop and taken["level"] == 0.01
     assert ctx.run["sequential"]["stopped_at_blocks"] == (2 if stop else None)
     assert ctx.logged[-1].startswith(f"look after 2 of 4 blocks: {'stop' if stop else 'go on'}")
+
+
+VERDICTS = ("pass", "regression", "improvement", "inconclusive", "error")
+
+
+@pytest.mark.parametrize("first", VERDICTS)
+@pytest.mark.parametrize("second", VERDICTS)
+def test_bench_stops_where_the_calibrated_rule_stops_in_every_verdict_state(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str, second: str) -> None:
+    """The look bench takes and the rule the calibration simulates (judge.sequential.stops)
+    agree for two gated checks in every pair of states; an ``error`` counts as undecided (the
+    simulation's inconclusive), so a broken check never stops a run as if decided."""
+    import numpy as np
+
+    from servegate.judge import sequential
+    from servegate.judge.stats import CODES
+
+    code = {verdict: number for number, verdict in CODES.items()} | {"error": 3}
+    ctx = _ctx(tmp_path, starts=1)
+    monkeypatch.setattr(bench_looks, "judge", lambda run_dir, at_blocks: _judgement(first, second))
+    simulated = sequential.stops(np.array([[code[first], code[second]]]), np.array([[True, True]]))
+    assert bench_looks.take_look(ctx, 2) is bool(simulated[0])

@@ -166,3 +166,25 @@ def test_emulated_class_is_gated_but_never_detected_or_covered_by_its_arch() -> 
     assert not load_suite(suite_path("premerge")).runs_on("cpu-gfx95")
     assert runner_classes.ci_cells("nightly") == [c for c in runner_classes.ci_cells("nightly")
                                            if "cpu-gfx95" not in c["cell"]]
+
+
+@pytest.mark.parametrize("cousin", ["gfx940", "gfx941", "gfx9", "gfx90", "gfx908", "gfx90c",
+                                    "gfx9420", "gfx94", "gfx12", "gfx125", "gfx1251", "gfx12500",
+                                    "gfx1200", "sm90", "", "  ", "mi355x", "gfx_950"])
+def test_an_unregistered_architecture_is_refused_close_cousins_included(cousin: str) -> None:
+    """A device string one digit off a registered architecture is not taken for it: the class
+    (and with it the exact-fill gate and the baselines) would be wrong."""
+    from servegate.core import runner_classes
+
+    with pytest.raises(runner_classes.UnknownRunner, match="servegate knows"):
+        runner_classes.arch_of(cousin)
+
+
+@pytest.mark.parametrize("device", ["gfx950", "gfx950:sramecc+:xnack-", "GFX950", "gfx951",
+                                    "gfx942", "gfx90a", "gfx1250", "sm_90", "sm_100"])
+def test_gfx95_is_what_sglangs_gate_calls_gfx95(device: str) -> None:
+    """servegate's gfx95 is sglang's is_gfx95_supported (``"gfx95" in gcnArchName``), read on the
+    device string as the GPU reports it."""
+    from servegate.core import runner_classes
+
+    assert (runner_classes.arch_of(device) == "gfx95") is ("gfx95" in device.lower())

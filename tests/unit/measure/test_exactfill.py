@@ -239,3 +239,14 @@ def test_exact_fill_read_back(test_data: Path) -> None:
         check_effective("off", "cpu", forced, stats_forced)
     with pytest.raises(ExactFillMismatch, match="never reported"):
         check_effective("off", "cpu", off, stats_off)
+
+
+def test_a_saturated_batch_over_the_chunk_fails_a_forced_block() -> None:
+    from servegate.measure import logparse
+
+    over = logparse.alignment([logparse.PrefillBatch(1, 256, 0, 0, 5),
+                               logparse.PrefillBatch(1, 257, 0, 0, 5)], 256)
+    assert check_block_effective("off", "cpu", _acks("off", False), over) is False
+    with pytest.raises(ExactFillMismatch, match=r"only 50% of 2 saturated prefill batches are "
+                                                r"exactly 256 tokens"):
+        check_block_effective("forced", "cpu", _acks("forced", True), over)

@@ -446,3 +446,17 @@ def test_no_ack_in_a_log_without_mode_control(test_data: Path) -> None:
 def test_a_block_slice_holds_only_its_switch() -> None:
     cut = ACKS.index("servegate-hook: mode ack seq=1")
     assert {a.seq for a in logparse.mode_acks(ACKS[cut:])} == {1}
+
+
+def test_a_batch_over_the_chunk_is_saturated_but_not_aligned() -> None:
+    """Exact fill promises batches of exactly the chunk: one token over (a ledger that lets a
+    batch past the budget) must not count as aligned, alone or per DP rank."""
+    over = logparse.PrefillBatch(1, 257, 0, 0, 5)
+    at = logparse.PrefillBatch(1, 256, 0, 0, 5)
+    stats = logparse.alignment([at, over, at, at], 256)
+    assert (stats["saturated_batches"], stats["aligned_fraction"]) == (4, 0.75)
+    ranked = [logparse.PrefillBatch(1, 128, 0, 0, 5, dp_rank=0),
+              logparse.PrefillBatch(1, 129, 0, 0, 5, dp_rank=1)]
+    per_rank = logparse.alignment(ranked, 256, dp_attention_size=2)
+    assert (per_rank["chunk_size"], per_rank["saturated_batches"],
+            per_rank["aligned_fraction"]) == (128, 2, 0.5)

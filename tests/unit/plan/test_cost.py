@@ -17,7 +17,9 @@ from servegate.plan.cost import (
     CostError,
     cells,
     estimate,
+    point_seconds,
 )
+from servegate.plan.design import build_block_plan
 
 
 def test_cpu_cell_is_the_speed_models_arithmetic_over_the_suites_blocks_and_gsm8k() -> None:
@@ -147,3 +149,33 @@ def test_profiled_blocks_are_counted_and_priced_per_mode_tree_and_start() -> Non
     two_trees = estimate(suite, Cell("cpu", ("off", "on"), "run", 2), with_accuracy=False,
                          with_profile=True)
     assert two_trees["profiled_blocks"] == 2 * 2
+
+
+@pytest.mark.parametrize("suite_name", ["cpu", "nightly"])
+def test_warm_up_blocks_are_priced_per_start_and_mode_in_serving_and_wall_minutes(
+        suite_name: str) -> None:
+    """A design with warm-ups: each start runs ``warmup_blocks`` unmeasured blocks per mode
+    before its measured ones, each as long as that mode's first block; plan's minutes carry
+    exactly them (the serving, the wall and the warm-up figures), at one and at two starts."""
+    suite = load_suite(suite_path(suite_name))
+    runner = "cpu" if suite_name == "cpu" else "mi355x"
+    speed = suite.server_for(runner).speed
+    cell = Cell(runner, suite.modes, "run", 1)
+    for starts in (1, 2):
+        plain = dataclasses.replace(suite, design=dataclasses.replace(
+            suite.design, starts=starts, warmup_blocks=0))
+        warmed = dataclasses.replace(plain, design=dataclasses.replace(
+            plain.design, warmup_blocks=2))
+        without, with_warmups = estimate(plain, cell), estimate(warmed, cell)
+        slots = build_block_plan(cell.modes, suite.load.concurrency, suite.load.num_prompts,
+                                 starts, plain.design.blocks, suite.seed)
+        firsts = [next(p for p in slot.points if p.mode == mode)
+                  for slot in slots for mode in cell.modes]
+        expected_s = 2 * sum(point_seconds(speed, suite, p)[0] for p in firsts)
+        assert with_warmups["warmup_points"] == 2 * starts * len(cell.modes)
+        assert without["warmup_points"] == 0 and without["minutes"]["warmups"] == 0
+        assert with_warmups["minutes"]["warmups"] == round(expected_s / 60, 1)
+        grown = with_warmups["serving_minutes"] - without["serving_minutes"]
+        assert grown == pytest.approx(expected_s / 60, abs=0.11)
+        assert with_warmups["wall_minutes"] - without["wall_minutes"] == pytest.approx(
+            expected_s / 60, abs=0.11)

@@ -290,3 +290,49 @@ def test_free_port_falls_back_to_bind_zero_without_room_below_the_ephemeral_rang
     port = free_port()
     assert not process.SERVER_PORTS[0] <= port <= process.SERVER_PORTS[1]
     assert process.port_is_free(port)
+
+
+DYING_SERVER = textwrap.dedent("""
+    import subprocess, sys, time
+    child = [sys.executable, "-c",
+             "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+             "print('scheduler up', flush=True); time.sleep(3600)"]
+    subprocess.Popen(child)            # the 'scheduler', in the server's group, deaf to SIGTERM
+    time.sleep(1.0)
+    print("fake server: fatal error at start, exiting", flush=True)
+    sys.exit(3)
+""")
+
+
+def _group(pgid: int) -> list[int]:
+    """Live processes whose process group is ``pgid`` (/proc stat field 5)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def test_no_process_of_the_servers_group_is_left_when_it_died_at_start(tmp_path: Path) -> None:
+    """The launcher died before it was ready; its scheduler (now an orphan: not a descendant any
+    more) ignores SIGTERM. Teardown still leaves no process of the server's group."""
+    script = tmp_path / "dying_server.py"
+    script.write_text(DYING_SERVER)
+    port = free_port()
+    spec = LaunchSpec(argv=[sys.executable, str(script), "--port", str(port)],
+                      env=dict(os.environ), set_env={}, health_path="/health", timeout_s=30,
+                      chunk_size=256, page_size=64)
+    pgid = 0
+    with pytest.raises(ServerError, match="exited with code 3") as info, \
+            Server(spec, tmp_path / "server.log") as server:
+        assert server.proc is not None
+        pgid = server.proc.pid
+        server.wait_ready(poll_s=0.1)
+    assert "fatal error at start" in info.value.log_tail
+    assert "scheduler up" in (tmp_path / "server.log").read_text()
+    assert _wait_gone(_group(pgid), timeout=10.0) == [] and _group(pgid) == []

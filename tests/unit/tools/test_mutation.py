@@ -116,7 +116,7 @@ def test_the_repository_mutates_the_gates_core() -> None:
               "src/servegate/plan/design.py", "src/servegate/plan/cost.py",
               "src/servegate/accuracy/extract.py",
               "src/servegate/admission/ledger_checks.py", "src/servegate/admission/ab.py",
-              "src/servegate/serve/process.py",
+              "src/servegate/serve/process.py", "src/servegate/commands/bench_looks.py",
               "src/servegate/accuracy/paired.py", "src/servegate/core/runner_classes.py",
               "src/servegate/core/metrics.py", "src/servegate/commands/update_baselines.py",
               "src/servegate/calibration/designs.py", "src/servegate/calibration/in_server.py",
