@@ -132,6 +132,13 @@ def ab(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none", tags=["cpu", "gpu"])
+def bisect(session: nox.Session) -> None:
+    """A regression's first bad commit: nox -s bisect -- --repo SGLANG --good REF --bad REF."""
+    python = _runtime_python(session)
+    _servegate(session, python, "bisect", *session.posargs)
+
+
+@nox.session(venv_backend="none", tags=["cpu", "gpu"])
 def accuracy(session: nox.Session) -> None:
     """GSM8K accuracy only (per question, paired on/off) for a suite."""
     python = _runtime_python(session)

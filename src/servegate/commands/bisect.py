@@ -1,23 +1,13 @@
 """``servegate bisect --good REF --bad REF``: from a red night to the first bad commit.
 
-The range is an sglang checkout's first-parent commits after GOOD up to BAD (``--repo``), or an
-explicit ordered list of trees (``--trees GOOD ... BAD``). Every step asks the admission stage
-first: ``admission ab`` of the candidate against the good tree on this CPU, no server
-(:mod:`servegate.admission.classify`). A tree that does not import or replay is named and skipped
-(as ``git bisect skip``). When the bad end's own traces moved (or its invariants fail), the
-admission stage decides every step alone: moved or failing is bad, identical is good, and no
-server starts. Otherwise a candidate is served against the good tree as a live pair (``servegate
-ab`` in one mode, on the alarmed metrics), each metric judged against the geometric midpoint
-between 1 and its alarmed effect (``--metric NAME=EFFECT``; without one the bad end is served
-first and its ratio is the effect): the pair's looks stop once it is like good (every interval
-below the midpoint) or like bad (one above); still undecided at its last block, it is skipped.
-
-It ends with the first bad commit and its effect with an interval, with ``--profile`` its kernel
-attribution against its parent (one more profiled pair), and the steps (a table and
-``bisect.json``). Before the first step it prices the bisect (at most 1 + ceil(log2 N) served
-pairs for N commits, each priced by ``plan``'s speed model) and will not start, or serve a pair,
-past ``--max-gpu-minutes``; ``--dry-run`` prints the price only. Exit 0 when it ends (a culprit
-or none), 3 when the first bad commit is one of several (skipped steps), 2 on bad input.
+Over an sglang checkout's first-parent commits GOOD..BAD (or ordered ``--trees``), each step asks
+the admission stage first (``admission ab`` against the good tree, no server): a tree that does
+not import is skipped, named; when the bad end's own traces moved, admission decides every step.
+Else the candidate is served against the good tree as a live pair, each alarmed metric judged
+against the geometric midpoint of 1 and its effect, the looks stopping the pair once it is like
+good or like bad. Priced before it starts (``plan``'s speed model), capped by
+``--max-gpu-minutes``. docs/bisect.md. Exit 0 when it ends (a culprit or none), 3 when the first
+bad commit is one of several (skipped trees), 2 on bad input.
 """
 
 from __future__ import annotations
@@ -36,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from servegate.admission import classify
 from servegate.admission.ab import AbError
 from servegate.commands import bench
 from servegate.config import ConfigError, Suite, load_suite, suite_path
@@ -65,7 +56,7 @@ class Step:
     verdict: str                        # good, bad or skip
     stage: str                          # admission or serving
     why: str
-    admission: dict[str, Any] | None = None
+    admission: dict[str, Any]
     served: dict[str, Any] | None = None
     seconds: float = 0.0
 
@@ -73,8 +64,7 @@ class Step:
 def _metric(text: str) -> tuple[str, float | None]:
     name, _, effect = text.partition("=")
     try:
-        value = float(effect) if effect else None
-        worse = direction(name) == "lower"
+        value, worse = (float(effect) if effect else None), direction(name) == "lower"
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"expected NAME[=EFFECT]: {err}") from None
     if value is not None and not (value > 1 if worse else 0 < value < 1):
@@ -86,27 +76,24 @@ def _metric(text: str) -> tuple[str, float | None]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--repo", type=Path, default=Path("."), help="the sglang checkout (default: .)")
-    p.add_argument("--good", help="the last good commit (a ref of --repo)")
-    p.add_argument("--bad", help="the bad commit the alarm named (a ref of --repo)")
+    p.add_argument("--good", help="the last good commit")
+    p.add_argument("--bad", help="the bad commit the alarm named")
     p.add_argument("--trees", nargs="+", type=Path, metavar="TREE",
-                   help="instead of a checkout: sglang trees in order, the good one first")
+                   help="sglang trees in order, the good one first (instead of a checkout)")
     p.add_argument("--suite", help="the suite served (default: cpu without a GPU, premerge)")
     p.add_argument("--runner", help="runner class (default: detected)")
-    p.add_argument("--mode", help="the mode the alarm is in (default: the suite's first)")
+    p.add_argument("--mode", help="the alarm's mode (default: the suite's first)")
     p.add_argument("--metric", action="append", type=_metric, metavar="NAME[=EFFECT]",
-                   help="an alarmed metric and its bad/good ratio, repeatable (default: the "
-                        "suite's aggregate metrics, effects measured on the bad end)")
+                   help="an alarmed metric and its bad/good ratio (default: the suite's "
+                        "aggregate metrics, effects measured on the bad end)")
     p.add_argument("--admission-suite", type=Path, default=SUITES_DIR / "admission.toml")
     p.add_argument("--profile", action="store_true",
-                   help="serve the culprit against its parent once more, profiled: the kernel "
-                        "attribution of the commit")
+                   help="the culprit served against its parent, profiled: its kernel attribution")
     p.add_argument("--max-gpu-minutes", type=float, default=None)
     p.add_argument("--dry-run", action="store_true", help="print the price and stop")
-    p.add_argument("--commits", type=int, default=16,
-                   help="with --dry-run and no range: the commits priced (default 16)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="the bisect's folder (default: results/bisect-<UTC stamp>)")
-    p.add_argument("--json", action="store_true", help="print bisect.json")
+    p.add_argument("--commits", type=int, default=16, help="--dry-run without a range: commits")
+    p.add_argument("--out", type=Path, default=None, help="default: results/bisect-<UTC stamp>")
+    p.add_argument("--json", action="store_true")
     return p
 
 
@@ -124,14 +111,14 @@ def _range(args: argparse.Namespace) -> list[tuple[str, str]]:
     if good is None or log is None:
         raise BisectError(f"--repo {args.repo}: --good {args.good} or --bad {args.bad} is not a "
                           f"commit of this git checkout")
-    commits = [(line[:40], f"{line[:10]} {line[41:]}"[:60]) for line in log.splitlines()]
-    if not commits:
+    if not log:
         raise BisectError(f"--good {args.good}..--bad {args.bad}: no commits in between")
-    return [(good, args.good), *commits]
+    return [(good, args.good)] + [(line[:40], f"{line[:10]} {line[41:]}"[:60])
+                                  for line in log.splitlines()]
 
 
 class Bisect:
-    """One bisect: its trees (checked out on demand), its steps and its price."""
+    """One bisect: its trees (commits checked out when first needed), steps and price."""
 
     def __init__(self, args: argparse.Namespace, points: list[tuple[str, str]]) -> None:
         self.args, self.points = args, points
@@ -142,162 +129,154 @@ class Bisect:
         if self.mode not in self.suite.modes:
             raise BisectError(f"--mode {self.mode}: suite {self.suite.name} runs "
                               f"{', '.join(self.suite.modes)}")
-        judge = self.suite.judge
-        self.effects = dict(args.metric or [(m, None) for m in judge.aggregate_metrics])
+        self.effects = dict(args.metric or dict.fromkeys(self.suite.judge.aggregate_metrics))
         self.out = args.out or Path("results") / datetime.now(timezone.utc).strftime(
             "bisect-%Y%m%dT%H%M%SZ")
-        self.pair = estimate(self.served({m: judge.floor(m) for m in self.effects}),
+        self.pair = estimate(self.served(self.floors(against_one=True)),
                              cells(self.suite, self.runner, "premerge", (self.mode,))[0],
                              with_accuracy=False, with_profile=False)
         self.steps: list[Step] = []
         self.by_admission, self.spent = False, 0.0
         self._paths: dict[int, Path] = {}
-        self._admission: dict[int, Any] = {}
+        self._admission: dict[int, tuple[classify.Classification, float]] = {}  # and seconds
 
-    # ---------------------------------------------------------------- trees, stages
     def path(self, index: int) -> Path:
-        if index not in self._paths:
-            ref = self.points[index][0]
-            if self.args.trees:
-                self._paths[index] = Path(ref)
-            else:
-                dest = (self.out / "trees" / ref[:12]).absolute()
-                proc = subprocess.run(["git", "-C", str(self.args.repo), "worktree", "add",
-                                       "--detach", "--force", str(dest), ref],
-                                      capture_output=True, text=True, check=False)
-                if proc.returncode:
-                    raise BisectError(f"--repo {self.args.repo}: cannot check out {ref[:10]}: "
-                                      f"{proc.stderr.strip()}")
-                self._paths[index] = dest
-        return self._paths[index]
+        ref = self.points[index][0]
+        if index not in self._paths and not self.args.trees:
+            dest = (self.out / "trees" / ref[:12]).absolute()
+            proc = subprocess.run(["git", "-C", str(self.args.repo), "worktree", "add",
+                                   "--detach", "--force", str(dest), ref],
+                                  capture_output=True, text=True, check=False)
+            if proc.returncode:
+                raise BisectError(f"--repo {self.args.repo}: cannot check out {ref[:10]}: "
+                                  f"{proc.stderr.strip()}")
+            self._paths[index] = dest
+        return self._paths.get(index, Path(ref))
 
     def close(self) -> None:
-        """Remove the commits' checkouts (never a given tree)."""
-        if not self.args.trees:
-            for path in self._paths.values():
-                git_output(self.args.repo, "worktree", "remove", "--force", str(path))
+        """Remove the commits' checkouts (a given tree is never touched)."""
+        for path in self._paths.values():
+            git_output(self.args.repo, "worktree", "remove", "--force", str(path))
 
-    def admission(self, index: int) -> Any:
-        from servegate.admission.classify import classify_tree
-
+    def admission(self, index: int) -> classify.Classification:
         if index not in self._admission:
-            self._admission[index] = classify_tree(
-                self.path(0), self.path(index), suite=self.args.admission_suite,
-                python=sys.executable, runner=self.runner)
-        return self._admission[index]
+            started = time.monotonic()
+            found = classify.classify_tree(self.path(0), self.path(index), python=sys.executable,
+                                           suite=self.args.admission_suite, runner=self.runner)
+            self._admission[index] = (found, time.monotonic() - started)
+        return self._admission[index][0]
+
+    def floors(self, against_one: bool = False) -> dict[str, float]:
+        """Each alarmed metric's judge floor: the suite's (against 1), or the geometric
+        midpoint between 1 and the metric's effect."""
+        if against_one:
+            return {m: self.suite.judge.floor(m) for m in self.effects}
+        return {m: round(min(abs(math.sqrt(e) - 1), MAX_FLOOR), 4)
+                for m, e in self.effects.items() if e is not None}
 
     def served(self, floors: dict[str, float]) -> Suite:
-        """The suite a step serves: one mode, ``floors``' metrics as the gated family; looks
-        after every block round from the second when the suite has none."""
-        table = {**(self.suite.judge_table or {}), "metrics": list(floors),
-                 "aggregate_metrics": list(floors), "floors": floors, "family": ["ab-aggregate"]}
+        """The suite a pair serves: one mode, ``floors``' metrics the gated family; looks after
+        every second block round when the suite has none."""
+        table = dict(self.suite.judge_table or {})
+        table.update(metrics=list(floors), aggregate_metrics=list(floors), floors=floors,
+                     family=["ab-aggregate"], aggregate_concurrency={
+                         m: c for m, c in table.get("aggregate_concurrency", {}).items()
+                         if m in floors})
         design = self.suite.design
+        looks = design.looks or tuple(range(2, design.blocks, 2))
         return replace(self.suite, name=f"bisect-{self.suite.name}", modes=(self.mode,),
                        judge=parse_judge_table(table, f"{self.suite.source} (bisect)"),
                        judge_table=table, gsm8k=None, gsm8k_table=None,
-                       design=replace(design, looks=design.looks or tuple(range(2, design.blocks, 2))))
+                       design=replace(design, looks=looks))
 
     def serve(self, index: int, reference: int, floors: dict[str, float],
               profile: bool = False) -> dict[str, Any]:
         """``servegate ab`` of tree ``index`` (head) against ``reference`` (base): per metric
         its verdict, ratio and interval against ``floors``."""
-        cap = self.args.max_gpu_minutes
-        if cap is not None and self.spent + self.pair["gpu_minutes"] > cap:
-            raise BisectError(f"--max-gpu-minutes {cap}: another pair ({self.pair['gpu_minutes']}"
-                              f" GPU-minutes) would pass it ({self.spent} spent)")
+        cap, price = self.args.max_gpu_minutes, self.pair["gpu_minutes"]
+        if cap is not None and self.spent + price > cap:
+            raise BisectError(f"--max-gpu-minutes {cap}: another pair ({price} GPU-minutes) "
+                              f"would pass it ({self.spent} spent)")
         out = self.out / "steps" / f"{len(self.steps):02d}-{self.points[index][1][:10].strip()}"
-        argv = ["--base", str(self.path(reference)), "--head", str(self.path(index)),
-                "--runner", self.runner, "--results-dir", str(out), "--modes", self.mode,
-                "--skip-accuracy", *(["--profile"] if profile else [])]
+        argv = ["--base", str(self.path(reference)), "--head", str(self.path(index)), "--runner",
+                self.runner, "--results-dir", str(out), "--modes", self.mode, "--skip-accuracy",
+                *(["--profile"] if profile else [])]
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             code = bench.main(argv, suite=self.served(floors))
-        self.spent = round(self.spent + self.pair["gpu_minutes"], 1)
+        if code > 128:                              # bench caught SIGINT/SIGTERM: stop here too
+            raise SystemExit(code)
+        self.spent = round(self.spent + price, 1)
         verdicts = sorted(out.glob("*/verdict.json"))
         if not verdicts:
-            last = printed.getvalue().strip().splitlines()[-1:] or ["no output"]
-            return {"error": f"servegate ab exited {code} without a verdict ({last[0]})"}
-        run_dir = verdicts[0].parent
-        run = json.loads((run_dir / "run.json").read_text())
+            last = (printed.getvalue().strip().splitlines() or ["no output"])[-1]
+            return {"error": f"servegate ab exited {code} without a verdict ({last})"}
+        run = json.loads((verdicts[0].parent / "run.json").read_text())
         checks = {c["metric"]: {k: c[k] for k in ("verdict", "ratio", "interval", "confidence")}
                   for c in json.loads(verdicts[0].read_text())["checks"]
                   if c["kind"] == "ab" and c["primary"]}
         for metric, floor in floors.items():
             checks.setdefault(metric, {"verdict": "error"})["midpoint"] = round(
                 1 + floor if direction(metric) == "lower" else 1 - floor, 4)
-        attribution = run_dir / "attribution.json"
-        return {"run_dir": str(run_dir), "exit": code, "metrics": checks,
+        attribution = verdicts[0].parent / "attribution.json"
+        return {"run_dir": str(verdicts[0].parent), "exit": code, "metrics": checks,
                 "blocks": (run.get("sequential") or {}).get("stopped_at_blocks")
                 or run["design"]["blocks"],
                 "attribution": [c["line"] for c in json.loads(attribution.read_text())
                                 ["comparisons"]] if attribution.is_file() else []}
 
-    def floors(self) -> dict[str, float]:
-        """Each alarmed metric's judge floor: the geometric midpoint between 1 and its effect."""
-        return {m: round(min(abs(math.sqrt(e) - 1), MAX_FLOOR), 4)
-                for m, e in self.effects.items() if e is not None}
-
-    # ---------------------------------------------------------------- steps
     def step(self, index: int, floors: dict[str, float] | None = None) -> Step:
-        """Classify tree ``index``: the admission stage, then (when it leaves it open) a pair
-        served against the good tree on ``floors`` (default: the alarmed effects')."""
-        from servegate.admission.classify import DOES_NOT_IMPORT, REPLAY_FAILED
-
-        started = time.monotonic()
+        """Tree ``index`` through the admission stage, then, when it leaves the tree open, a
+        pair against the good tree on ``floors`` (default: the alarmed effects' midpoints)."""
         found = self.admission(index)
-        step = Step(index, self.points[index][1], SKIP, "admission", found.reason or "",
-                    found.to_json())
-        if found.verdict not in (DOES_NOT_IMPORT, REPLAY_FAILED):
-            moved = [*found.invariant_failures, *found.moved]
-            step.why = (f"admission {found.verdict}: " + "; ".join(moved[:3])
-                        + (f" (+{len(moved) - 3})" if len(moved) > 3 else "")).rstrip(": ")
+        started = time.monotonic()
+        step = Step(index, self.points[index][1], SKIP, "admission",
+                    (found.reason or "").split(" | ")[-1], found.to_json())   # its error line
+        if found.verdict not in (classify.DOES_NOT_IMPORT, classify.REPLAY_FAILED):
+            seen = [*found.invariant_failures, *found.moved]
+            step.why = f"admission {found.verdict}" + (f": {seen[0]}" + (
+                f" (+{len(seen) - 1} more)" if len(seen) > 1 else "") if seen else "")
             if self.by_admission:
                 step.verdict = BAD if found.decided else GOOD
             else:
                 step.stage, step.served = "serving", self.serve(index, 0, floors or self.floors())
                 step.verdict, step.why = _served_verdict(step.served)
-        step.seconds = round(time.monotonic() - started, 1)
+        step.seconds = round(self._admission[index][1] + time.monotonic() - started, 1)
         self.steps.append(step)
         print(f"{PROG}: step {len(self.steps)}: {step.tree}: {step.verdict} ({step.stage}: "
               f"{step.why})", file=sys.stderr, flush=True)
         return step
 
     def run(self) -> dict[str, Any]:
+        """git bisect over the range, skips included; the bad end served when it must be."""
         last = len(self.points) - 1
-        end = self.admission(last)
-        if end.reason is not None:
+        if (end := self.admission(last)).reason is not None:
             raise BisectError(f"--bad {self.points[last][1]}: the bad tree cannot be judged: "
                               f"{end.reason}")
         self.by_admission = end.decided
         if self.by_admission or None in self.effects.values():
-            judge = self.suite.judge
-            bad = self.step(last, {m: judge.floor(m) for m in self.effects})
-            if bad.verdict != BAD:
-                return self.result(None, f"no culprit: the bad end is not a regression against "
-                                         f"the good tree ({bad.why})")
+            if (bad := self.step(last, self.floors(against_one=True))).verdict != BAD:
+                return self.result(None, f"no culprit: the bad end is not shown to regress "
+                                         f"against the good tree ({bad.why})")
             if bad.served:
                 self.effects = {m: c["ratio"] for m, c in bad.served["metrics"].items()
                                 if c["verdict"] == "regression"}
         lo, hi, skipped = 0, last, set()
         while left := [i for i in range(lo + 1, hi) if i not in skipped]:
             step = self.step(min(left, key=lambda i: (abs(2 * i - lo - hi), i)))
-            if step.verdict == BAD:
-                hi = step.index
-            elif step.verdict == GOOD:
-                lo = step.index
-            else:
-                skipped.add(step.index)
-        if hi == last and not any(s.index == last for s in self.steps):
-            bad = self.step(last)           # the bad end, not served yet: served now
-            if bad.verdict != BAD:
-                return self.result(None, f"no culprit: the bad end is like the good tree "
-                                         f"({bad.why})" if bad.verdict == GOOD else
-                                   f"undecided: the bad end is neither like good nor like bad "
-                                   f"({bad.why})", undecided=bad.verdict == SKIP)
+            lo, hi = (lo, step.index) if step.verdict == BAD else (
+                (step.index, hi) if step.verdict == GOOD else (lo, hi))
+            skipped |= {step.index} if step.verdict == SKIP else set()
+        bad = self.step(last) if hi == last and all(s.index != last for s in self.steps) \
+            else None                               # the bad end, not yet served: served now
+        if bad is not None and bad.verdict != BAD:
+            return self.result(None, f"{'no culprit' if bad.verdict == GOOD else 'undecided'}: "
+                                     f"the bad end against the good tree: {bad.why}",
+                               undecided=bad.verdict == SKIP)
         if hi - lo > 1:
             among = [self.points[i][1] for i in range(lo + 1, hi + 1)]
-            return self.result(None, "the first bad commit is one of: " + ", ".join(among)
-                               + " (the others were skipped)", among=among)
+            return self.result(None, f"the first bad commit is one of: {', '.join(among)} "
+                                     f"(the others were skipped)", among=among)
         return self.result(hi, f"first bad commit: {self.points[hi][1]}")
 
     def result(self, culprit: int | None, conclusion: str, among: list[str] | None = None,
@@ -305,70 +284,60 @@ class Bisect:
         found: dict[str, Any] | None = None
         if culprit is not None:
             step = next(s for s in reversed(self.steps) if s.index == culprit)
-            found = {"index": culprit, "tree": self.points[culprit][1], "stage": step.stage,
+            found = {"index": culprit, "tree": step.tree, "stage": step.stage,
                      "effect": (step.served or {}).get("metrics"), "admission": step.admission}
             if self.args.profile and step.stage == "serving":
-                found["against_parent"] = self.serve(culprit, culprit - 1, {
-                    m: self.suite.judge.floor(m) for m in self.effects}, profile=True)
+                found["against_parent"] = self.serve(culprit, culprit - 1,
+                                                     self.floors(against_one=True), True)
             conclusion += f" ({step.why})"
+        end = self._admission.get(len(self.points) - 1)
         return {"good": self.points[0][1], "bad": self.points[-1][1],
                 "range": [label for _, label in self.points], "runner_class": self.runner,
                 "suite": self.suite.name, "mode": self.mode, "effects": self.effects,
                 "stage": "admission" if self.by_admission else "serving", "culprit": found,
+                "bad_end_admission": end[0].to_json() if end else None,
                 "first_bad_among": among, "undecided": undecided, "conclusion": conclusion,
                 "gpu_minutes_spent": self.spent, "steps": [asdict(s) for s in self.steps]}
 
     def price(self, commits: int) -> dict[str, Any]:
         """The worst case: the bad end and ceil(log2 N) candidates served (+1 with --profile)."""
         pairs = 1 + math.ceil(math.log2(max(commits, 1))) + int(self.args.profile)
+        pair = {k: self.pair[k] for k in ("wall_minutes", "gpu_minutes", "gpus_booked")}
+        gpu, wall = round(pairs * pair["gpu_minutes"], 1), round(pairs * pair["wall_minutes"], 1)
         return {"commits": commits, "runner_class": self.runner, "suite": self.suite.name,
-                "mode": self.mode, "served_pairs_max": pairs,
-                "pair": {k: self.pair[k] for k in ("wall_minutes", "gpu_minutes", "gpus_booked",
-                                                   "live_pair")
-                         if k in self.pair},
-                "wall_minutes_max": round(pairs * self.pair["wall_minutes"], 1),
-                "gpu_minutes_max": round(pairs * self.pair["gpu_minutes"], 1)}
+                "mode": self.mode, "served_pairs_max": pairs, "pair": pair,
+                "gpu_minutes_max": gpu, "wall_minutes_max": wall, "line": (
+                    f"{PROG}: {commits} commits on {self.runner} ({self.suite.name} "
+                    f"[{self.mode}]): at most {pairs} served live pairs x {pair['gpu_minutes']} "
+                    f"GPU-minutes ({pair['wall_minutes']} min on {pair['gpus_booked']} GPUs) = "
+                    f"{gpu} GPU-minutes, {wall} min; admission steps run on the CPU")}
 
 
 def _served_verdict(served: dict[str, Any]) -> tuple[str, str]:
     """Like bad when a metric regressed past its midpoint, like good when every one is below."""
     if "error" in served:
         return SKIP, served["error"]
-    metrics = served["metrics"]
-    verdicts = [c["verdict"] for c in metrics.values()]
+    verdicts = [c["verdict"] for c in served["metrics"].values()]
     why = "; ".join(
         f"{m} x{c['ratio']:.3f} [{c['interval'][0]:.3f}, {c['interval'][1]:.3f}] vs "
         f"x{c['midpoint']:g}" if c.get("interval") else f"{m} {c['verdict']}"
-        for m, c in metrics.items()) + f" after {served['blocks']} blocks"
+        for m, c in served["metrics"].items()) + f" after {served['blocks']} blocks"
     if "regression" in verdicts:
         return BAD, why
     return (GOOD if all(v in ("pass", "improvement") for v in verdicts) else SKIP), why
 
 
 def _print(result: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"bisect {result['good']} .. {result['bad']} ({result['stage']} stage, "
-                        f"{result['suite']} [{result['mode']}] on {result['runner_class']})")
-    for column in ("#", "tree", "stage", "verdict", "why", "s"):
-        table.add_column(column)
-    for n, step in enumerate(result["steps"], 1):
-        table.add_row(str(n), step["tree"], step["stage"], step["verdict"], step["why"],
-                      f"{step['seconds']:.0f}")
-    Console(width=200).print(table)
+    print(f"bisect {result['good']} .. {result['bad']}: the {result['stage']} stage, "
+          f"{result['suite']} [{result['mode']}] on {result['runner_class']}")
+    width = max([len(s["tree"]) for s in result["steps"]] + [4])
+    print(f" # {'tree':<{width}} {'stage':<9} verdict   s  why")
+    for n, s in enumerate(result["steps"], 1):
+        print(f"{n:>2} {s['tree']:<{width}} {s['stage']:<9} {s['verdict']:<7} {s['seconds']:>4.0f}"
+              f"  {s['why']}")
     for line in ((result["culprit"] or {}).get("against_parent") or {}).get("attribution", []):
         print(f"attribution against its parent: {line}")
     print(result["conclusion"])
-
-
-def _price_line(price: dict[str, Any]) -> str:
-    pair = price["pair"]
-    return (f"{PROG}: {price['commits']} commits on {price['runner_class']} ({price['suite']} "
-            f"[{price['mode']}]): at most {price['served_pairs_max']} served live pairs x "
-            f"{pair['gpu_minutes']} GPU-minutes ({pair['wall_minutes']} min on "
-            f"{pair['gpus_booked']} GPUs) = {price['gpu_minutes_max']} GPU-minutes, "
-            f"{price['wall_minutes_max']} min; admission steps run on the CPU")
 
 
 def main(argv: list[str]) -> int:
@@ -381,13 +350,13 @@ def main(argv: list[str]) -> int:
         print(f"{PROG}: {err}", file=sys.stderr)
         return EXIT_INFRA
     if args.dry_run:
-        print(json.dumps(price, indent=2) if args.json else _price_line(price))
+        print(json.dumps(price, indent=2) if args.json else price["line"])
         return EXIT_OK
-    print(_price_line(price), file=sys.stderr)
-    cap = args.max_gpu_minutes
-    if cap is not None and price["gpu_minutes_max"] > cap:
+    print(price["line"], file=sys.stderr)
+    if args.max_gpu_minutes is not None and price["gpu_minutes_max"] > args.max_gpu_minutes:
         print(f"{PROG}: priced at up to {price['gpu_minutes_max']} GPU-minutes, over "
-              f"--max-gpu-minutes {cap}: narrow the range or raise the cap", file=sys.stderr)
+              f"--max-gpu-minutes {args.max_gpu_minutes}: narrow the range or raise the cap",
+              file=sys.stderr)
         return EXIT_INFRA
     store = os.environ.pop(ENV_STORE, None)     # a bisect's pairs are experiments, not nights
     code = EXIT_OK
@@ -400,9 +369,7 @@ def main(argv: list[str]) -> int:
         bisect.close()
         if store is not None:
             os.environ[ENV_STORE] = store
-    result["price"] = price
-    write_json(bisect.out / "bisect.json", result)
-    print(json.dumps(result, indent=2)) if args.json else _print(result)
-    if code == EXIT_OK and (result["first_bad_among"] or result["undecided"]):
-        code = EXIT_INCONCLUSIVE
-    return code
+    write_json(bisect.out / "bisect.json", {**result, "price": price})
+    print(json.dumps({**result, "price": price}, indent=2)) if args.json else _print(result)
+    undecided = result["first_bad_among"] or result["undecided"]
+    return EXIT_INCONCLUSIVE if code == EXIT_OK and undecided else code

@@ -7,11 +7,20 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from servegate.commands import bisect, plan
+from servegate.admission import classify
+from servegate.admission.classify import (
+    DOES_NOT_IMPORT,
+    IDENTICAL,
+    INVARIANT_FAILED,
+    MOVED,
+    Classification,
+)
+from servegate.commands import bench, bisect, plan
 
 # The judge's verdict checks a served step reads (verdict.json's keys), as a regression, a pass
 # and an undecided pair report them.
@@ -54,7 +63,8 @@ def test_a_bisect_priced_over_its_cap_refuses_before_any_step(
                         "--out", str(tmp_path / "out")])
     assert code == 2
     err = capsys.readouterr().err
-    assert "over --max-gpu-minutes 300" in err and "at up to 613.2 GPU-minutes" in err
+    pair = bisect.Bisect(_args("--dry-run", "--runner", "mi355x"), []).pair["gpu_minutes"]
+    assert "over --max-gpu-minutes 300" in err and f"at up to {3 * pair:.1f} GPU-minutes" in err
     assert not (tmp_path / "out").exists()
 
 
@@ -153,3 +163,132 @@ def test_the_served_rule_calls_the_alarmed_effect_bad_and_no_change_never() -> N
     assert found["aa_false_alarm"] <= 0.005
     assert found["power_curve"]["2.00"] >= 0.98
     assert found["blocks_run_fraction"]["2.00"] < 0.8          # the looks stop it early
+
+
+# ------------------------------------------------------- the search, over given stage outcomes
+# The unit tier has no sglang: the two stages are doubles here (what the admission replay and a
+# served live pair would report), the search, the pricing and the served step's reading of
+# run.json and verdict.json are the real code. tests/real_sglang/serving/test_bisect_e2e.py
+# runs the stages for real.
+
+@dataclass
+class Stages:
+    """Per tree name: its admission verdict and, when served, its pair's verdict and ratio."""
+
+    admission: dict[str, str]
+    served: dict[str, tuple[str, float]]
+    pairs: list[tuple[str, str]] = field(default_factory=list)      # (head, base) served
+
+    def classify_tree(self, good: Path, candidate: Path, **_: object) -> Classification:
+        verdict = self.admission.get(Path(candidate).name, IDENTICAL)
+        if verdict == DOES_NOT_IMPORT:
+            return Classification(verdict, reason=f"--head {candidate}: does not import")
+        return Classification(verdict, moved=("s [forced]",) if verdict == MOVED else ())
+
+    def bench(self, argv: list[str], suite: object) -> int:
+        head, base = Path(argv[argv.index("--head") + 1]), Path(argv[argv.index("--base") + 1])
+        self.pairs.append((head.name, base.name))
+        assert "--skip-accuracy" in argv and suite.modes == ("off",)     # type: ignore[attr-defined]
+        verdict, ratio = self.served[head.name]
+        run_dir = Path(argv[argv.index("--results-dir") + 1]) / "bisect-cpu-cpu-ab-x"
+        run_dir.mkdir(parents=True)
+        (run_dir / "run.json").write_text(json.dumps(
+            {"design": {"blocks": 8}, "sequential": {"stopped_at_blocks": 4}}))
+        checks = [{"kind": "ab", "primary": True, "metric": metric, "verdict": verdict,
+                   "ratio": ratio, "interval": [ratio / 1.3, ratio * 1.3], "confidence": 0.99}
+                  for metric in suite.judge.aggregate_metrics]      # type: ignore[attr-defined]
+        (run_dir / "verdict.json").write_text(json.dumps({"checks": checks}))
+        print(run_dir)
+        return 1 if verdict == "regression" else 0
+
+
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stages: Stages, *extra: str,
+         suite: str = "cpu") -> tuple[int, dict]:
+    monkeypatch.setattr(classify, "classify_tree", stages.classify_tree)
+    monkeypatch.setattr(bench, "main", stages.bench)
+    code = bisect.main(["--trees", *[str(tmp_path / t) for t in "ABCDE"], "--suite", suite,
+                        "--out", str(tmp_path / "out"), *extra])
+    return code, json.loads((tmp_path / "out" / "bisect.json").read_text())
+
+
+def _steps(result: dict) -> list[tuple[str, str, str]]:
+    return [(s["tree"], s["stage"], s["verdict"]) for s in result["steps"]]
+
+
+BAD_PAIR, GOOD_PAIR, UNDECIDED_PAIR = ("regression", 3.0), ("pass", 1.0), ("inconclusive", 1.7)
+
+
+def test_a_tree_that_does_not_import_is_skipped_and_the_culprit_still_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stages = Stages({"C": DOES_NOT_IMPORT}, {"B": BAD_PAIR})
+    code, result = _run(tmp_path, monkeypatch, stages, "--runner", "cpu",
+                        "--metric", "mean_ttft_ms=3")
+    assert code == 0
+    assert _steps(result) == [("C", "admission", "skip"), ("B", "serving", "bad")]
+    assert result["culprit"]["tree"] == "B" and result["culprit"]["stage"] == "serving"
+    assert result["culprit"]["effect"]["mean_ttft_ms"]["ratio"] == 3.0
+    assert stages.pairs == [("B", "A")]                         # served against the good tree
+    assert result["conclusion"].startswith("first bad commit: B (mean_ttft_ms x3.000")
+    assert result["bad_end_admission"]["verdict"] == IDENTICAL
+
+
+def test_skipped_trees_beside_the_first_bad_one_leave_it_among_several(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stages = Stages({"C": DOES_NOT_IMPORT, "D": DOES_NOT_IMPORT},
+                    {"B": GOOD_PAIR, "E": BAD_PAIR})
+    code, result = _run(tmp_path, monkeypatch, stages, "--runner", "cpu",
+                        "--metric", "mean_ttft_ms=3")
+    assert code == 3 and result["culprit"] is None
+    # B good, C and D skipped: the bad end, never served, is served last to confirm it
+    assert _steps(result)[-1] == ("E", "serving", "bad")
+    assert result["first_bad_among"] == ["C", "D", "E"]
+
+
+def test_a_bad_end_like_the_good_tree_names_no_culprit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stages = Stages({}, dict.fromkeys("BCDE", GOOD_PAIR))
+    code, result = _run(tmp_path, monkeypatch, stages, "--runner", "cpu",
+                        "--metric", "mean_ttft_ms=3")
+    assert code == 0 and result["culprit"] is None
+    assert [t for t, *_ in _steps(result)] == ["C", "D", "E"]
+    assert result["conclusion"].startswith("no culprit: the bad end against the good tree")
+
+
+def test_without_an_effect_the_bad_end_is_served_first_and_its_ratio_is_the_effect(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stages = Stages({}, {"E": ("regression", 2.5), "C": BAD_PAIR, "B": GOOD_PAIR})
+    code, result = _run(tmp_path, monkeypatch, stages, "--runner", "cpu",
+                        "--metric", "mean_ttft_ms")
+    assert code == 0 and result["effects"] == {"mean_ttft_ms": 2.5}
+    assert [t for t, *_ in _steps(result)] == ["E", "C", "B"]
+    assert result["steps"][0]["served"]["metrics"]["mean_ttft_ms"]["midpoint"] == 1.1  # floor
+    assert result["steps"][1]["served"]["metrics"]["mean_ttft_ms"]["midpoint"] == round(
+        2.5 ** 0.5, 4)
+    assert result["culprit"]["tree"] == "C"
+    stages = Stages({}, {"E": GOOD_PAIR})
+    code, result = _run(tmp_path / "flat", monkeypatch, stages, "--runner", "cpu")
+    assert code == 0 and result["culprit"] is None and len(result["steps"]) == 1
+    assert result["conclusion"].startswith("no culprit: the bad end is not shown to regress")
+
+
+def test_when_the_bad_end_moved_in_admission_no_pair_is_served(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stages = Stages({"C": INVARIANT_FAILED, "D": MOVED, "E": MOVED}, {})
+    code, result = _run(tmp_path, monkeypatch, stages, "--runner", "cpu")
+    assert code == 0 and result["stage"] == "admission" and not stages.pairs
+    assert _steps(result) == [("E", "admission", "bad"), ("C", "admission", "bad"),
+                              ("B", "admission", "good")]
+    assert result["culprit"]["tree"] == "C" and result["gpu_minutes_spent"] == 0
+
+
+def test_a_bisect_stops_at_its_cap_when_undecided_pairs_cost_more_than_priced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stages = Stages({}, {"C": UNDECIDED_PAIR, "B": GOOD_PAIR, "D": UNDECIDED_PAIR,
+                         "E": BAD_PAIR})
+    pair = bisect.Bisect(_args("--dry-run", "--runner", "mi355x"), []).pair["gpu_minutes"]
+    cap = 3.5 * pair                    # priced at 3 pairs for 4 commits; a 4th is past it
+    code, result = _run(tmp_path, monkeypatch, stages, "--runner", "mi355x", "--metric",
+                        "mean_ttft_ms=3", "--max-gpu-minutes", f"{cap:.1f}", suite="premerge")
+    assert code == 2 and len(stages.pairs) == 3
+    assert result["conclusion"].startswith(f"stopped: --max-gpu-minutes {cap:.1f}")
+    assert result["gpu_minutes_spent"] == pytest.approx(3 * pair, abs=0.2)
