@@ -144,3 +144,14 @@ EXACT_FILL_SHORT = {GATE_FILE: (
 # A commit whose scheduler needs a package this environment does not have: it does not import.
 NO_IMPORT = {GATE_FILE: ("import logging\n",
                          "import logging\nimport sglang_missing_dependency  # not installed\n")}
+# Two admission scenarios (page 64, chunk 2048, exact fill's modes): what a test that asks the
+# admission stage about one edit replays, two imports (about 20 s, both trees at once) instead of
+# suites/admission.toml's hundred scenarios.
+TWO_SCENARIO_SUITE = """
+[admission]
+page_sizes = [64]
+chunk_sizes = [2048]
+mixes = ["one-long", "many-medium"]
+paths = ["radix"]
+modes = ["off", "on", "forced"]
+"""

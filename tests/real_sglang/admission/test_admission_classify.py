@@ -7,7 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sglang_trees import EXACT_FILL_SHORT, NO_IMPORT, edited_copy, installed_tree
+from sglang_trees import (
+    EXACT_FILL_SHORT,
+    NO_IMPORT,
+    TWO_SCENARIO_SUITE,
+    edited_copy,
+    installed_tree,
+)
 
 from servegate.admission.classify import (
     DOES_NOT_IMPORT,
@@ -16,20 +22,11 @@ from servegate.admission.classify import (
     classify_tree,
 )
 
-SUITE = """
-[admission]
-page_sizes = [64]
-chunk_sizes = [2048]
-mixes = ["one-long", "many-medium"]
-paths = ["radix"]
-modes = ["off", "on", "forced"]
-"""
-
 
 def _classify(tmp_path: Path, edits: dict[str, tuple[str, str]]) -> tuple[Classification, Path]:
     """The installed sglang as the good tree, a copy with ``edits`` as the candidate."""
     suite = tmp_path / "admission.toml"
-    suite.write_text(SUITE)
+    suite.write_text(TWO_SCENARIO_SUITE)
     good = installed_tree()
     candidate = edited_copy(good, tmp_path / "candidate", edits)
     return classify_tree(good, candidate, suite=suite, runner="cpu"), candidate

@@ -340,8 +340,9 @@ TTFT = "off mean_ttft_ms at all concurrencies (geometric mean) vs base"
 
 
 def _pair_run(tmp_path: Path, *, live: bool, head_factor: float, drift_sd: float = 0.25,
-              seed: int = 3) -> Path:
-    table = judge_table(family=["ab-aggregate"], run_to_run_cv=0.02, run_to_run_cv_dof=0)
+              seed: int = 3, **judge: float) -> Path:
+    table = judge_table(family=["ab-aggregate"], run_to_run_cv=0.02, run_to_run_cv_dof=0,
+                        **judge)
     run_dir = write_block_run(
         tmp_path / ("live" if live else "serial"), arms=("base", "head"), modes=("off",),
         starts=1, blocks=8, block_sd=0.01, start_sd=0.0, table=table, seed=seed,
@@ -380,6 +381,14 @@ def test_the_two_servers_start_difference_comes_from_the_prior_and_says_so(
     prior_sd = math.sqrt(2) * 0.02
     assert f"start level from the prior (log-sd {prior_sd:.3f}; 1 start)" in check.reason
     assert "blocks paired between the two live servers" in " ".join(judgement.notes)
+
+
+def test_a_live_pair_takes_the_suites_live_pair_cv_and_other_designs_its_run_to_run_cv(
+        tmp_path: Path) -> None:
+    live, _ = _ttft(_pair_run(tmp_path, live=True, head_factor=1.0, live_pair_cv=0.06))
+    assert f"start level from the prior (log-sd {math.sqrt(2) * 0.06:.3f}; 1 start)" in live.reason
+    serial, _ = _ttft(_pair_run(tmp_path, live=False, head_factor=1.0, live_pair_cv=0.06))
+    assert f"log-sd {math.sqrt(2) * 0.06:.3f}" not in serial.reason          # run_to_run_cv's
 
 
 # ------------------------------------------------- every check's fields, as the report reads them
