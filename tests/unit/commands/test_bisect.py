@@ -198,6 +198,9 @@ class Stages:
                    "ratio": ratio, "interval": [ratio / 1.3, ratio * 1.3], "confidence": 0.99}
                   for metric in suite.judge.aggregate_metrics]      # type: ignore[attr-defined]
         (run_dir / "verdict.json").write_text(json.dumps({"checks": checks}))
+        if "--profile" in argv:                 # the report writer's attribution.json
+            (run_dir / "attribution.json").write_text(json.dumps({"comparisons": [
+                {"line": "head-off vs base-off: moved beyond noise: attention x3.0"}]}))
         print(run_dir)
         return 1 if verdict == "regression" else 0
 
@@ -292,3 +295,18 @@ def test_a_bisect_stops_at_its_cap_when_undecided_pairs_cost_more_than_priced(
     assert code == 2 and len(stages.pairs) == 3
     assert result["conclusion"].startswith(f"stopped: --max-gpu-minutes {cap:.1f}")
     assert result["gpu_minutes_spent"] == pytest.approx(3 * pair, abs=0.2)
+
+
+def test_with_profile_the_culprit_is_served_once_more_against_its_parent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    stages = Stages({}, {"C": BAD_PAIR, "B": GOOD_PAIR})
+    code, result = _run(tmp_path, monkeypatch, stages, "--runner", "cpu", "--metric",
+                        "mean_ttft_ms=3", "--profile")
+    assert code == 0 and result["culprit"]["tree"] == "C"
+    assert stages.pairs == [("C", "A"), ("B", "A"), ("C", "B")]     # the last: its parent
+    parent = result["culprit"]["against_parent"]
+    assert parent["metrics"]["mean_ttft_ms"]["midpoint"] == 1.1     # against 1, the suite's floor
+    assert parent["attribution"] == ["head-off vs base-off: moved beyond noise: attention x3.0"]
+    assert "attribution against its parent: head-off vs base-off" in capsys.readouterr().out
+    assert result["price"]["served_pairs_max"] == 4                  # 1 + log2(4) + the profile
