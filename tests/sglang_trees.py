@@ -8,6 +8,7 @@ the shared environment's compiled dependencies stay as they are. Cached under
 from __future__ import annotations
 
 import compileall
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -69,8 +70,18 @@ def _byte_compiled(tree: Path) -> Path:
     return tree
 
 
+def installed_tree() -> Path:
+    """The folder holding this interpreter's installed sglang (site-packages), found without
+    importing it: a tree ``admission ab`` can take as it is."""
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("no sglang installed in this interpreter")
+    return Path(next(iter(spec.submodule_search_locations))).parent
+
+
 def edited_copy(tree: Path, dest: Path, edits: dict[str, tuple[str, str]]) -> Path:
-    """A copy of ``tree`` at ``dest`` with ``edits`` ({relative file: (old, new)}) applied.
+    """A copy of ``tree``'s sglang (the package and its dist-info: a site-packages folder is
+    a tree too) at ``dest`` with ``edits`` ({relative file: (old, new)}) applied.
 
     Files are hard-linked where possible (fast; the cache's trees are never written: an edited
     file is unlinked and written anew). Each ``old`` must occur exactly once in its file.
@@ -81,7 +92,12 @@ def edited_copy(tree: Path, dest: Path, edits: dict[str, tuple[str, str]]) -> Pa
         except OSError:
             shutil.copy2(src, dst)
 
-    shutil.copytree(tree, dest, copy_function=link_or_copy)
+    dest.mkdir(parents=True)
+    for part in [tree / "sglang", *tree.glob("sglang-*.dist-info"), *tree.glob(".servegate-*")]:
+        if part.is_dir():
+            shutil.copytree(part, dest / part.name, copy_function=link_or_copy)
+        else:
+            link_or_copy(str(part), str(dest / part.name))
     for relative, (old, new) in edits.items():
         target = dest / relative
         text = target.read_text(encoding="utf-8")
@@ -118,3 +134,13 @@ GATE_GFX942 = {GATE_FILE: (GATE_BODY, (
     "    from sglang.srt.utils import is_gfx942_supported\n\n"
     "    return envs.SGLANG_EXACT_CHUNK_FILL.get() and (\n"
     "        is_gfx95_supported() or is_gfx942_supported())\n"))}
+# Exact fill one token short: the exact-fill branch takes the remaining chunk minus one, so a
+# saturated batch is chunk - 1 tokens with exact fill on (issue 40: found by admission alone).
+EXACT_FILL_SHORT = {GATE_FILE: (
+    "                extend_len = chunk_tokens_limit\n"
+    "                if truncation_align_size is not None:\n",
+    "                extend_len = chunk_tokens_limit - 1\n"
+    "                if truncation_align_size is not None:\n")}
+# A commit whose scheduler needs a package this environment does not have: it does not import.
+NO_IMPORT = {GATE_FILE: ("import logging\n",
+                         "import logging\nimport sglang_missing_dependency  # not installed\n")}

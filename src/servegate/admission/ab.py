@@ -3,8 +3,9 @@
 Each tree is replayed in its own process (``python -m servegate admission suite --json
 --sglang-src TREE``, the tree first on ``PYTHONPATH``), both at once. Per scenario and mode the
 result is ``identical`` or the rounds that moved, in the golden diff's words (``scenario [mode]
-round N: field old -> new``). A mode one tree cannot run (``on``/``forced`` before 0.5.20, where
-there is no gate) is reported with ``only_in``. Gate: exit 1 when an ``off`` scenario, or ``on``
+round N: field old -> new``). A scenario one tree cannot replay is reported with ``only_in`` and
+that tree's reason (``on``/``forced`` before 0.5.20, where there is no gate; a ledger scenario whose
+pools raised: the error's first line). Gate: exit 1 when an ``off`` scenario, or ``on``
 on a machine where sglang's exact-fill gate is closed (not gfx95), moved and was not declared
 with ``--expect-change``; exit 0 otherwise; exit 2 on bad input or a tree that does not replay.
 """
@@ -20,7 +21,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servegate.admission.golden import diff_entry
 from servegate.admission.parsing import Parser
@@ -31,12 +32,21 @@ from servegate.core.errors import EXIT_REGRESSION as EXIT_FAIL
 from servegate.core.paths import SUITES_DIR
 from servegate.serve.trees import SglangTree, TreeError, resolve_tree
 
+if TYPE_CHECKING:
+    from servegate.admission.suite import AdmissionSuite
+    from servegate.core.runner_classes import RunnerClass
+
 PROG = "servegate admission ab"
 CHILD_TIMEOUT_S = 1800
 
 
 class AbError(Exception):
-    """A tree's replay failed (not a behaviour difference): exit 2 with this message."""
+    """A tree's replay failed (not a behaviour difference): exit 2 with this message.
+    ``sides`` holds each failing side's own message (``base``/``head``)."""
+
+    def __init__(self, message: str, sides: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.sides = sides or {}
 
 
 @dataclass(frozen=True)
@@ -58,8 +68,14 @@ class Row:
     identical: bool | None          # None: the mode ran in one tree only
     rounds_moved: list[str] = field(default_factory=list)
     only_in: str | None = None
+    reason: str | None = None       # with only_in: why the other tree did not replay it
     gated: bool = False             # a difference here fails the gate (off; on off gfx95)
     expected: bool = False          # declared with --expect-change
+
+    @property
+    def other(self) -> str:
+        """With ``only_in``: the tree that did not replay this scenario and mode."""
+        return "base" if self.only_in == "head" else "head"
 
     @property
     def failing(self) -> bool:
@@ -70,6 +86,7 @@ class Row:
                                 "rounds_moved": self.rounds_moved}
         if self.only_in:
             data["only_in"] = self.only_in
+            data["not_replayed"] = {"tree": self.other, "reason": self.reason}
         data["gated"] = self.gated
         data["expected_change"] = self.expected
         data["failing"] = self.failing
@@ -126,24 +143,24 @@ def replay_trees(python: str, suite: Path, trees: dict[str, SglangTree],
                                     env=_child_env(tree))
              for side, tree in trees.items()}
     outputs: dict[str, dict[str, Any]] = {}
-    errors: list[str] = []
+    errors: dict[str, str] = {}
     for side, proc in procs.items():
         try:
             out, err = proc.communicate(timeout=CHILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             proc.kill()
             out, err = proc.communicate()
-            errors.append(f"--{side} {trees[side].path}: replay timed out after {CHILD_TIMEOUT_S} s")
+            errors[side] = f"--{side} {trees[side].path}: replay timed out after {CHILD_TIMEOUT_S} s"
             continue
         lines = [line for line in out.splitlines() if line.startswith("{")]
         if proc.returncode not in (EXIT_OK, EXIT_FAIL) or not lines:
             tail = [line for line in err.strip().splitlines() if "warnings.warn" not in line][-3:]
-            errors.append(f"--{side} {trees[side].path}: replay exited {proc.returncode}: "
-                          + (" | ".join(tail) or "no output"))
+            errors[side] = (f"--{side} {trees[side].path}: replay exited {proc.returncode}: "
+                            + (" | ".join(tail) or "no output"))
             continue
         outputs[side] = json.loads(lines[-1])
     if errors:
-        raise AbError("; ".join(errors))
+        raise AbError("; ".join(errors.values()), errors)
     return outputs
 
 
@@ -162,11 +179,27 @@ def compare(base: dict[str, Any], head: dict[str, Any], gated_machine: bool,
                   expected=any(e.covers(name, mode) for e in expect))
         if (name, mode) not in old or (name, mode) not in new:
             row.only_in = "head" if (name, mode) in new else "base"
+            row.reason = not_replayed_reason(base if row.only_in == "head" else head, name, mode)
         else:
             row.rounds_moved = diff_entry(name, mode, old[name, mode], new[name, mode])
             row.identical = not row.rounds_moved
         rows.append(row)
     return rows
+
+
+def not_replayed_reason(data: dict[str, Any], name: str, mode: str) -> str:
+    """Why one tree's suite output has no trace of ``name`` in ``mode``: the first line of the
+    error its ledger scenario raised (``not_built``), or the mode it could not run."""
+    for item in data.get("not_built") or []:
+        if item.get("scenario") == name:
+            return (str(item.get("why") or "").strip().splitlines() or ["not built"])[0]
+    if mode not in (data.get("modes") or [mode]):
+        tree = data.get("sglang_src") or {}
+        if tree.get("has_gate") is False:
+            return (f"mode {mode} not run: sglang {data.get('sglang_version', '?')} has no "
+                    f"exact-fill gate (schedule_policy._use_exact_chunk_fill, sglang >= 0.5.20)")
+        return f"mode {mode} not run (this tree ran {', '.join(data.get('modes') or [])})"
+    return "absent from this tree's replay, no error recorded"
 
 
 def _side(tree: SglangTree, data: dict[str, Any]) -> dict[str, Any]:
@@ -175,26 +208,47 @@ def _side(tree: SglangTree, data: dict[str, Any]) -> dict[str, Any]:
             "adaptations": data.get("adaptations", []), "seconds": data.get("seconds")}
 
 
-def _print_table(result: dict[str, Any], rows: list[Row]) -> None:
-    """One line per scenario and mode that moved; identical and one-sided ones counted per mode."""
+def print_table(result: dict[str, Any], rows: list[Row]) -> None:
+    """One line per scenario and mode that moved, per scenario one tree did not replay (with that
+    tree's reason), identical ones counted per mode."""
     from rich.console import Console
     from rich.table import Table
 
     base, head = result["base"], result["head"]
     table = Table(title=f"Admission head vs base: {base['version']} ({base['commit'] or 'no git'}) "
                         f"-> {head['version']} ({head['commit'] or 'no git'})")
-    for column in ("scenario", "mode", "result", "gate", "first moved round"):
+    for column in ("scenario", "mode", "result", "gate", "first moved round / why not replayed"):
         table.add_column(column, no_wrap=column == "scenario")
     for row in rows:
         if row.identical is False:
             gate = "FAIL" if row.failing else ("expected" if row.expected else "reported")
             first = row.rounds_moved[0].split(": ", 1)[-1]
             table.add_row(row.name, row.mode, f"{len(row.rounds_moved)} moved", gate, first[:90])
+    for (only_in, reason), modes in one_sided(rows).items():
+        listed = [(name, "/".join(ms)) for name, ms in modes.items()]
+        if len(listed) > MAX_LISTED:
+            every = dict.fromkeys(m for ms in modes.values() for m in ms)
+            listed = [(f"({len(listed)} scenarios)", "/".join(every))]
+        for name, mode in listed:
+            table.add_row(name, mode, f"only in {only_in}", "-",
+                          f"not replayed on {'base' if only_in == 'head' else 'head'}: {reason}")
     for mode, counts in result["summary"].items():
-        for key in ("identical", "only_in_base", "only_in_head"):
-            if counts[key]:
-                table.add_row(f"({counts[key]} scenarios)", mode, key.replace("_", " "), "-", "")
+        if counts["identical"]:
+            table.add_row(f"({counts['identical']} scenarios)", mode, "identical", "-", "")
     Console(width=200).print(table)
+
+
+MAX_LISTED = 10     # one-sided scenarios sharing a reason: listed by name up to this many
+
+
+def one_sided(rows: list[Row]) -> dict[tuple[str, str], dict[str, list[str]]]:
+    """Rows one tree did not replay, by (only_in, reason): scenario -> its modes, in order."""
+    groups: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for row in rows:
+        if row.only_in:
+            key = (row.only_in, row.reason or "no reason recorded")
+            groups.setdefault(key, {}).setdefault(row.name, []).append(row.mode)
+    return groups
 
 
 def summary(rows: list[Row]) -> dict[str, Any]:
@@ -242,6 +296,34 @@ def invariant_failures(base: dict[str, Any], head: dict[str, Any],
             "failing": [r["failure"] for r in head_rows if not r["expected"]]}
 
 
+def run_ab(trees: dict[str, SglangTree], suite: AdmissionSuite, python: str,
+           runner_class: RunnerClass, expect: tuple[Expectation, ...] = ()) -> tuple[dict[str, Any],
+                                                                                 list[Row]]:
+    """Replay ``suite`` on ``trees`` (``base``, ``head``) and compare: the ``--json`` result and
+    its rows. Raises ``AbError`` when a tree's replay fails (``sides`` names which)."""
+    # A tree without the gate (before 0.5.20) can only run `off`; the rest is one-sided.
+    modes = {side: [m for m in suite.modes if tree.has_gate or m == "off"]
+             for side, tree in trees.items()}
+    outputs = replay_trees(python, suite.path, trees, modes)
+    rows = compare(outputs["base"], outputs["head"], runner_class.gated, expect)
+    failing = [row for row in rows if row.failing]
+    invariants = invariant_failures(outputs["base"], outputs["head"], expect)
+    result = {
+        "base": _side(trees["base"], outputs["base"]),
+        "head": _side(trees["head"], outputs["head"]),
+        "runner_class": runner_class.name, "gated_machine": runner_class.gated,
+        "expect_change": [str(e) for e in expect],
+        "scenarios": [row.to_json() for row in rows],
+        "summary": summary(rows),
+        "failing": [f"{row.name} [{row.mode}]" for row in failing],
+        "head_invariant_failures": invariants["head"],
+        "base_invariant_failures": invariants["base"],
+        "failing_invariants": invariants["failing"],
+        "verdict": "FAIL" if failing or invariants["failing"] else "PASS",
+    }
+    return result, rows
+
+
 def ab_main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     from servegate.admission.suite import SuiteError, load_suite
@@ -263,47 +345,29 @@ def ab_main(argv: list[str]) -> int:
         print(f"{PROG}: error: --expect-change {', '.join(unmatched)}: no such scenario in "
               f"{args.suite} (ids look like {ids[0]})", file=sys.stderr)
         return EXIT_USAGE
-    # A tree without the gate (before 0.5.20) can only run `off`; the rest is one-sided.
-    modes = {side: [m for m in suite.modes if tree.has_gate or m == "off"]
-             for side, tree in trees.items()}
     try:
-        outputs = replay_trees(args.python, args.suite, trees, modes)
+        result, rows = run_ab(trees, suite, args.python, runner_class, args.expect_change)
     except AbError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    rows = compare(outputs["base"], outputs["head"], runner_class.gated, args.expect_change)
     failing = [row for row in rows if row.failing]
-    invariants = invariant_failures(outputs["base"], outputs["head"], args.expect_change)
-    result = {
-        "base": _side(trees["base"], outputs["base"]),
-        "head": _side(trees["head"], outputs["head"]),
-        "runner_class": runner_class.name, "gated_machine": runner_class.gated,
-        "expect_change": [str(e) for e in args.expect_change],
-        "scenarios": [row.to_json() for row in rows],
-        "summary": summary(rows),
-        "failing": [f"{row.name} [{row.mode}]" for row in failing],
-        "head_invariant_failures": invariants["head"],
-        "base_invariant_failures": invariants["base"],
-        "failing_invariants": invariants["failing"],
-        "verdict": "FAIL" if failing or invariants["failing"] else "PASS",
-    }
     if args.json:
         print(json.dumps(result))
     else:
-        _print_table(result, rows)
+        print_table(result, rows)
         for row in failing:
             for line in row.rounds_moved:
                 print(f"MOVED: {line}")
-        for row in invariants["head"]:
-            state = ("expected" if row["expected"] else
-                     "FAIL, pre-existing in base" if row["pre_existing"] else "FAIL")
-            print(f"HEAD INVARIANT ({state}): {row['failure']}")
-        for line in invariants["base"]:
+        for item in result["head_invariant_failures"]:
+            state = ("expected" if item["expected"] else
+                     "FAIL, pre-existing in base" if item["pre_existing"] else "FAIL")
+            print(f"HEAD INVARIANT ({state}): {item['failure']}")
+        for line in result["base_invariant_failures"]:
             print(f"base invariant (reported): {line}")
         for mode, counts in result["summary"].items():
             print(f"{mode}: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
         gated = "off" + ("" if runner_class.gated else " and on")
         print(f"admission ab: {result['verdict']} ({len(failing)} {gated} scenarios moved without "
-              f"--expect-change, {len(invariants['failing'])} head invariant failure(s); "
+              f"--expect-change, {len(result['failing_invariants'])} head invariant failure(s); "
               f"runner class {runner_class.name})")
-    return EXIT_FAIL if failing or invariants["failing"] else EXIT_OK
+    return EXIT_FAIL if result["verdict"] == "FAIL" else EXIT_OK

@@ -21,6 +21,11 @@ class CheckResult:
         self.findings += other.findings
 
 
+# The invariant the exact-fill branch exists for, named in its failure lines (issue 40: a
+# branch that admits chunk - 1 tokens is caught by this name, without a server).
+EXACT_FILL_FILLS_CHUNK = "exact-fill-fills-chunk"
+
+
 def _ceil_page(tokens: int, page: int) -> int:
     return -(-tokens // page) * page
 
@@ -57,17 +62,18 @@ def check_trace(trace: Trace) -> CheckResult:
                 out.findings.append(
                     f"{_where(trace, rnd)}: forced mode admitted a sub-page chunk of "
                     f"{adm.extend_len} tokens (page {sc.page_size}) for {adm.rid}")
-        if trace.mode == "forced" and rnd.saturated and rnd.stop != "kv":
+        # Exact fill effective (forced here; `on` on gfx95): a saturated round fills the chunk.
+        if trace.effective and rnd.saturated and rnd.stop != "kv":
             if _alignment_free(trace) and rnd.batch_tokens != sc.chunk_size:
                 out.failures.append(
-                    f"{_where(trace, rnd)}: saturated forced batch is {rnd.batch_tokens} tokens, "
-                    f"expected exactly the chunk size {sc.chunk_size}")
+                    f"{_where(trace, rnd)}: {EXACT_FILL_FILLS_CHUNK}: saturated {trace.mode} batch "
+                    f"is {rnd.batch_tokens} tokens, expected exactly the chunk size {sc.chunk_size}")
             elif not _alignment_free(trace) and rnd.batch_tokens < sc.chunk_size:
                 cap = (f"truncation_align_size {sc.truncation_align_size}"
                        if sc.truncation_align_size else f"max_prefill_tokens {sc.rem_input_tokens}")
                 out.findings.append(
-                    f"{_where(trace, rnd)}: {cap} capped the forced fill at {rnd.batch_tokens} "
-                    f"of {sc.chunk_size} tokens")
+                    f"{_where(trace, rnd)}: {cap} capped the {trace.mode} fill at "
+                    f"{rnd.batch_tokens} of {sc.chunk_size} tokens")
     if trace.mode == "forced" and not trace.effective:
         out.failures.append(f"{_where(trace)}: forced mode but PrefillAdder.exact_chunk_fill is off")
     if trace.mode == "off" and trace.effective:

@@ -19,8 +19,17 @@ from typing import Any
 import pytest
 from repo_files import REPO_ROOT
 from servegate_cli import run_servegate
-from sglang_trees import ASR_FIX, FORCED_FLOOR, GATE_LEAK, edited_copy, release_tree
+from sglang_trees import (
+    ASR_FIX,
+    EXACT_FILL_SHORT,
+    FORCED_FLOOR,
+    GATE_LEAK,
+    edited_copy,
+    installed_tree,
+    release_tree,
+)
 
+from servegate.admission.classify import INVARIANT_FAILED, classify
 from servegate.admission.ledger_spec import LEDGER_KINDS
 
 REPO = REPO_ROOT
@@ -121,6 +130,9 @@ def test_bracketing_pair_off_identical_and_forced_only_in_the_newer(tmp_path: Pa
         rows = _matrix(rows)
         assert len(rows) == 93 and all(s["only_in"] == "head" and s["identical"] is None
                                        for s in rows)
+        assert all(s["not_replayed"] == {"tree": "base", "reason": (
+            f"mode {mode} not run: sglang 0.5.19 has no exact-fill gate "
+            "(schedule_policy._use_exact_chunk_fill, sglang >= 0.5.20)")} for s in rows)
     assert result["verdict"] == "PASS"
 
 
@@ -140,6 +152,52 @@ def test_a_head_that_breaks_exact_fill_fails_on_its_own_invariants(tmp_path: Pat
         "[forced]" in line for line in result["failing_invariants"])
     assert all(not r["pre_existing"] for r in result["head_invariant_failures"])
     assert result["verdict"] == "FAIL"
+
+
+@pytest.mark.sglang
+def test_every_scenario_a_release_does_not_replay_names_its_reason() -> None:
+    """0.5.20 -> 0.5.23 (issue 40): the ledger scenarios 0.5.20 cannot build are listed with the
+    first line of the error each raised on 0.5.20, never a bare "only in head"."""
+    proc = _ab("--base", release_tree("0.5.20"), "--head", release_tree("0.5.23"), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = _json(proc)
+    one_sided = [s for s in result["scenarios"] if s["identical"] is None]
+    print(json.dumps({f"{s['name']} [{s['mode']}]": s["not_replayed"] for s in one_sided},
+                     indent=1))
+    # Measured: every ledger kind (tile budget, SWA, mamba, dLLM) is new since 0.5.20 in the
+    # shape servegate builds it; the plain matrix is replayed on both.
+    assert one_sided and {s["name"] for s in one_sided} == {
+        s["name"] for s in result["scenarios"] if any(f"-{k}-" in s["name"] for k in LEDGER_KINDS)}
+    for row in one_sided:
+        assert row["only_in"] == "head" and row["not_replayed"]["tree"] == "base"
+        reason = row["not_replayed"]["reason"]
+        # an exception's first line: its type, then the message (0.5.20 lacks what is named)
+        assert reason.split(":")[0] in {"TypeError", "AttributeError"} and "\n" not in reason
+        assert "unexpected keyword argument" in reason or "has no attribute" in reason, reason
+
+
+@pytest.mark.sglang
+def test_exact_fill_one_token_short_is_found_by_admission_alone(tmp_path: Path) -> None:
+    """Issue 40: a commit whose exact-fill branch admits chunk - 1 tokens. `off` and `on` (off
+    gfx95) do not move, so no gated trace names it; the head's own invariant does, by name, and
+    the bisect classification decides the commit here, without a server."""
+    base = installed_tree()
+    head = edited_copy(base, tmp_path / "sglang-exact-fill-short", EXACT_FILL_SHORT)
+    proc = _ab("--base", base, "--head", head, "--json")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    result = _json(proc)
+    assert result["failing"] == [] and result["base_invariant_failures"] == []
+    short = [line for line in result["failing_invariants"] if "exact-fill-fills-chunk" in line]
+    assert any(line.endswith("[forced] round 0: exact-fill-fills-chunk: saturated forced batch "
+                             "is 2047 tokens, expected exactly the chunk size 2048")
+               for line in short)
+    assert any("batch is 16383 tokens, expected exactly the chunk size 16384" in line
+               for line in short)
+    got = classify(result)
+    assert got.verdict == INVARIANT_FAILED and got.decided
+    assert got.moved and all(name.endswith("[forced]") for name in got.moved)
+    print(f"{len(short)} exact-fill-fills-chunk failures, {len(got.invariant_failures)} in all, "
+          f"{len(got.moved)} forced scenarios moved")
 
 
 def _matrix(rows: list[dict]) -> list[dict]:

@@ -38,6 +38,17 @@ def test_forced_saturated_round_short_of_chunk_fails() -> None:
     assert any("saturated forced batch is 16280" in f and "round 0" in f for f in result.failures)
 
 
+def test_exact_fill_effective_in_on_is_held_to_the_chunk_like_forced() -> None:
+    """On gfx95 ``on`` runs exact fill: a saturated round short of the chunk fails the named
+    invariant; off gfx95 (not effective) the same page-floored round is ``off``'s, no failure."""
+    short = [[3000, 5000, 7000, 1280], [7720]]
+    trace = _trace("on", short, effective=True)
+    assert checks.check_trace(trace).failures == [
+        f"{trace.scenario.scenario_id} [on] round 0: exact-fill-fills-chunk: saturated on batch "
+        "is 16280 tokens, expected exactly the chunk size 16384"]
+    assert checks.check_trace(_trace("on", short, effective=False)).failures == []
+
+
 def test_forced_exact_round_passes() -> None:
     assert checks.check_trace(_trace("forced", [[3000, 5000, 7000, 1384], [7616]])).failures == []
 

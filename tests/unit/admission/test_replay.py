@@ -277,8 +277,9 @@ def test_capped_forced_round_that_reaches_the_chunk_is_no_finding() -> None:
                                                True, 64, 16384, "chunk")], 10, 10, 0, 1, 1)
     result = checks.check_trace(short)
     assert result.findings == []
-    assert result.failures == [f"{free.scenario_id} [forced] round 0: saturated forced batch is "
-                               "1984 tokens, expected exactly the chunk size 2048"]
+    assert result.failures == [f"{free.scenario_id} [forced] round 0: exact-fill-fills-chunk: "
+                               "saturated forced batch is 1984 tokens, expected exactly the chunk "
+                               "size 2048"]
     big_input = dataclasses.replace(P64, chunk_size=2048, max_prefill_tokens=4096)
     short_big = dataclasses.replace(short, scenario=big_input)
     assert checks.check_trace(short_big).failures != []         # 4096 >= 2048: nothing caps
