@@ -25,7 +25,16 @@ from synthetic_nights import night_run
 
 from servegate.commands import compare
 from servegate.history.alert_issues import Gh, Issue, apply, plan
-from servegate.history.alerts import MAX_LINES, Alert, Links, Range, bisect_request, marker_key, render
+from servegate.history.alerts import (
+    MAX_LINES,
+    Alert,
+    Links,
+    Range,
+    bisect_request,
+    marker_key,
+    night_alerts,
+    render,
+)
 from servegate.history.cli import main
 from servegate.history.store import HistoryError
 
@@ -165,6 +174,23 @@ def test_a_red_one_night_check_opens_and_a_one_off_night_closes(tmp_path: Path) 
     after = nightly.issues()
     assert set(after) == set(opened)
     assert {i["state"] for i in after.values()} == {"CLOSED"}
+
+
+def test_the_sustained_rule_raises_the_night_it_flags(tmp_path: Path) -> None:
+    """19 nights, `off` 15 % slower on the last: the change point is only suspected, the
+    sustained rule (history health, 14 reference nights) flags the night and raises the
+    series, with tonight and the night before as the range; `on` raises nothing."""
+    store = tmp_path / "store"
+    for night in range(19):
+        cell = night_run(tmp_path / "runs", night, 1, factor=1.15, slow=lambda n: n >= 18)
+        assert main(["add", str(cell), "--store", str(store)], out=io.StringIO()) == 0
+    alerts, judged, notes = night_alerts(store, [cell])
+    assert judged == {IDENTITY: "nightly-cpu-1-018"} and notes == []
+    ttft = alerts[f"{IDENTITY} off mean_ttft_ms"]
+    assert [line.split(":")[0] for line in ttft.raised] == ["sustained rule"]
+    assert "shift flagged tonight" in ttft.raised[0] and ttft.held == []
+    assert "- sglang `sg0017` -> `sg0018` [since the last night]" in render(ttft, Links())
+    assert not [a for key, a in alerts.items() if " on " in key and a.raised]
 
 
 # ------------------------------------------------------------------ the decisions
