@@ -90,7 +90,7 @@ def _expectations(text: str) -> tuple[Expectation, ...]:
     return tuple(out)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog=PROG, description="Replay the admission matrix on a base and a head sglang "
                                       "tree (each in its own process) and compare them.")
     p.add_argument("--base", type=Path, required=True, metavar="TREE",
@@ -243,7 +243,7 @@ def invariant_failures(base: dict[str, Any], head: dict[str, Any],
 
 
 def ab_main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     from servegate.admission.suite import SuiteError, load_suite
     from servegate.core.runner_classes import get
     from servegate.serve.detect import RunnerError, detect
