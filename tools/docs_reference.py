@@ -26,6 +26,7 @@ import inspect
 import io
 import json
 import os
+import re
 import sys
 import tokenize
 from collections.abc import Callable, Iterator
@@ -80,9 +81,15 @@ def key_comments(module: ModuleType, name: str) -> dict[str, str]:
 
 # --- markdown ----------------------------------------------------------------------------------
 
+def prose(text: str) -> str:
+    """A docstring as one Markdown paragraph (Sphinx roles and double backticks as code)."""
+    text = re.sub(r":(?:class|mod|func|meth|data|attr):`~?([^`]+)`", r"`\1`", text)
+    return " ".join(text.replace("``", "`").split())
+
+
 def cell(text: object) -> str:
     """Text safe inside a table cell (no HTML, no column break, no emphasis)."""
-    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return (str(text).replace("``", "`").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             .replace("|", "&#124;").replace("*", "&#42;").replace("\n", " ").strip())
 
 
@@ -114,10 +121,14 @@ def command_parsers() -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
         yield name, about, importlib.import_module(module).build_parser()
 
 
-def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    return {name: sub for action in parser._actions
-            if isinstance(action, argparse._SubParsersAction)
-            for name, sub in action.choices.items()}
+def subparsers(parser: argparse.ArgumentParser) -> dict[str, tuple[str, argparse.ArgumentParser]]:
+    """{name: (its help line, its parser)} of a parser's subcommands."""
+    found = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            found.update({name: (helps.get(name, ""), sub) for name, sub in action.choices.items()})
+    return found
 
 
 def _default(action: argparse.Action) -> str:
@@ -159,13 +170,13 @@ def _command_section(level: int, title: str, about: str, parser: argparse.Argume
     out = [f"{'#' * level} {title}", ""]
     description = (parser.description or "").split("\n\n")[0].strip()
     for text in dict.fromkeys(t for t in (about, description) if t):
-        out += [" ".join(text.split()), ""]
+        out += [prose(text), ""]
     out += ["```text", parser.format_usage().strip(), "```", ""]
     rows = option_rows(parser)
     if rows:
         out += table(("option", "value", "default", "what it does"), rows)
-    for name, sub in subparsers(parser).items():
-        out += _command_section(level + 1, f"{title} {name}", "", sub)
+    for name, (about, sub) in subparsers(parser).items():
+        out += _command_section(level + 1, f"{title} {name}", about, sub)
     return out
 
 
@@ -376,7 +387,7 @@ def run_json_page() -> str:
         extra = part.get("additionalProperties")
         out += [f"## {name}", ""]
         if cls.__doc__ and not cls.__doc__.startswith(f"{name}("):
-            out += [" ".join(inspect.cleandoc(cls.__doc__).split()), ""]
+            out += [prose(inspect.cleandoc(cls.__doc__)), ""]
         if extra is True:
             out += ["Other keys are kept (forward compatible).", ""]
         out += table(("key", "type", "required", "what it is"), rows)
