@@ -62,7 +62,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "slow" in item.keywords and not slow_opt_in:
             item.add_marker(pytest.mark.skip(
                 reason="slow: opt-in with SERVEGATE_SLOW_TESTS=1 (a repeat of a default test on "
-                       "another path; README, Tests)"))
+                       "another path; docs/guide/tests.md)"))
         elif "gpu" in item.keywords and not gpu_opt_in:
             item.add_marker(pytest.mark.skip(
                 reason="GPU test: runs only on a GPU runner with SERVEGATE_GPU_TESTS=1"))

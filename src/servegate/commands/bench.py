@@ -57,7 +57,7 @@ from servegate.serve.trees import SglangTree, TreeError, resolve_tree
 INFRA_ERRORS = (ServegateError, OSError)
 
 
-def _parse(argv: list[str]) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="servegate bench", description=__doc__.splitlines()[0])
     parser.add_argument("--suite", help="suite name (suites/<name>.toml) or path; default: "
                                         "cpu without a GPU, premerge with one")
@@ -86,6 +86,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="head vs base: the base sglang tree (with --head)")
     parser.add_argument("--head", type=Path, default=None, metavar="PATH",
                         help="head vs base: the head sglang tree (with --base)")
+    return parser
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if (args.base is None) != (args.head is None):
         parser.error("--base and --head go together")

@@ -156,8 +156,7 @@ def _floats(text: str) -> tuple[float, ...]:
     return tuple(float(v) for v in text.split(",") if v.strip())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``servegate calibrate [--suite S ...] [--run-cv 0.01,0.02,0.04] [--nights N] [--json]``."""
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="servegate calibrate", description=__doc__.split(
         "\n\n")[0])
     parser.add_argument("--suite", action="append", help="suite name (repeatable); default "
@@ -182,7 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "claim-honesty worlds (claim_honesty), and the reference nights "
                              "of the sustained-shift rule (sustained_shift, nights/5 "
                              "histories of a quarter each); 0: neither simulated")
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``servegate calibrate [--suite S ...] [--run-cv 0.01,0.02,0.04] [--nights N] [--json]``."""
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
     if args.nights < 1 or args.batch < 1 or not args.run_cv or min(args.run_cv) < 0:
         print("servegate calibrate: --nights and --batch must be >= 1, --run-cv >= 0",
               file=sys.stderr)

@@ -100,7 +100,7 @@ def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | No
     return judgement.exit_code
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="servegate compare", description=__doc__)
     parser.add_argument("run_dir", type=Path, help="run folder (results/<suite>-<runner>-...)")
     parser.add_argument("--baseline", default=None,
@@ -119,7 +119,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--verbose", action="store_true",
                         help="print every check (interval, MDE, what would decide) and every "
                              "note, not just the gated checks and one line for the rest")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     spec = args.baseline if args.baseline and args.baseline.split(":")[0] == HISTORY_PREFIX \
         else None
     return compare_run(args.run_dir, args.strict, plots=not args.no_plots,

@@ -33,7 +33,7 @@ from servegate.plan.cost import HEAD_VS_BASE_SUITES, Cell, CostError, cells, est
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servegate plan", description=__doc__.split("\n\n")[0])
     p.add_argument("--suite", required=True, help="suite name or path")
     p.add_argument("--runner", action="append", default=None,
@@ -172,7 +172,7 @@ def _print(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         result = plan_cells(args)
     except (ConfigError, CostError, ServegateError, FileNotFoundError) as err:

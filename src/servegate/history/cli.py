@@ -52,7 +52,7 @@ def default_store() -> Path:
     return RESULTS_DIR / "history"
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="servegate history", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -242,7 +242,7 @@ def main(argv: list[str], out: TextIO | None = None) -> int:
     """Entry point for ``servegate history``; 0 ok, 2 bad input (message on stderr)."""
     out = out or sys.stdout
     try:
-        args = _parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as stop:          # argparse: --help is 0, a usage error is 2
         return EXIT_OK if stop.code == 0 else EXIT_INFRA
     handlers = {"add": _add, "report": _report, "baseline": _baseline, "health": _health,

@@ -4,8 +4,8 @@ Judged against a fresh baseline (the suite's first run, recorded by servegate.co
 run with a servegate-injected decode delay of one baseline TPOT per step (a 2x decode slowdown;
 SERVEGATE_INJECT_DECODE_DELAY_MS, the exact-fill hook's mechanism, active only in the server
 process) must be called a regression of about that size, naming the metric, and can never become
-a baseline; an A/A run (opt-in) must not be called a regression. The measured figures are in the
-README. The verdicts are speed: each is asserted after the functional facts, and skipped naming
+a baseline; an A/A run (opt-in) must not be called a regression. The measured figures are in
+docs/measurements.md. The verdicts are speed: each is asserted after the functional facts, and skipped naming
 the measured share when the runs' own interference record (the baseline run's blocks with the
 judged run's) has more than a quarter of the blocks busy (``tests/contention.py``).
 """
