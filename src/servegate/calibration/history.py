@@ -34,6 +34,7 @@ from servegate.calibration.worlds import Noise
 from servegate.history.noise_profile import night_levels, pool
 
 HISTORY_NIGHTS = 14
+BROKEN_START = 0.2      # a broken night: one server start this much slower in every mode
 # the worlds judged: the claim's sizes (power), exactly the claimed size (false refutation)
 # and no improvement (false confirmation)
 
@@ -163,3 +164,35 @@ def claim_honesty(design: BlockDesign, noise: Noise, *, nights: int, seed: int,
             "why": f"{design.starts} start a night measures no start x mode interaction: "
                    "the typed prior stays"}
     return out
+
+
+def runner_health(design: BlockDesign, noise: Noise, *, nights: int, seed: int,
+                  history: int = HISTORY_NIGHTS) -> dict[str, Any] | None:
+    """The runner-health signal as ``history health`` and the judge's notes name it (a night
+    out of profile at a mode's start level, servegate.history.profile) over ``nights``
+    simulated histories of ``history`` nights: the share of healthy nights it names (false
+    alarms), and how often it names a night whose first start ran ``BROKEN_START`` slower in
+    every mode (power). None with one start a night (nothing measures the start level)."""
+    if design.starts < 2:
+        return None
+    rng = np.random.default_rng([seed, int(noise.run_cv * 1e6), int(noise.block_cv * 1e6),
+                                 int(noise.heavy), history, 11])
+    effect = {"on:ttft": math.log(1 - CLAIM_SIZES[-1])} if design.gated else {}
+    drawn = _night_blocks(rng, design, nights * history, noise, effect)
+    healthy = {key: value.reshape(nights, history, design.starts, design.blocks)
+               for key, value in drawn.items()}
+    broken = {key: value.copy() for key, value in healthy.items()}
+    for value in broken.values():
+        value[:, -1, 0] += math.log1p(BROKEN_START)
+    named = []
+    for world in (healthy, broken):
+        out = np.zeros((nights, history), bool)
+        for mode in design.modes:
+            for metric in design.config.aggregate_metrics:
+                concs = tuple(design.config.aggregate_concs(metric, list(design.concurrencies)))
+                levels = night_levels(_logs(world, mode, concs, metric))
+                out |= pool(levels.var, levels.dof, levels.carried).out
+        named.append(out)
+    return {"history_nights": history, "healthy_nights_named": round(float(named[0].mean()), 5),
+            "broken_start_named": round(float(named[1][:, -1].mean()), 4),
+            "broken_start_slowdown": BROKEN_START}

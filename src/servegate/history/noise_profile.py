@@ -12,6 +12,13 @@ Per night: the start-level (or start x mode interaction) variance the judge's
 start means carry. Out of profile: a night whose starts' spread (measured + block part) lies
 beyond the ``1 - OUT_LEVEL`` quantile of chi-square/dof around the nights' robust (median-based)
 spread; with fewer than ``MIN_NIGHTS`` nights nothing is named (a median of two is no profile).
+``OUT_LEVEL`` is calibrated on bursty and heavy-tailed blocks (``servegate calibrate``'s
+``runner_health``; docs/judge.md).
+
+A live pair (head vs base, two servers at once) has one start level per night: the difference
+of its two servers' levels, measured by one start with one dof around no change
+(:func:`pair_levels`); the pairs a runner class ran before are pooled the same way, a pair
+that moved (a real change) out of profile.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from scipy import stats as sps
 
 from servegate.judge.nested import nested_mean
 
-OUT_LEVEL = 0.001
+OUT_LEVEL = 1e-4
 MIN_NIGHTS = 4
 
 
@@ -91,3 +98,13 @@ def pool(var: np.ndarray, dof: np.ndarray, carried: np.ndarray,
         pooled = np.where(total > 0, (weights * np.where(keep, var, 0.0)).sum(axis=-1)
                           / np.where(total > 0, total, 1.0), np.nan)
     return Pooled(pooled, total, keep.sum(axis=-1), out)
+
+
+def pair_levels(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(var, carried) of live pairs' starts, ``diffs`` shaped ``(..., blocks)``: head - base
+    per block pair of one start. Its start mean (the judge's estimator) squared, less the block
+    part it carries, measures the servers' start-level difference with one dof (no change
+    assumed: a pair that moved is out of profile in :func:`pool`)."""
+    found = nested_mean(np.asarray(diffs, float)[..., None, :], prior_var=0.0, prior_dof=0.0)
+    carried = np.asarray(found.components[1].var, float)
+    return np.maximum(np.asarray(found.theta) ** 2 - carried, 0.0), carried

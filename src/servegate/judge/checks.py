@@ -47,6 +47,8 @@ class Check:
     noise: dict[str, Any] | None = None
     # a claim's statement (None for every other check)
     claim: ClaimKind | None = None
+    # a gated one-night check: the regression its design rules out (stats.resolution)
+    resolution: float | None = None
 
     @property
     def point(self) -> str:
@@ -157,6 +159,7 @@ class Check:
             "reason": self.reason,
             "primary": self.primary,
             "claim": self.claim,
+            "resolution": rnd(self.resolution),
         }
 
 

@@ -100,6 +100,11 @@ def floor_text(check: Check) -> str:
     bounds = check.decision_boundaries()
     if bounds is not None and len(bounds) == 2:
         return f"margin ±{_num(check.floor)} {unit}"
+    if check.resolution is not None and check.resolution > check.floor:
+        shown = _num(check.resolution)
+        return f"floor {_num(check.floor)} {unit}, " + (
+            f"no regression > {shown} {unit} (this design's resolution)"
+            if check.verdict == "pass" else f"this design's resolution {shown} {unit}")
     return f"floor {_num(check.floor)} {unit}"
 
 

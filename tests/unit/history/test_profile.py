@@ -71,8 +71,11 @@ def test_a_night_out_of_profile_is_named_and_not_averaged_in(tmp_path: Path) -> 
     assert prior is not None and prior.dof == 14
     assert "1 out of profile left out: night-06" in prior.source
     assert prior.var < 2 * 0.02 ** 2 * 2.5
-    assert any(n.startswith("out of profile (interaction on off mean_ttft_ms 4): night-06")
-               for n in profile.notes())
+    # a mode apart in a start is left out of the learned interaction, not a runner-health
+    # signal (that is a start level out of profile: bursts do not make it, runner_health)
+    assert any(n.startswith("left out of the learned interaction on off mean_ttft_ms 4: "
+                            "night-06") for n in profile.notes())
+    assert not profile.out_of_profile
 
 
 def test_pooling_by_hand_and_too_few_nights_name_nothing() -> None:
