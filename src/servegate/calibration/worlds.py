@@ -18,10 +18,8 @@ BURST_SDS = (4.0, 12.0)
 _K_MEAN, _K_SQ = sum(BURST_SDS) / 2, (BURST_SDS[0] ** 2 + BURST_SDS[0] * BURST_SDS[1]
                                       + BURST_SDS[1] ** 2) / 3
 CORE_RATIO = math.sqrt(1 + BURST_P * _K_SQ - (BURST_P * _K_MEAN) ** 2)   # plain sd / core sd
-# The heavy-tailed, bursty world: a Student-t core (3 dof: as often far out as GPU block
-# times under clock and thermal events) and bursts that last (a burst goes on into the next
-# block with HEAVY_STAY, so episodes span blocks and trimming a block or two cannot remove
-# them); the same share of blocks in a burst and the same core sd.
+# The heavy-tailed, bursty world: a Student-t core and bursts that go on into the next block
+# with HEAVY_STAY (trimming a block or two cannot remove them); the same burst share and sd.
 HEAVY_DOF, HEAVY_STAY = 3, 0.6
 ACCURACY, FLAKY = 0.93, 0.04
 

@@ -12,13 +12,8 @@ Per night: the start-level (or start x mode interaction) variance the judge's
 start means carry. Out of profile: a night whose starts' spread (measured + block part) lies
 beyond the ``1 - OUT_LEVEL`` quantile of chi-square/dof around the nights' robust (median-based)
 spread; with fewer than ``MIN_NIGHTS`` nights nothing is named (a median of two is no profile).
-``OUT_LEVEL`` is calibrated on bursty and heavy-tailed blocks (``servegate calibrate``'s
-``runner_health``; docs/judge.md).
-
-A live pair (head vs base, two servers at once) has one start level per night: the difference
-of its two servers' levels, measured by one start with one dof around no change
-(:func:`pair_levels`); the pairs a runner class ran before are pooled the same way, a pair
-that moved (a real change) out of profile.
+``OUT_LEVEL`` is calibrated on heavy-tailed, bursty blocks (``calibrate``'s ``runner_health``).
+A live pair's start level is pooled the same way over earlier pairs (:func:`pair_levels`).
 """
 
 from __future__ import annotations
@@ -32,6 +27,7 @@ from scipy import stats as sps
 from servegate.judge.nested import nested_mean
 
 OUT_LEVEL = 1e-4
+PAIR_OUT_LEVEL = 1e-3      # a live pair that moved: a real change (calibrate --stored-changes)
 MIN_NIGHTS = 4
 
 
@@ -104,7 +100,7 @@ def pair_levels(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(var, carried) of live pairs' starts, ``diffs`` shaped ``(..., blocks)``: head - base
     per block pair of one start. Its start mean (the judge's estimator) squared, less the block
     part it carries, measures the servers' start-level difference with one dof (no change
-    assumed: a pair that moved is out of profile in :func:`pool`)."""
+    assumed: a pair that moved is out of profile in :func:`pool` at ``PAIR_OUT_LEVEL``)."""
     found = nested_mean(np.asarray(diffs, float)[..., None, :], prior_var=0.0, prior_dof=0.0)
     carried = np.asarray(found.components[1].var, float)
     return np.maximum(np.asarray(found.theta) ** 2 - carried, 0.0), carried

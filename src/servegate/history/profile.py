@@ -12,11 +12,9 @@ check's reason then names it ("log-sd 0.0080 (14 dof) from 14 nights of mi355x h
 
 A night is one stored run; only nights whose modes shared their server starts
 (``design.in_server``) measure the interaction, and only nights of two or more starts measure
-either level. A night out of profile is named in :meth:`LearnedProfile.notes`, not averaged in:
-at a start level it is the runner-health signal; at the interaction (a mode's blocks apart in a
-start, e.g. an interference burst) and in a live pair (a pull request that changed something)
-it is only left out. A live pair's start level (head vs base, :meth:`LearnedProfile.pair`) is
-learned from the suite's earlier head-vs-base nights of the class (their ``arm`` lines).
+either level. A night out of profile is named in :meth:`LearnedProfile.notes`, not averaged in
+(at a start level: the runner-health signal). A live pair's start level (:meth:`pair`) is
+learned from the suite's earlier head-vs-base runs of the class (their ``arm`` lines).
 Only nights of the newest load regime are learned from (servegate.history.load.regimes: a load
 change moves every level, and the nights before it measured other work), and with the judged
 run's loads only nights comparable with them.
@@ -33,7 +31,13 @@ from pathlib import Path
 import numpy as np
 
 from servegate.history.load import LoadChange, comparable, load_id, regimes
-from servegate.history.noise_profile import night_levels, pair_levels, pool
+from servegate.history.noise_profile import (
+    OUT_LEVEL,
+    PAIR_OUT_LEVEL,
+    night_levels,
+    pair_levels,
+    pool,
+)
 from servegate.history.records import ACCURACY_METRIC, Record
 from servegate.history.store import read_store
 from servegate.judge.evidence import Evidence, MissingEvidence, as_matrix, paired_matrices
@@ -70,14 +74,12 @@ class LearnedProfile:
 
     def _learn(self, key: tuple[str, ...], matrices: list[tuple[str, np.ndarray]]
                ) -> LevelPrior | None:
-        """Pool the nights' ``(var, dof, carried)`` (a night of two starts or more; a live
-        pair's starts: each its own measurement)."""
         if key in self.consulted:
             return self.consulted[key]
         levels: list[tuple[str, float, float, float]] = []
         for run_id, m in matrices:
             if key[0] == "pair":
-                var, carried = pair_levels(m)               # one per start
+                var, carried = pair_levels(m[0])            # one per start
                 levels += [(run_id, float(v), 1.0, float(c))
                            for v, c in zip(var, carried, strict=True)]
             elif m.shape[-2] >= 2:
@@ -86,7 +88,8 @@ class LearnedProfile:
                                           for x in (lv.var, lv.dof, lv.carried))))
         found: LevelPrior | None = None
         if levels:
-            pooled = pool(*(np.array([lv[i] for lv in levels]) for i in (1, 2, 3)))
+            pooled = pool(*(np.array([lv[i] for lv in levels]) for i in (1, 2, 3)),
+                          out_level=PAIR_OUT_LEVEL if key[0] == "pair" else OUT_LEVEL)
             out = sorted({lv[0] for lv, o in zip(levels, pooled.out, strict=True) if o})
             if out:
                 (self.out_of_profile if key[0] == "start" else self.left_out)[
@@ -101,23 +104,27 @@ class LearnedProfile:
         self.consulted[key] = found
         return found
 
-    def interaction(self, mode: str, reference: str, metric: str,
-                    concs: tuple[int, ...]) -> LevelPrior | None:
-        """The start x mode interaction of ``mode`` vs ``reference`` (paired by start and
-        block round, averaged over ``concs`` block by block, as the judge's claim reads it)."""
-        matrices = []
-        for night in self.nights:
-            if not night.in_server:
-                continue
+    @staticmethod
+    def _paired(nights: Iterable[Night], current: tuple[str, str], reference: tuple[str, str],
+                concs: tuple[int, ...], metric: str) -> list[tuple[str, np.ndarray]]:
+        """Per night, (arm, mode) ``current`` - ``reference`` paired by start and block round
+        (averaged over ``concs`` block by block, as the judge reads them)."""
+        out = []
+        for night in nights:
             try:
-                cur = night.evidence.logs("", mode, list(concs), metric)
-                ref = night.evidence.logs("", reference, list(concs), metric)
-                a, b = paired_matrices(cur, ref)
+                a, b = paired_matrices(*(night.evidence.logs(arm, mode, list(concs), metric)
+                                         for arm, mode in (current, reference)))
             except MissingEvidence:
                 continue
-            matrices.append((night.run_id, a - b))
+            out.append((night.run_id, a - b))
+        return out
+
+    def interaction(self, mode: str, reference: str, metric: str,
+                    concs: tuple[int, ...]) -> LevelPrior | None:
+        """The start x mode interaction of ``mode`` vs ``reference``."""
         return self._learn(("interaction", mode, reference, metric, *map(str, concs)),
-                           matrices)
+                           self._paired((n for n in self.nights if n.in_server), ("", mode),
+                                        ("", reference), concs, metric))
 
     def start(self, mode: str, metric: str, concs: tuple[int, ...]) -> LevelPrior | None:
         """The start level of ``mode`` (its starts' spread inside a night)."""
@@ -131,29 +138,18 @@ class LearnedProfile:
         return self._learn(("start", mode, metric, *map(str, concs)), matrices)
 
     def pair(self, mode: str, metric: str, concs: tuple[int, ...]) -> LevelPrior | None:
-        """A live pair's start level: head - base per block pair of the earlier pairs, each
-        start one measurement around no change (a pair that moved is left out)."""
-        matrices = []
-        for night in self.pairs:
-            try:
-                a, b = paired_matrices(*(night.evidence.logs(arm, mode, list(concs), metric)
-                                         for arm in ("head", "base")))
-            except MissingEvidence:
-                continue
-            matrices.append((night.run_id, a - b))
-        return self._learn(("pair", mode, metric, *map(str, concs)), matrices)
+        """A live pair's start level: head - base of the earlier pairs, each start one
+        measurement around no change (a pair that moved is left out)."""
+        return self._learn(("pair", mode, metric, *map(str, concs)), self._paired(
+            self.pairs, ("head", mode), ("base", mode), concs, metric))
 
     def notes(self) -> list[str]:
         """One line per level the judge consulted, and every night left out of it."""
         lines = []
         for key, prior in self.consulted.items():
             if prior is not None:
-                lines.append(f"learned {' '.join(key)}: {prior.text()}"
-                             + (" (the suite's prior stands while it is worth more dof)"
-                                if key[0] == "pair" else ""))
-            elif key[0] == "pair":
-                lines.append(f"no earlier live pairs of {self.runner_class} measure "
-                             f"{' '.join(key)}: the suite's prior stands")
+                lines.append(f"learned {' '.join(key)}: {prior.text()}" + (
+                    " (taken once worth more dof than the suite's prior)" * (key[0] == "pair")))
         for key, runs in self.out_of_profile.items():
             lines.append(f"out of profile ({key}): {', '.join(runs)}: a runner-health "
                          "signal, not averaged into the profile")

@@ -230,43 +230,38 @@ def records_from_run(run: Run, run_id: str) -> list[Record]:
     records = []
     for arm in sorted({str(point.get("arm") or "") for point in run.get("points", [])} or {""}):
         view = arm_view(run, arm) if arm else run       # head vs base: each tree's own lines
-        records += _tree_records(run, view, {**common, "arm": arm})
+        for (mode, concurrency), points in sorted(group_points(view).items(),
+                                                  key=lambda kv: point_sort_key(kv[0])):
+            slots = [point_slot(point) for point in points]
+            names = sorted({name for point in points for name in point.get("metrics", {})})
+            load = point_load(run, concurrency)
+            for name in names:
+                values = [point["metrics"].get(name) for point in points]
+                if all(finite_number(v) for v in values):
+                    records.append(Record(mode=mode, concurrency=concurrency, metric=name,
+                                          values=tuple(float(v) for v in values),
+                                          starts=tuple(start for start, _ in slots),
+                                          blocks=tuple(block for _, block in slots),
+                                          load=load, arm=arm, **common))
+        for mode, result in sorted((view.get("accuracy") or {}).items()):
+            n, correct = result.get("n"), result.get("correct")
+            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+                continue
+            counted = isinstance(correct, int) and not isinstance(correct, bool)
+            accuracy: Any = (correct / n if counted and correct is not None
+                             else result.get("accuracy"))
+            if finite_number(accuracy):
+                conc = result.get("concurrency")
+                records.append(Record(mode=mode,
+                                      concurrency=conc if isinstance(conc, int) else None,
+                                      metric=ACCURACY_METRIC, values=(float(accuracy),), n=n,
+                                      arm=arm, **common))
     timings = run.get("timings")
     if records and isinstance(timings, dict):
         records[0] = dataclasses.replace(records[0], timings=dict(timings))
     components = kernel_stack.components(fingerprint)
     if records and components:
         records[0] = dataclasses.replace(records[0], stack=components)
-    return records
-
-
-def _tree_records(run: Run, view: Run, common: dict[str, Any]) -> list[Record]:
-    """One tree's lines: every metric finite in every block, then its GSM8K accuracy."""
-    records = []
-    for (mode, concurrency), points in sorted(group_points(view).items(),
-                                              key=lambda kv: point_sort_key(kv[0])):
-        slots = [point_slot(point) for point in points]
-        names = sorted({name for point in points for name in point.get("metrics", {})})
-        load = point_load(run, concurrency)
-        for name in names:
-            values = [point["metrics"].get(name) for point in points]
-            if all(finite_number(v) for v in values):
-                records.append(Record(mode=mode, concurrency=concurrency, metric=name,
-                                      values=tuple(float(v) for v in values),
-                                      starts=tuple(start for start, _ in slots),
-                                      blocks=tuple(block for _, block in slots), load=load,
-                                      **common))
-    for mode, result in sorted((view.get("accuracy") or {}).items()):
-        n, correct = result.get("n"), result.get("correct")
-        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-            continue
-        counted = isinstance(correct, int) and not isinstance(correct, bool)
-        accuracy: Any = correct / n if counted and correct is not None else result.get("accuracy")
-        if finite_number(accuracy):
-            conc = result.get("concurrency")
-            records.append(Record(mode=mode, concurrency=conc if isinstance(conc, int) else None,
-                                  metric=ACCURACY_METRIC, values=(float(accuracy),), n=n,
-                                  **common))
     return records
 
 

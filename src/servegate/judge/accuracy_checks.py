@@ -75,9 +75,9 @@ def accuracy_claim(run: Run, config: JudgeConfig, confidence: float) -> Check:
         if mode in accuracy and accuracy[mode].get("n"):
             setattr(check, attr, accuracy[mode]["correct"] / accuracy[mode]["n"])
     check.resolution = float(resolution(interval.standard_error(), interval.df,
-                                        interval.confidence, margin))
+                                        interval.confidence, margin, "difference"))
     check.verdict = noninferiority(interval, margin, check.resolution)
-    if check.verdict == "pass" and check.resolution > margin:
+    if check.by_resolution:
         check.reason = (f"no loss > {100 * check.resolution:.1f} pp (this design's "
                         f"resolution); {check.reason}").rstrip("; ")
     return check

@@ -444,12 +444,12 @@ class Judge:
                 check.current_value, check.reference_value = self._pair_levels(mode, concs,
                                                                                metric)
             prior = self.prior_for(diff, mode, mode, concs, metric)
-            if primary and kind == "baseline" and prior is not None:    # a gated night
+            if primary and prior is not None:       # a gated one-night check
                 check.resolution = float(np.ravel(resolution(
                     design_se(diff, prior.var, prior.dof), diff.df, confidence, floor))[0])
             check.verdict = verdict(check.interval, direction(metric), floor, check.resolution)
             check.reason = noise_note(diff, prior, check)
-            if check.verdict == "pass" and (check.resolution or 0.0) > floor:
+            if check.by_resolution:
                 check.reason = (f"no regression > {100 * (check.resolution or 0.0):.1f}% (this "
                                 f"design's resolution; smaller shifts: the sustained rule); "
                                 + check.reason)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from servegate.core.errors import EXIT_INCONCLUSIVE, EXIT_INFRA, EXIT_OK, EXIT_REGRESSION
-from servegate.judge.stats import Guidance, Interval, direction
+from servegate.judge.stats import Guidance, Interval, direction, verdict
 
 CheckVerdict = Literal["pass", "regression", "improvement", "inconclusive", "error"]
 Kind = Literal["baseline", "ab", "accuracy", "claim", "experiment", "integrity"]
@@ -56,6 +56,15 @@ class Check:
         if self.mode is None:
             return "run"
         return self.mode if self.concurrency is None else f"{self.mode}@c{self.concurrency}"
+
+    @property
+    def by_resolution(self) -> bool:
+        """A pass its design's resolution decided: the interval still reaches past the floor."""
+        if self.verdict != "pass" or None in (self.resolution, self.interval, self.floor):
+            return False
+        assert self.interval is not None and self.floor is not None
+        worse = "higher" if self.interval.scale == "difference" else direction(self.metric)
+        return verdict(self.interval, worse, self.floor) != "pass"
 
     @property
     def mde(self) -> float | None:

@@ -117,7 +117,8 @@ def stops(codes: np.ndarray, gating: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Look:
-    """One look of a sequential design: the blocks per start it judges and its family level."""
+    """One look of a sequential design: the blocks per start (a crossover: the starts) it
+    judges and its family level."""
 
     index: int                      # 0-based; the final look is ``count - 1``
     count: int
@@ -130,37 +131,44 @@ class Look:
         return self.index == self.count - 1
 
     def note(self) -> str:
-        return (f"sequential design: look {self.index + 1} of {self.count} (the first "
-                f"{self.blocks} of {self.of_blocks} blocks of every start), family-wise level "
-                f"{100 * self.level:.3g}% (O'Brien-Fleming alpha spending over looks at "
-                f"{self.schedule} blocks)")
+        seen = (f"the first {self.blocks} of {self.of_blocks} blocks of every start"
+                if self.unit == "blocks" else f"{self.blocks} of {self.of_blocks} starts, "
+                "the second (a crossover) only when the first is undecided")
+        return (f"sequential design: look {self.index + 1} of {self.count} ({seen}), "
+                f"family-wise level {100 * self.level:.3g}% (O'Brien-Fleming alpha spending "
+                f"over looks at {self.schedule} {self.unit})")
 
     schedule: tuple[int, ...] = ()
+    unit: str = "blocks"            # or "starts": a one-start live pair's crossover
 
 
 def look_at(design: dict[str, Any], alpha: float, blocks: int | None) -> Look | None:
     """The look a judgement is at: ``blocks`` per start (None: the final look), for a design
-    with ``looks`` (run.json's ``design``); None for a design without looks."""
-    looks = [int(k) for k in design.get("looks") or []]
+    with ``looks`` (run.json's ``design``; a ``crossover``: looks over its 2 starts); None for a
+    design without looks."""
+    crossover = bool(design.get("crossover"))
+    looks = [1] if crossover else [int(k) for k in design.get("looks") or []]
     if not looks or not design.get("in_server"):
         return None
-    total = int(design["blocks"])
-    schedule = (*looks, total)
+    total, unit = (2, "starts") if crossover else (int(design["blocks"]), "blocks")
     at = total if blocks is None else int(blocks)
-    if at not in schedule:
-        raise ValueError(f"no look after {at} blocks (looks: {list(schedule)})")
-    index = schedule.index(at)
+    if at not in (*looks, total):
+        raise ValueError(f"no look after {at} {unit} (looks: {[*looks, total]})")
+    index = (*looks, total).index(at)
     level = nominal_levels(looks, total, alpha)[index]
-    return Look(index, len(schedule), at, total, level, schedule)
+    return Look(index, len(looks) + 1, at, total, level, (*looks, total), unit)
 
 
 def stopped_at(run: dict[str, Any]) -> int | None:
-    """Blocks per start at which the run stopped early (run.json ``sequential``), else None."""
+    """Blocks per start (a crossover: starts) at which the run stopped early (run.json
+    ``sequential``), else None."""
     value = (run.get("sequential") or {}).get("stopped_at_blocks")
     return int(value) if value is not None else None
 
 
 def at_look(run: Run, look: Look) -> Run:
-    """The run as the look sees it: the first ``look.blocks`` blocks of every start."""
-    points = [p for p in run.get("points") or [] if point_slot(p)[1] < look.blocks]
+    """The run as the look sees it: the first ``look.blocks`` blocks of every start (or the
+    first starts)."""
+    axis = 1 if look.unit == "blocks" else 0
+    points = [p for p in run.get("points") or [] if point_slot(p)[axis] < look.blocks]
     return {**run, "points": points}  # type: ignore[typeddict-item]

@@ -36,10 +36,9 @@ VERDICTS: tuple[str, ...] = ("pass", "regression", "improvement", "inconclusive"
 CODES: dict[int, Verdict] = {0: "pass", 1: "regression", 2: "improvement", 3: "inconclusive"}
 
 POWER = 0.8                              # power for the minimal detectable effect
-# a one-night check's resolution: the regression its design rules out on this share of healthy
-# nights (and catches past its floor about as often); smaller shifts: the sustained rule's job
-RESOLUTION_POWER = 0.95
+RESOLUTION_POWER = 0.975      # a one-night check's resolution (:func:`resolution`)
 MAX_RESOLUTION = 0.25         # a design that cannot rule out 25 % in one night proves nothing
+MAX_ACCURACY_RESOLUTION = 0.05    # ... nor one that cannot rule out a 5-point accuracy loss
 
 
 def per_check_confidence(confidence: float, n_checks: int) -> float:
@@ -195,23 +194,23 @@ def log_bounds(theta: np.ndarray, se: np.ndarray, df: np.ndarray,
 
 
 def resolution(se: np.ndarray | float, df: np.ndarray | float, confidence: float,
-               floor: float) -> np.ndarray:
-    """The regression (a change) a design rules out on ``RESOLUTION_POWER`` of healthy nights
-    at ``confidence``: ``(t_level + t_power) * se`` with the design's standard error ``se``
-    (log scale), at least ``floor``. A true regression that large is caught past the floor
-    about as often, so it is what one night can prove either way. Beyond ``MAX_RESOLUTION``:
-    ``floor`` (the interval must rule out the floor itself)."""
-    q = t_quantile(confidence, df) + sps.t.ppf(RESOLUTION_POWER, df)
-    found = np.expm1(q * np.asarray(se, float))
-    return np.where(found <= MAX_RESOLUTION, np.maximum(found, floor), floor)
+               floor: float, scale: str = "ratio") -> np.ndarray:
+    """The change a design rules out on ``RESOLUTION_POWER`` of healthy nights (and catches
+    about as often): ``(t_level + t_power) * se``, at least ``floor``; beyond ``MAX_RESOLUTION``
+    (accuracy points: ``MAX_ACCURACY_RESOLUTION``) the floor itself must be ruled out."""
+    found = (t_quantile(confidence, df) + sps.t.ppf(RESOLUTION_POWER, df)) * np.asarray(se)
+    if scale == "ratio":
+        found, limit = np.expm1(found), MAX_RESOLUTION
+    else:
+        limit = MAX_ACCURACY_RESOLUTION
+    return np.where(found <= limit, np.maximum(found, floor), floor)
 
 
 def classify(low: np.ndarray, high: np.ndarray, floor: float, metric_direction: Direction,
              resolution: np.ndarray | float | None = None) -> np.ndarray:
     """Verdict codes (:data:`CODES`) from interval bounds given as *changes* (ratio - 1 or a
     difference): regression/improvement only when the whole interval is past the floor; pass
-    when it rules out a change worse than the floor (or than ``resolution``, a one-night
-    check's: :func:`resolution`)."""
+    when it rules out a change worse than the floor (or ``resolution``)."""
     low, high = np.asarray(low, float), np.asarray(high, float)  # pragma: no mutate (floats already)
     if metric_direction == "higher":      # flip so that positive = worse
         low, high = -high, -low
@@ -257,9 +256,8 @@ def verdict(interval: Interval, metric_direction: Direction, floor: float,
     """Regression/improvement only when the whole interval is past the floor.
 
     ``pass`` means the interval rules out a change worse than ``floor`` (or ``resolution``)
-    (its bad-direction bound lies inside it) without showing a whole-interval improvement;
-    ``inconclusive`` means the interval reaches past it on the bad side but does not clear
-    the floor.
+    without showing a whole-interval improvement; ``inconclusive`` means the interval reaches
+    past it on the bad side but does not clear the floor.
     """
     _, low, high = interval.change()
     return CODES[int(classify(np.float64(low), np.float64(high), floor, metric_direction,
@@ -284,7 +282,7 @@ def noninferiority(interval: Interval, margin: float, resolution: float | None =
     below ``-margin``, ``inconclusive`` otherwise."""
     if interval.high < -margin:
         return "regression"
-    return "pass" if interval.low >= -max(margin, resolution or 0.0) else "inconclusive"
+    return "pass" if interval.low >= -(resolution or margin) else "inconclusive"
 
 
 def improvement(interval: Interval, target: float) -> Verdict:
