@@ -78,8 +78,8 @@ def accuracy_claim(run: Run, config: JudgeConfig, confidence: float) -> Check:
                                         interval.confidence, margin, "difference"))
     check.verdict = noninferiority(interval, margin, check.resolution)
     if check.by_resolution:
-        check.reason = (f"no loss > {100 * check.resolution:.1f} pp (this design's "
-                        f"resolution); {check.reason}").rstrip("; ")
+        check.reason = f"no loss > {100 * check.resolution:.1f} pp (this design's resolution)" + (
+            f"; {check.reason}" if check.reason else "")
     return check
 
 

@@ -125,9 +125,8 @@ class Judge:
         return choose(stated, learned)
 
     def pair_prior(self, mode: str, concs: list[int], metric: str) -> LevelPrior:
-        """A live pair's start-level difference: twice the suite's ``run_to_run_cv``, or the
-        level the runner class's earlier pairs taught once it has more dof (its servers' start
-        levels differ by the same law every pull request; a pair that moved is left out)."""
+        """A live pair's start-level difference: 2 x the suite's ``run_to_run_cv``^2, or the
+        level the class's earlier pairs taught (servegate.history.profile) once worth more."""
         cv = self.config.run_to_run_cv
         stated = LevelPrior(2 * cv * cv, self.config.run_to_run_cv_dof,
                             f"2 x [judge] run_to_run_cv^2 in {self.config.source}")
@@ -451,8 +450,7 @@ class Judge:
             check.reason = noise_note(diff, prior, check)
             if check.by_resolution:
                 check.reason = (f"no regression > {100 * (check.resolution or 0.0):.1f}% (this "
-                                f"design's resolution; smaller shifts: the sustained rule); "
-                                + check.reason)
+                                f"design's resolution; smaller: the sustained rule); {check.reason}")
             return check
 
         return Pending(name, True, evaluate, primary=primary)

@@ -47,8 +47,7 @@ class Check:
     noise: dict[str, Any] | None = None
     # a claim's statement (None for every other check)
     claim: ClaimKind | None = None
-    # a gated one-night check: the regression its design rules out (stats.resolution)
-    resolution: float | None = None
+    resolution: float | None = None     # a gated one-night check's (stats.resolution)
 
     @property
     def point(self) -> str:
@@ -60,11 +59,10 @@ class Check:
     @property
     def by_resolution(self) -> bool:
         """A pass its design's resolution decided: the interval still reaches past the floor."""
-        if self.verdict != "pass" or None in (self.resolution, self.interval, self.floor):
+        if self.verdict != "pass" or self.resolution is None or self.interval is None:
             return False
-        assert self.interval is not None and self.floor is not None
         worse = "higher" if self.interval.scale == "difference" else direction(self.metric)
-        return verdict(self.interval, worse, self.floor) != "pass"
+        return verdict(self.interval, worse, self.floor or 0.0) != "pass"
 
     @property
     def mde(self) -> float | None:

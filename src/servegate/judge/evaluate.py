@@ -197,9 +197,8 @@ def _baseline(run: Run, run_dir: Path, notes: list[str], baseline_file: Path | N
 
 
 def prior_notes(checks: list[Check]) -> list[str]:
-    """Gated claims (and head vs base checks) whose interval rests on a prior, or whose run
-    refuted it, say so first, naming the prior (a runner's first nights, a class's first pull
-    requests: the typed figure decides); one note per prior."""
+    """Gated claims and head vs base checks whose interval rests on a prior, or whose run refuted
+    it, say so first, naming the prior (a runner's first nights: the typed figure); one a prior."""
     rests: dict[str, list[str]] = {}
     notes = []
     for check in checks:

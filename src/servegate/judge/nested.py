@@ -307,8 +307,7 @@ def _with_between(part: Nested, between: np.ndarray, between_df: np.ndarray,
 
 def design_se(diff: Difference, prior_var: float | np.ndarray,
               prior_dof: float | np.ndarray) -> np.ndarray:
-    """The standard error ``diff``'s design gives at its prior start level (the measured one
-    where the prior is worth nothing, e.g. against ``history:N``), its blocks as measured: what
-    a night of this design resolves, whatever its own few starts' spread happened to be."""
+    """``diff``'s standard error at its prior start level (measured where the prior is worth
+    0 dof, e.g. against ``history:N``): what the design resolves, whatever its starts did."""
     start = np.where(np.asarray(prior_dof) > 0, prior_var, diff.parts[0].between_var)
     return np.sqrt(sum(start / p.starts + p.components[1].var for p in diff.parts))

@@ -117,8 +117,7 @@ def stops(codes: np.ndarray, gating: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Look:
-    """One look of a sequential design: the blocks per start (a crossover: the starts) it
-    judges and its family level."""
+    """One look of a sequential design: the blocks per start it judges and its family level."""
 
     index: int                      # 0-based; the final look is ``count - 1``
     count: int
@@ -132,8 +131,8 @@ class Look:
 
     def note(self) -> str:
         seen = (f"the first {self.blocks} of {self.of_blocks} blocks of every start"
-                if self.unit == "blocks" else f"{self.blocks} of {self.of_blocks} starts, "
-                "the second (a crossover) only when the first is undecided")
+                if self.unit == "blocks" else f"{self.blocks} of 2 starts, the second (a "
+                "crossover) only when the first is undecided")
         return (f"sequential design: look {self.index + 1} of {self.count} ({seen}), "
                 f"family-wise level {100 * self.level:.3g}% (O'Brien-Fleming alpha spending "
                 f"over looks at {self.schedule} {self.unit})")
@@ -144,8 +143,7 @@ class Look:
 
 def look_at(design: dict[str, Any], alpha: float, blocks: int | None) -> Look | None:
     """The look a judgement is at: ``blocks`` per start (None: the final look), for a design
-    with ``looks`` (run.json's ``design``; a ``crossover``: looks over its 2 starts); None for a
-    design without looks."""
+    with ``looks`` or a ``crossover`` (looks over its 2 starts); None without."""
     crossover = bool(design.get("crossover"))
     looks = [1] if crossover else [int(k) for k in design.get("looks") or []]
     if not looks or not design.get("in_server"):
@@ -160,15 +158,13 @@ def look_at(design: dict[str, Any], alpha: float, blocks: int | None) -> Look | 
 
 
 def stopped_at(run: dict[str, Any]) -> int | None:
-    """Blocks per start (a crossover: starts) at which the run stopped early (run.json
-    ``sequential``), else None."""
+    """Blocks per start at which the run stopped early (run.json ``sequential``), else None."""
     value = (run.get("sequential") or {}).get("stopped_at_blocks")
     return int(value) if value is not None else None
 
 
 def at_look(run: Run, look: Look) -> Run:
-    """The run as the look sees it: the first ``look.blocks`` blocks of every start (or the
-    first starts)."""
+    """The run as the look sees it: the first ``look.blocks`` blocks of every start (starts)."""
     axis = 1 if look.unit == "blocks" else 0
     points = [p for p in run.get("points") or [] if point_slot(p)[axis] < look.blocks]
     return {**run, "points": points}  # type: ignore[typeddict-item]

@@ -28,7 +28,6 @@ from typing import Literal
 import numpy as np
 from scipy import stats as sps
 
-from servegate.accuracy.paired import wilson  # noqa: F401  (the one Wilson interval, scipy)
 from servegate.core.metrics import METRICS, Direction, direction, statistic_fn  # noqa: F401
 
 Verdict = Literal["pass", "regression", "improvement", "inconclusive"]
@@ -37,8 +36,8 @@ CODES: dict[int, Verdict] = {0: "pass", 1: "regression", 2: "improvement", 3: "i
 
 POWER = 0.8                              # power for the minimal detectable effect
 RESOLUTION_POWER = 0.975      # a one-night check's resolution (:func:`resolution`)
-MAX_RESOLUTION = 0.25         # a design that cannot rule out 25 % in one night proves nothing
-MAX_ACCURACY_RESOLUTION = 0.05    # ... nor one that cannot rule out a 5-point accuracy loss
+# a design that cannot rule out 25 % (5 accuracy points) in one night proves nothing
+MAX_RESOLUTION, MAX_ACCURACY_RESOLUTION = 0.25, 0.05
 
 
 def per_check_confidence(confidence: float, n_checks: int) -> float:
@@ -199,10 +198,8 @@ def resolution(se: np.ndarray | float, df: np.ndarray | float, confidence: float
     about as often): ``(t_level + t_power) * se``, at least ``floor``; beyond ``MAX_RESOLUTION``
     (accuracy points: ``MAX_ACCURACY_RESOLUTION``) the floor itself must be ruled out."""
     found = (t_quantile(confidence, df) + sps.t.ppf(RESOLUTION_POWER, df)) * np.asarray(se)
-    if scale == "ratio":
-        found, limit = np.expm1(found), MAX_RESOLUTION
-    else:
-        limit = MAX_ACCURACY_RESOLUTION
+    found, limit = ((np.expm1(found), MAX_RESOLUTION) if scale == "ratio"
+                    else (found, MAX_ACCURACY_RESOLUTION))
     return np.where(found <= limit, np.maximum(found, floor), floor)
 
 
@@ -275,8 +272,7 @@ def equivalence(interval: Interval, margin: float) -> Verdict:
     return CODES[int(classify_equivalence(np.float64(low), np.float64(high), margin))]
 
 
-def noninferiority(interval: Interval, margin: float, resolution: float | None = None
-                   ) -> Verdict:
+def noninferiority(interval: Interval, margin: float, resolution: float | None = None) -> Verdict:
     """For a difference a - b (higher is better): ``pass`` when the whole interval is above
     ``-margin`` (or ``-resolution``, a one-night check's), ``regression`` when it is wholly
     below ``-margin``, ``inconclusive`` otherwise."""

@@ -110,7 +110,7 @@ def test_a_crossover_looks_after_its_first_start_then_at_both() -> None:
     first = sequential.look_at(design, 0.05, 1)
     assert first is not None and (first.index, first.count, first.unit) == (0, 2, "starts")
     assert first.level == pytest.approx(sequential.nominal_levels([1], 2, 0.05)[0])
-    assert "a crossover runs its second start" in first.note()
+    assert "the second (a crossover) only when the first is undecided" in first.note()
     final = sequential.look_at(design, 0.05, None)
     assert final is not None and final.final and final.blocks == 2
     run = {"points": [{"start": s, "block": b} for s in (0, 1) for b in range(4)]}
