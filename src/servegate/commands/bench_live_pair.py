@@ -18,7 +18,7 @@ from servegate.commands.bench_blocks import (
     record,
 )
 from servegate.commands.bench_context import BenchError, Context
-from servegate.commands.bench_looks import run_points
+from servegate.commands.bench_looks import run_points, skipped, take_look
 from servegate.commands.bench_profile import profile_modes
 from servegate.commands.bench_servers import ServerRequest, start_servers
 from servegate.core import runner_classes
@@ -32,7 +32,13 @@ def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
     """Head vs base with both trees' servers alive for one start: they load together, then
     the blocks alternate between them (same prompts per block pair), each server switching its
     modes in place; while a block runs on one server the other must stay idle (no prefill or
-    decode batch in its log over the block), else the run stops with that named."""
+    decode batch in its log over the block), else the run stops with that named. A
+    crossover's second start runs only when the look after the first leaves a gated check
+    undecided."""
+    crossover = pair.start > 0 and (ctx.run.get("design") or {}).get("crossover")
+    if crossover and take_look(ctx, pair.start):
+        skipped(ctx, list(pair.points))
+        return
     runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
     arch = runner_classes.get(ctx.detected.runner_class).arch
     progress.update(task, description=f"starting the live pair "

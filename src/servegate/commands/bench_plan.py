@@ -31,8 +31,9 @@ def select_plan(suite: Suite, modes: list[str], trees: dict[str, SglangTree | No
     layout = (live_pair_layout(suite, runner_class, gpus) if arms == ("base", "head")
               else None)
     if layout is not None and layout.live:
+        crossover = layout.crossover(starts, design.looks)
         pairs = build_live_pair_plan(modes, suite.load.concurrency, suite.load.num_prompts,
-                                     starts, design.blocks, suite.seed,
+                                     2 if crossover else starts, design.blocks, suite.seed,
                                      gpus=layout.gpus, per_server=layout.per_server)
         if accuracy_only:
             pairs = [dataclasses.replace(pair, points=()) for pair in pairs]
@@ -65,6 +66,8 @@ def record_design(ctx: Context, modes: list[str], slots: list[ServerSlot | LiveP
         layout = live_pair_layout(suite, detected.runner_class, detected.gpu_count)
         run["design"]["live_pair"] = layout.live
         run["design"]["pair_note"] = layout.note
+        if layout.crossover(design.starts, design.looks):
+            run["design"]["crossover"] = True
         run["design"]["devices"] = [
             {s.label: list(d) for s, d in zip(pair.slots, pair.devices, strict=True)}
             for pair in slots if isinstance(pair, LivePair) and pair.devices]

@@ -58,6 +58,7 @@ from servegate.core import stack as kernel_stack
 from servegate.core.metrics import finite_number
 from servegate.core.results import Run
 from servegate.core.versioned import Schema, SchemaVersionError
+from servegate.judge.ab import arm_view
 from servegate.judge.baselines import group_points, point_sort_key, run_identity
 from servegate.judge.evidence import point_slot
 
@@ -111,6 +112,8 @@ class Record:
     stack: dict[str, str] | None = field(default=None, hash=False)
     # the point's load (servegate.history.load), on every line of a measured point; None: unknown
     load: dict[str, Any] | None = field(default=None, hash=False)
+    # head vs base: the tree ("head", "base") whose server measured it; "" a one-tree run
+    arm: str = ""
 
     def __post_init__(self) -> None:
         if not self.starts:
@@ -151,6 +154,8 @@ class Record:
             data["stack"] = self.stack
         if self.load is not None:
             data["load"] = self.load
+        if self.arm:
+            data["arm"] = self.arm
         return data
 
     def components(self) -> dict[str, str]:
@@ -160,7 +165,10 @@ class Record:
 
     @property
     def identity(self) -> tuple[str, str, str]:
-        return (self.runner_class, self.model, self.suite)
+        """(runner class, model, suite); a head-vs-base tree's lines are a series of their own
+        (``premerge:head``), never a one-tree night of the suite."""
+        return (self.runner_class, self.model, f"{self.suite}:{self.arm}" if self.arm
+                else self.suite)
 
 
 # ---------------------------------------------------------------- a run's lines
@@ -220,30 +228,34 @@ def records_from_run(run: Run, run_id: str) -> list[Record]:
         or _text(fingerprint.get("servegate_commit")),
     }
     records = []
-    for (mode, concurrency), points in sorted(group_points(run).items(),
-                                              key=lambda kv: point_sort_key(kv[0])):
-        slots = [point_slot(point) for point in points]
-        names = sorted({name for point in points for name in point.get("metrics", {})})
-        load = point_load(run, concurrency)
-        for name in names:
-            values = [point["metrics"].get(name) for point in points]
-            if all(finite_number(v) for v in values):
-                records.append(Record(mode=mode, concurrency=concurrency, metric=name,
-                                      values=tuple(float(v) for v in values),
-                                      starts=tuple(start for start, _ in slots),
-                                      blocks=tuple(block for _, block in slots), load=load,
-                                      **common))
-    for mode, result in sorted((run.get("accuracy") or {}).items()):
-        n, correct = result.get("n"), result.get("correct")
-        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-            continue
-        counted = isinstance(correct, int) and not isinstance(correct, bool)
-        accuracy: Any = correct / n if counted and correct is not None else result.get("accuracy")
-        if finite_number(accuracy):
-            conc = result.get("concurrency")
-            records.append(Record(mode=mode, concurrency=conc if isinstance(conc, int) else None,
-                                  metric=ACCURACY_METRIC, values=(float(accuracy),), n=n,
-                                  **common))
+    for arm in sorted({str(point.get("arm") or "") for point in run.get("points", [])} or {""}):
+        view = arm_view(run, arm) if arm else run       # head vs base: each tree's own lines
+        for (mode, concurrency), points in sorted(group_points(view).items(),
+                                                  key=lambda kv: point_sort_key(kv[0])):
+            slots = [point_slot(point) for point in points]
+            names = sorted({name for point in points for name in point.get("metrics", {})})
+            load = point_load(run, concurrency)
+            for name in names:
+                values = [point["metrics"].get(name) for point in points]
+                if all(finite_number(v) for v in values):
+                    records.append(Record(mode=mode, concurrency=concurrency, metric=name,
+                                          values=tuple(float(v) for v in values),
+                                          starts=tuple(start for start, _ in slots),
+                                          blocks=tuple(block for _, block in slots),
+                                          load=load, arm=arm, **common))
+        for mode, result in sorted((view.get("accuracy") or {}).items()):
+            n, correct = result.get("n"), result.get("correct")
+            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+                continue
+            counted = isinstance(correct, int) and not isinstance(correct, bool)
+            accuracy: Any = (correct / n if counted and correct is not None
+                             else result.get("accuracy"))
+            if finite_number(accuracy):
+                conc = result.get("concurrency")
+                records.append(Record(mode=mode,
+                                      concurrency=conc if isinstance(conc, int) else None,
+                                      metric=ACCURACY_METRIC, values=(float(accuracy),), n=n,
+                                      arm=arm, **common))
     timings = run.get("timings")
     if records and isinstance(timings, dict):
         records[0] = dataclasses.replace(records[0], timings=dict(timings))
@@ -337,6 +349,9 @@ def parse_line(raw: str, path: Path, run_id: str) -> tuple[Record, int] | str:
     load = data.get("load")
     if load is not None and not (isinstance(load, dict) and isinstance(load.get("id"), str)):
         return f"load must be an object with a string id or absent, got {load!r:.80}"
+    arm = data.get("arm", "")
+    if arm not in ("", "head", "base"):
+        return f"arm must be head, base or absent, got {arm!r:.40}"
     return Record(run_id=data["run_id"], time=data["time"], runner_class=data["runner_class"],
                   model=data["model"], suite=data["suite"], mode=data["mode"], concurrency=conc,
                   metric=data["metric"], values=tuple(float(v) for v in values),
@@ -345,4 +360,4 @@ def parse_line(raw: str, path: Path, run_id: str) -> tuple[Record, int] | str:
                   sglang_commit=data.get("sglang_commit"),
                   servegate_commit=data.get("servegate_commit"),
                   n=n if isinstance(n, int) and not isinstance(n, bool) else None,
-                  timings=timings, stack=stack, load=load), found
+                  timings=timings, stack=stack, load=load, arm=arm), found

@@ -208,9 +208,8 @@ SeriesKey = tuple[str, str, str, str, int | None, str]
 
 
 def series_key(record: Record) -> SeriesKey:
-    """(runner_class, model, suite, mode, concurrency, metric)."""
-    return (record.runner_class, record.model, record.suite, record.mode, record.concurrency,
-            record.metric)
+    """(runner_class, model, suite, mode, concurrency, metric) (suite: ``Record.identity``'s)."""
+    return (*record.identity, record.mode, record.concurrency, record.metric)
 
 
 def group_series(records: Iterable[Record]) -> dict[SeriesKey, list[Record]]:

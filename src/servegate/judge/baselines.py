@@ -406,10 +406,3 @@ def ensure_matches(baseline: dict[str, Any], path: Path, run: Run, run_label: st
     if mismatches:
         raise BaselineMismatchError("baseline does not belong to this run: "
                                     + "; ".join(mismatches))
-
-
-def baseline_point(baseline: dict[str, Any], mode: str, concurrency: int) -> dict[str, Any] | None:
-    for point in baseline.get("points", []):
-        if point["mode"] == mode and point["concurrency"] == concurrency:
-            return point
-    return None

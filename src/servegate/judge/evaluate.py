@@ -197,13 +197,13 @@ def _baseline(run: Run, run_dir: Path, notes: list[str], baseline_file: Path | N
 
 
 def prior_notes(checks: list[Check]) -> list[str]:
-    """Gated claims whose interval rests on a prior, or whose run refuted it, say so first,
-    naming the prior (a runner's first nights: the typed figure decides); one note per prior."""
+    """Gated claims and head vs base checks whose interval rests on a prior, or whose run refuted
+    it, say so first, naming the prior (a runner's first nights: the typed figure); one a prior."""
     rests: dict[str, list[str]] = {}
     notes = []
     for check in checks:
         prior = (check.noise or {}).get("prior")
-        if not (check.primary and check.gate and check.kind == "claim" and prior):
+        if not (check.primary and check.gate and check.kind in ("claim", "ab") and prior):
             continue
         if prior["refuted"]:
             notes.append(f"{check.name}: this run's starts refute its prior {prior['text']}; "

@@ -303,3 +303,11 @@ def _with_between(part: Nested, between: np.ndarray, between_df: np.ndarray,
     return replace(part, se=se, df=satterthwaite(components), between_var=between,
                    between_df=between_df, between_source=source, components=components,
                    widened=widened, prior_p=prior_p)
+
+
+def design_se(diff: Difference, prior_var: float | np.ndarray,
+              prior_dof: float | np.ndarray) -> np.ndarray:
+    """``diff``'s standard error at its prior start level (measured where the prior is worth
+    0 dof, e.g. against ``history:N``): what the design resolves, whatever its starts did."""
+    start = np.where(np.asarray(prior_dof) > 0, prior_var, diff.parts[0].between_var)
+    return np.sqrt(sum(start / p.starts + p.components[1].var for p in diff.parts))

@@ -274,6 +274,12 @@ class PairLayout:
     per_server: int             # devices one server of the suite uses
     note: str
 
+    def crossover(self, starts: int, looks: tuple[int, ...] = ()) -> bool:
+        """A one-start live pair on GPU halves (no block looks) plans a second start with the
+        halves swapped (a faster half cancels), run only when the first leaves a gated check
+        undecided (bench_live_pair, sequential.look_at)."""
+        return self.live and self.gpus > 0 and starts == 1 and not looks
+
 
 def live_pair_layout(suite: Suite, runner_class: str, gpus: int = 0) -> PairLayout:
     """A CPU holds two idle sglang servers (``--sleep-on-idle``); a GPU runner needs two

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from servegate import calibration as cb
-from servegate.calibration.history import claim_honesty, learn_priors
+from servegate.calibration.history import claim_honesty, learn_priors, runner_health
 from servegate.commands import calibrate as cal
 from servegate.config import load_suite, suite_path
 
@@ -129,3 +129,18 @@ def test_cli_reports_claim_honesty_and_checks_its_options(
         assert cal.main(["--suite", "nightly", "--nights", "5", *bad]) == 2
         assert "--history-nights must be >= 0 and --interaction-cv in [0, 1)" in \
             capsys.readouterr().err
+
+
+def test_the_runner_health_signal_is_quiet_on_heavy_tailed_bursts_and_names_a_broken_start(
+        design: cb.BlockDesign) -> None:
+    """The signal (a start level out of profile) on healthy nights of heavy-tailed, bursty
+    blocks stays under 1 %, and names a night whose first start ran 20 % slow in every mode
+    (run CV 2 %); with one start a night nothing measures it."""
+    for heavy in (False, True):
+        found = runner_health(design, cb.Noise(0.02, 0.01, 0.003, heavy=heavy), nights=60,
+                              seed=SEED)
+        assert found is not None and found["history_nights"] == 14
+        assert found["healthy_nights_named"] <= 0.01
+        assert found["broken_start_named"] >= 0.9
+    premerge = cb.block_design(load_suite(suite_path("premerge")), "mi355x")
+    assert runner_health(premerge, cb.Noise(0.02, 0.01, 0.003), nights=5, seed=SEED) is None

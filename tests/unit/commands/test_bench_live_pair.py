@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
 
 from servegate.commands.bench_blocks import LiveServer
 from servegate.commands.bench_live_pair import _idle_batches
@@ -49,3 +53,26 @@ def test_the_idle_check_counts_only_batches_logged_during_the_block(tmp_path: Pa
         log.write("[2026-12-01 12:30:03] Decode batch, #running-req: 1, #token: 300, ...\n")
     assert _idle_batches(other, since) == 1
     assert _idle_batches(other, 0) == 2
+
+
+def test_a_crossover_start_runs_only_when_the_first_look_leaves_it_undecided(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """The second start of a crossover: the look after the first start is taken; when it
+    decides the run, the start is skipped (no server started) and its blocks recorded as
+    saved; the first start never looks."""
+    from servegate.commands import bench_live_pair
+    from servegate.plan.design import LivePair, PlannedPoint
+
+    looked: list[int] = []
+    saved: list[int] = []
+    monkeypatch.setattr(bench_live_pair, "take_look", lambda ctx, n: looked.append(n) or True)
+    monkeypatch.setattr(bench_live_pair, "skipped", lambda ctx, rest: saved.append(len(rest)))
+    points = tuple(PlannedPoint(mode="off", concurrency=2, num_prompts=2, repeat=1, order=i,
+                                seed=1, arm=arm, start=1, block=0)
+                   for i, arm in enumerate(("base", "head")))
+    ctx = SimpleNamespace(run={"design": {"crossover": True}}, suite=None)
+    bench_live_pair.run_live_pair(ctx, LivePair(1, (), points), None, None, False)
+    assert looked == [1] and saved == [2]
+    with pytest.raises(AttributeError):     # the first start goes on to start its servers
+        bench_live_pair.run_live_pair(ctx, LivePair(0, (), points), None, None, False)
+    assert looked == [1]

@@ -55,3 +55,18 @@ def test_the_devices_a_runner_sees_override_the_registry_count() -> None:
     suite = load_suite(suite_path("premerge"))
     assert live_pair_layout(suite, "mi325x", gpus=8).live        # on its 8-GPU label
     assert not live_pair_layout(suite, "mi355x", gpus=6).live    # only 6 visible: fall back
+
+
+def test_a_one_start_pair_on_gpu_halves_plans_its_crossover_start() -> None:
+    """premerge (one start) on 8 GPUs: a second start with the halves swapped is planned (run
+    only when the first leaves a gated check undecided); on a CPU, or with starts to spare,
+    none."""
+    premerge = load_suite(suite_path("premerge"))
+    layout = live_pair_layout(premerge, "mi355x")
+    assert layout.crossover(1) and not layout.crossover(3) and not layout.crossover(1, (2,))
+    first, second = select_plan(premerge, ["off", "on"], dict(TREES), False, "mi355x")
+    assert isinstance(second, LivePair) and (first.start, second.start) == (0, 1)
+    assert second.devices == first.devices[::-1]                   # the halves swapped
+    assert {p.start for p in second.points} == {1} and len(second.points) == len(first.points)
+    assert not live_pair_layout(load_suite(AB_CPU), "cpu").crossover(1)
+    assert len(select_plan(load_suite(AB_CPU), ["off"], dict(TREES), False, "cpu")) == 1
