@@ -67,6 +67,8 @@ class Nightly:
                     "SERVEGATE_HISTORY": str(self.store), "GITHUB_REPOSITORY": REPO,
                     "GITHUB_REPOSITORY_OWNER": "acme", "HISTORY_URL": "",
                     "GITHUB_STEP_SUMMARY": str(self.summary)}
+        # the workflow step runs outside the checkout: under mutmut it runs the unmutated code
+        self.env.pop("MUTANT_UNDER_TEST", None)
 
     def night(self, night: int, *, judge: bool = False) -> Path:
         run_dir = night_run(self.tmp / "runs", night, self.seed, factor=1.3, slow=self.slow)
