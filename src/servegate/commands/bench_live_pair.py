@@ -13,6 +13,7 @@ from servegate.commands.bench_blocks import (
     SWITCH_TIMEOUT_S,
     LiveServer,
     accuracy_per_mode,
+    batches_since,
     client_host,
     measure_block,
     record,
@@ -22,7 +23,6 @@ from servegate.commands.bench_looks import run_points
 from servegate.commands.bench_profile import profile_modes
 from servegate.commands.bench_servers import ServerRequest, start_servers
 from servegate.core import runner_classes
-from servegate.measure import logparse
 from servegate.plan.design import LivePair, PlannedPoint, device_env, expected_schedulers
 from servegate.serve.modeswitch import ModeControl
 
@@ -65,7 +65,7 @@ def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
             others = [o for arm, o in live.items() if arm != planned.arm]
             before = {o.slot.arm: o.server.log_offset() for o in others}
             point = measure_block(ctx, live[planned.arm], planned, progress, task)
-            point["idle_check"] = {o.slot.label: _idle_batches(o, before[o.slot.arm])
+            point["idle_check"] = {o.slot.label: batches_since(o.server, before[o.slot.arm])
                                    for o in others}
             busy = {label: n for label, n in point["idle_check"].items() if n}
             if busy:
@@ -82,8 +82,3 @@ def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
         for this in live.values():          # per tree, after everything measured; no points
             profile_modes(ctx, this, pair.start)
 
-
-def _idle_batches(other: LiveServer, since: int) -> int:
-    """Batches the other server of a live pair ran since ``since`` (its log offset)."""
-    other.server.check_alive()
-    return logparse.batch_lines(logparse.read_slice(other.server.log_path, since))
