@@ -36,10 +36,10 @@ class BlockDesign:
     halves: bool = False            # [design] halves where this runner holds two servers
 
     def start_halves(self, starts: int) -> list[int] | None:
-        """The half of each of a night's ``starts`` as bench records it (None: not a halves
-        night, or a reference of other starts, e.g. a rolling baseline's nights)."""
-        return [half_of(s) for s in range(starts)] \
-            if self.halves and starts == self.starts else None
+        """Each start's half as bench records it (None: not halves, or another design's
+        starts, e.g. a rolling baseline's)."""
+        return [half_of(s) for s in range(starts)] if self.halves and starts == self.starts \
+            else None
 
 
 @dataclass(frozen=True)

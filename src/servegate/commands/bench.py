@@ -3,8 +3,7 @@
 config -> plan -> serve -> measure -> accuracy -> judge + report (``servegate.commands.compare``).
 This module is the command line and the run's orchestration; the plan is chosen in
 ``bench_plan``, servers start in ``bench_servers``, blocks are measured in ``bench_blocks`` and
-each design has its executor (``bench_in_server``: one start, or two at once on the runner's
-halves; ``bench_live_pair``).
+each design has its executor (``bench_in_server``, the halves' too; ``bench_live_pair``).
 The run folder, run.json and summary.md belong to :class:`servegate.commands.session.RunSession`.
 One run folder per invocation (``results/<suite>-<runner>-<UTC stamp>/``); run.json is rewritten
 atomically after every point and says ``complete: true`` only when every planned point finished.

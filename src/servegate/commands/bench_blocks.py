@@ -51,8 +51,7 @@ class LiveServer:
     host: ClientHost
     log_rel: str
     warmed: set[str] = dataclasses.field(default_factory=set)
-    # the run's other servers busy at the same time (a halves design's other half)
-    siblings: tuple[Server, ...] = ()
+    siblings: tuple[Server, ...] = ()       # a halves design's other half (busy at once)
 
 
 def client_host(ctx: Context, slot: ServerSlot) -> ClientHost:
@@ -89,8 +88,7 @@ def measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: 
                   siblings: tuple[Server, ...] = ()) -> Point:
     """One block: the client against ``server``; with ``control`` (in-server design) the
     exact-fill read-back is the mode switch's acknowledgements in this block's log slice.
-    ``siblings`` (servers busy at the same time): their batches over the block go in
-    ``other_half``, their CPU in the interference record as the run's own."""
+    ``siblings`` (the other half, busy at once): its batches over the block (``other_half``)."""
     suite, run_dir = ctx.suite, ctx.run_dir
     label = f"{planned.arm}-{planned.mode}" if planned.arm else planned.mode
     name = f"{label}-c{planned.concurrency}-r{planned.repeat}"

@@ -23,7 +23,7 @@ from servegate.commands.bench_blocks import (
 from servegate.commands.bench_context import BenchError, Context
 from servegate.commands.bench_looks import run_points
 from servegate.commands.bench_profile import profile_modes
-from servegate.commands.bench_servers import ServerRequest, start_server, start_servers
+from servegate.commands.bench_servers import ServerRequest, start_servers
 from servegate.core import runner_classes
 from servegate.plan.design import (
     HalvesRound,
@@ -38,9 +38,8 @@ from servegate.serve.modeswitch import ModeControl
 
 def _serve(ctx: Context, this: LiveServer, progress: Progress, task: Any,
            gsm8k_modes: tuple[str, ...], stop: threading.Event | None = None) -> None:
-    """One start's work in its server: the blocks in the plan's order, GSM8K in
-    ``gsm8k_modes``, then the profiled blocks; ``stop`` (the other half failed) ends it at the
-    next block."""
+    """One start's work in its server: blocks, GSM8K in ``gsm8k_modes``, profiled blocks;
+    ``stop`` (the other half failed) ends it at the next block."""
     def measure(planned: PlannedPoint) -> None:
         if stop is not None and stop.is_set():
             raise BenchError(f"{this.slot.label}: stopped, the other half failed")
@@ -58,59 +57,58 @@ def _gsm8k_modes(ctx: Context, slot: ServerSlot, with_accuracy: bool,
     modes each, so neither half idles while the other answers)."""
     if not (with_accuracy and ctx.suite.gsm8k) or slot.repeat >= (2 if halves else 1):
         return ()
-    modes = tuple(sorted(slot.modes))
-    return modes[half_of(slot.repeat)::2] if halves else slot.modes
+    return tuple(sorted(slot.modes))[half_of(slot.repeat)::2] if halves else slot.modes
+
+
+def start_live(ctx: Context, stack: contextlib.ExitStack, slots: tuple[ServerSlot, ...],
+               devices: tuple[tuple[int, ...], ...] = ()) -> list[LiveServer]:
+    """Start ``slots``' servers at once (slot i on ``devices[i]``: loads overlap, no devices
+    idle through loads in series), each with its mode control and client worker (importing
+    while the servers load), every scheduler registered; ``stack`` stops them all."""
+    cls = runner_classes.get(ctx.detected.runner_class)
+    arch = "cpu" if cls.arch == "cpu" or cls.emulated else cls.arch
+    schedulers = expected_schedulers(list(ctx.suite.server_for(cls.name).args))
+    requests, hosts = [], []
+    for index, slot in enumerate(slots):
+        hosts.append(stack.enter_context(client_host(ctx, slot)))
+        hosts[-1].launch()
+        requests.append(ServerRequest(
+            slot, f"server/{slot.label}.log",
+            ModeControl(ctx.run_dir / "server" / f"{slot.label}.mode.json"),
+            device_env(arch, devices[index] if devices else ())))
+    servers = [stack.enter_context(server) for server in start_servers(ctx, requests)]
+    live = []
+    for request, server, host in zip(requests, servers, hosts, strict=True):
+        assert request.control is not None
+        request.control.register(schedulers, timeout_s=SWITCH_TIMEOUT_S)
+        live.append(LiveServer(request.slot, server, request.control, host, request.log_rel))
+    return live
 
 
 def run_in_server(ctx: Context, slot: ServerSlot, progress: Progress, task: Any,
                   with_accuracy: bool) -> None:
     """One server start running every mode: blocks in the plan's order, switched in place."""
-    log_rel = f"server/{slot.label}.log"
-    control = ModeControl(ctx.run_dir / "server" / f"{slot.label}.mode.json")
     progress.update(task, description=f"starting server {slot.label} (modes "
                                       f"{', '.join(slot.modes)})")
-    runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
-    host = client_host(ctx, slot)
-    host.launch()                       # the client imports while the server loads
-    with host, start_server(ctx, slot, log_rel, control) as server:
-        control.register(expected_schedulers(list(runner_profile.args)),
-                         timeout_s=SWITCH_TIMEOUT_S)
-        _serve(ctx, LiveServer(slot, server, control, host, log_rel), progress, task,
-               _gsm8k_modes(ctx, slot, with_accuracy))
+    with contextlib.ExitStack() as stack:
+        [this] = start_live(ctx, stack, (slot,))
+        _serve(ctx, this, progress, task, _gsm8k_modes(ctx, slot, with_accuracy))
 
 
 def run_halves(ctx: Context, rnd: HalvesRound, progress: Progress, task: Any,
                with_accuracy: bool) -> None:
-    """A round of a halves design: its two starts' servers load together on their halves'
-    devices, then each runs its own start (every mode, switched in place) in its own thread,
-    both busy at once; each block records the other half's batches over it (``other_half``).
-    The first failure stops the other half at its next block and is raised."""
-    runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
-    cls = runner_classes.get(ctx.detected.runner_class)
-    arch = "cpu" if cls.arch == "cpu" or cls.emulated else cls.arch
+    """A round of a halves design: two starts' servers load together on their halves, then
+    each runs its own start in its own thread, both busy at once (each block records the other
+    half's batches over it); the first failure stops the other half and is raised."""
     progress.update(task, description=f"starting {' + '.join(s.label for s in rnd.slots)} on "
                                       f"the runner's halves")
     stop = threading.Event()
     pool = ThreadPoolExecutor(len(rnd.slots), thread_name_prefix="half")
     try:
         with contextlib.ExitStack() as stack:
-            requests, hosts = [], []
-            for half, slot in enumerate(rnd.slots):
-                control = ModeControl(ctx.run_dir / "server" / f"{slot.label}.mode.json")
-                hosts.append(stack.enter_context(client_host(ctx, slot)))
-                hosts[-1].launch()          # the clients import while the servers load
-                devices = rnd.devices[half] if rnd.devices else ()
-                requests.append(ServerRequest(slot, f"server/{slot.label}.log", control,
-                                              device_env(arch, devices)))
-            servers = [stack.enter_context(server) for server in start_servers(ctx, requests)]
-            live = []
-            for request, server, host in zip(requests, servers, hosts, strict=True):
-                assert request.control is not None
-                request.control.register(expected_schedulers(list(runner_profile.args)),
-                                         timeout_s=SWITCH_TIMEOUT_S)
-                live.append(LiveServer(request.slot, server, request.control, host,
-                                       request.log_rel,
-                                       siblings=tuple(s for s in servers if s is not server)))
+            live = start_live(ctx, stack, rnd.slots, rnd.devices)
+            for this in live:
+                this.siblings = tuple(o.server for o in live if o is not this)
             futures = [pool.submit(_serve, ctx, this, progress, task,
                                    _gsm8k_modes(ctx, this.slot, with_accuracy, halves=True),
                                    stop) for this in live]

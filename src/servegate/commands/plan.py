@@ -1,9 +1,9 @@
 """``servegate plan --suite S [--runner R] [--json]``: what a suite will cost before it is booked.
 
 Per CI cell (a runner class in the modes its workflow runs, one tree or head vs base): server
-starts, blocks, waves, requests, prompt tokens, decode steps, GSM8K questions, serving and
-wall minutes, the GPUs held with the GPU-minutes held and used and the share idle while
-serving, from the model profile's speed model, every speed figure with its source
+starts, blocks, waves, requests, prompt tokens, decode steps, GSM8K questions, serving / wall
+minutes, GPUs and GPU-minutes held, used and idle, from the model profile's speed model, every
+speed figure with its source
 (:mod:`servegate.plan.cost`). With a history store (``--history`` or ``$SERVEGATE_HISTORY``) holding
 runs of the suite on the class, the measured server starts replace the model load figure and
 the measured blocks scale the serving time; the output says which figures were used. With

@@ -326,9 +326,8 @@ def _design(path: Path, data: dict[str, Any], head: dict[str, Any]
     halves = table.get("halves", False)
     if halves and (table["starts"] % 2 or looks):
         raise ConfigError(f"{path}: design.halves: expected an even design.starts (a start on "
-                          f"each half per round) and no design.looks (both halves stop "
-                          f"together only at the end), got starts = {table['starts']}, looks "
-                          f"= {list(looks)}")
+                          f"each half per round) and no design.looks, got starts = "
+                          f"{table['starts']}, looks = {list(looks)}")
     return Design(starts=table["starts"], blocks=table["blocks"], warmup_blocks=warmup,
                   looks=looks, halves=halves), ()
 

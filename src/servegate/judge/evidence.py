@@ -39,11 +39,8 @@ class Evidence:
     halves: dict[int, int] = field(default_factory=dict)
 
     def halves_of(self, slots: Iterable[Slot]) -> list[int] | None:
-        """The half of each start among ``slots``, in :func:`as_matrix`'s start order (None:
-        not a halves run)."""
-        if not self.halves:
-            return None
-        return [self.halves[start] for start in sorted({start for start, _ in slots})]
+        """Each start's half in :func:`as_matrix`'s start order (None: not a halves run)."""
+        return [self.halves[s] for s in sorted({s for s, _ in slots})] if self.halves else None
 
     def add(self, arm: str, mode: str, concurrency: int, metric: str, start: int, block: int,
             value: float) -> None:

@@ -68,16 +68,14 @@ class Nested:
     # the stated-level test's p-value (NaN: not tested, e.g. one start or no prior)
     widened: np.ndarray | None = None
     prior_p: np.ndarray | None = None
-    # halves design: the start levels are centred on their half's (a fixed level per half,
-    # ``groups`` of them), so the start level is measured on ``starts - groups`` dof and the
-    # mean weighs every half alike; ``share`` is the start variance's weight in the mean's
-    # (1 / starts when every start weighs alike)
+    # halves: start levels centred on their half's (``groups`` halves: ``starts - groups`` dof);
+    # ``share``: the start variance's weight in the mean's (None: 1 / starts)
     groups: int = 1
     share: float | None = None
 
     @property
     def start_share(self) -> float:
-        return 1.0 / self.starts if self.share is None else self.share
+        return self.share or 1.0 / self.starts
 
     def scalar(self, name: str) -> float:
         """One field of a single-night estimate as a float (the judge's view)."""
@@ -157,8 +155,8 @@ def refute_prior(prior_var: float | np.ndarray, prior_dof: float | np.ndarray,
 
 
 def start_weights(halves: Sequence[int] | None, starts: int) -> tuple[np.ndarray, np.ndarray]:
-    """(each start's weight in the mean, its half as a one-hot column per half): every half
-    weighs alike, its starts share its weight; no halves: one group, each start ``1/S``."""
+    """(each start's weight in the mean: every half alike, shared by its starts; its half as a
+    one-hot row)."""
     codes = np.unique(np.asarray(halves if halves is not None else [0] * starts),
                       return_inverse=True)[1].reshape(-1)
     if codes.size != starts:
@@ -182,9 +180,8 @@ def nested_mean(logs: np.ndarray, *, prior_var: float | np.ndarray,
     less the block part they carry, pooled with the prior (``prior_var``, worth ``prior_dof``;
     either may be per night), unless the measurement refutes the prior at ``stated_level``
     (:func:`refute_prior`); with one start the prior alone (exact when ``prior_dof == 0``: a
-    stated assumption). ``halves`` (per start, a halves design): the half is a blocking factor,
-    a fixed level per half: each start's level is measured from its half's mean (``starts -
-    halves`` dof; none left: the prior alone) and the mean weighs the halves alike.
+    stated assumption). ``halves`` (each start's): a fixed level per half, each start's level
+    measured from its half's (``starts - halves`` dof), the halves weighing alike in the mean.
     """
     logs = np.asarray(logs, float)
     if logs.ndim < 2:
@@ -293,10 +290,9 @@ def independent_difference(current: np.ndarray, reference: np.ndarray, *,
     in full. The start level is one property of the setup, so what either side measures of it
     (its starts' spread, S - 1 degrees of freedom each) is pooled with the prior and used for
     both: a one-start run judged against a baseline of many nights takes the nights' spread;
-    a measurement that refutes the prior (:func:`refute_prior`) is used alone. ``halves``
-    (per side, per start): a halves run's starts are centred on their half's level (S - 2
-    dof), since a half's level does not cancel here; in a paired difference it cancels with
-    the start's, so :func:`paired_difference` measures the interaction over every start."""
+    a measurement that refutes the prior (:func:`refute_prior`) is used alone. ``halves`` (per
+    side): starts centred on their half's level, which does not cancel here as it does (with the
+    start's) in :func:`paired_difference`, whose interaction is measured over every start."""
     cur, ref = (nested_mean(logs, prior_var=start_var, prior_dof=start_dof, trim=trim,
                             stated_level=stated_level, halves=side)
                 for logs, side in zip((current, reference), halves, strict=True))

@@ -12,6 +12,7 @@ the share of the machine's CPU time the rest of the world took. GPU users come f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -110,13 +111,10 @@ class BlockMonitor:
 
     def _server_pids(self) -> set[int]:
         pids: set[int] = set()
-        for pid in (self.server_pid, *self.siblings):
-            try:
-                root = psutil.Process(pid) if pid else None
-                if root is not None:
-                    pids |= {root.pid, *(c.pid for c in root.children(recursive=True))}
-            except psutil.Error:
-                continue
+        for pid in filter(None, (self.server_pid, *self.siblings)):
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(pid)
+                pids |= {root.pid, *(c.pid for c in root.children(recursive=True))}
         return pids
 
 

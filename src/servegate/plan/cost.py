@@ -9,15 +9,13 @@ the suite shapes its points, ``[load].shaped_output_len``). A block also pays th
 warm-up requests (one prompt, shared by the radix cache, at most 32 output tokens: sglang's
 ``benchmark/serving.py`` warm-up) and the speed model's per-block overhead. GSM8K is priced as
 closed-loop waves of its concurrency. Server starts: a live pair loads both trees at once on
-disjoint GPUs (one load time); a halves design (``[design] halves``, where the runner holds two
-servers) runs its starts in rounds of two, loaded together and busy together, GSM8K's modes
-split between round 0's two servers; otherwise each start loads after the last.
+disjoint GPUs (one load time); ``[design] halves`` where two servers fit: rounds of two starts
+loaded and busy together, GSM8K's modes split between round 0's; else one start after another.
 
-Minutes: ``serving_minutes`` (the wall while servers work: blocks, warm-ups, GSM8K; the
-``minutes`` parts are server-minutes, which two halves overlap), ``wall_minutes`` (that plus the
-model loads), ``gpus_held`` and ``gpu_minutes`` (the runner's GPUs held for the wall time: a CI
-job books the whole runner), ``gpu_minutes_used`` (each server's GPUs times its serving time)
-and ``idle_share`` (the held GPUs' share idle while serving: not the loads).
+Minutes: ``serving_minutes`` (the wall while servers work; the ``minutes`` parts are
+server-minutes, which two halves overlap), ``wall_minutes`` (plus the model loads), ``gpus_held``
+and ``gpu_minutes`` (held for the wall: a CI job books the whole runner), ``gpu_minutes_used``
+(each server's GPUs times its serving) and ``idle_share`` (held GPUs idle while serving).
 """
 
 from __future__ import annotations
@@ -217,8 +215,7 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
         busy.append(own)
     layout = live_pair_layout(suite, cell.runner_class)
     live = cell.trees == 2 and layout.live
-    halves = design.halves and cell.trees == 1 and halves_layout(suite,
-                                                                cell.runner_class)[0].live
+    halves = design.halves and cell.trees == 1 and halves_layout(suite, cell.runner_class)[0].live
     one_pass_s, questions = gsm8k_seconds(speed, suite) if with_accuracy else (0.0, 0)
     for index, slot in enumerate(slots):            # GSM8K: in the first start (per tree),
         if slot.repeat == 0 or (halves and slot.repeat == 1):    # a halves' modes split

@@ -234,7 +234,6 @@ class HalvesRound:
     """``[design] halves``: two in-server starts at once, one on each half of the runner, each
     server running its own start's blocks (every mode inside), both busy together."""
 
-    round: int
     slots: tuple[ServerSlot, ...]               # slot i serves on half i
     devices: tuple[tuple[int, ...], ...] = ()   # per half: its devices (a CPU: its cores)
 
@@ -258,8 +257,7 @@ def build_halves_plan(modes: tuple[str, ...] | list[str],
     every round, so each half is one level the judge blocks on (a start's level is centred on
     its half's)."""
     slots = build_block_plan(modes, concurrency, num_prompts, starts, blocks, seed)
-    return [HalvesRound(r, tuple(slots[2 * r:2 * r + 2]), devices)
-            for r in range((starts + 1) // 2)]
+    return [HalvesRound(tuple(slots[r:r + 2]), devices) for r in range(0, starts, 2)]
 
 
 def flag_value(args: tuple[str, ...] | list[str], flags: tuple[str, ...]) -> str | None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from servegate.commands.bench_blocks import LiveServer
-from servegate.commands.bench_blocks import batches_since
+from servegate.commands.bench_blocks import LiveServer, batches_since
 from servegate.measure.client_host import ClientHost
 from servegate.measure.logparse import batch_lines
 from servegate.plan.design import ServerSlot
