@@ -36,8 +36,7 @@ class BlockDesign:
     halves: bool = False            # [design] halves where this runner holds two servers
 
     def start_halves(self, starts: int) -> list[int] | None:
-        """Each start's half as bench records it (None: not halves, or another design's
-        starts, e.g. a rolling baseline's)."""
+        """Each start's half as bench records it (None: not halves, or a rolling baseline)."""
         return [half_of(s) for s in range(starts)] if self.halves and starts == self.starts \
             else None
 

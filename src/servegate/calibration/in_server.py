@@ -71,8 +71,8 @@ def _night_blocks(rng: np.random.Generator, design: BlockDesign, nights: int, no
     if noise.night_cv > 0:          # drawn only then: the other worlds' draws stay as they were
         start = start + rng.normal(0.0, noise.night_cv, (nights, 1, 1))
     halves = design.start_halves(design.starts)
-    if halves:                      # each half's own level through the night, as a start's
-        start = start + rng.normal(0.0, noise.run_cv, (nights, 2, 1))[:, halves]
+    if halves and noise.half_cv > 0:    # each half's own level through the night
+        start = start + rng.normal(0.0, noise.half_cv, (nights, 2, 1))[:, halves]
     out = {}
     metrics = ("ttft", "tpot")
     for mode in design.modes:
@@ -318,6 +318,7 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
     reach = [s for s in SLOWDOWNS if caught[s] / nights >= 0.8]
     parts: dict[str, Any] = {
         "repeats": design.starts * design.blocks, "halves": design.halves,
+        "half_cv": noise.half_cv,
         "family": [c.name for c in checks], "family_method": design.config.family_method,
         "noop_false_failure": round(tally["noop_fail"] / nights, 5),
         "noop_false_failure_ci": ci(tally["noop_fail"]),

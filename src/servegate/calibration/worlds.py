@@ -30,6 +30,7 @@ class Noise:
     # machine's temperature, the day): invisible to the night's own starts; 0 in every world
     # but the sustained-shift rule's guard row (calibration_sustained)
     night_cv: float = 0.0
+    half_cv: float = 0.0            # each half of a halves runner its own level a night
 
     @property
     def per_mode_interaction(self) -> float:

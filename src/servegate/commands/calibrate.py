@@ -65,7 +65,7 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             for block_cv in block_cvs:
                 interaction = suite.judge.interaction_cv if args.interaction_cv is None \
                     else args.interaction_cv
-                noise = blocks.Noise(run_cv, block_cv, interaction)
+                noise = blocks.Noise(run_cv, block_cv, interaction, half_cv=args.half_cv)
                 # head vs base of this design (servegate ab): both trees' servers alive
                 pair = pairs.live_pair_calibration(
                     suite.judge, design.starts, design.blocks, len(design.modes), noise,
@@ -177,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"{','.join(map(str, DEFAULT_BLOCK_CVS))} on GPUs)")
     parser.add_argument("--interaction-cv", type=float,
                         help="true start x mode interaction CV (default: the suite's prior)")
+    parser.add_argument("--half-cv", type=float, default=0.0,
+                        help="true level-sd of each half of a halves runner a night (default 0)")
     parser.add_argument("--history-nights", type=int, default=honesty.HISTORY_NIGHTS,
                         help="nights of history a runner's learned priors come from in the "
                              "claim-honesty worlds (claim_honesty), and the reference nights "

@@ -69,13 +69,9 @@ class Nested:
     widened: np.ndarray | None = None
     prior_p: np.ndarray | None = None
     # halves: start levels centred on their half's (``groups`` halves: ``starts - groups`` dof);
-    # ``share``: the start variance's weight in the mean's (None: 1 / starts)
+    # ``share``: the start variance's weight in the mean's (1 / starts: every start alike)
     groups: int = 1
-    share: float | None = None
-
-    @property
-    def start_share(self) -> float:
-        return self.share or 1.0 / self.starts
+    share: float = 1.0
 
     def scalar(self, name: str) -> float:
         """One field of a single-night estimate as a float (the judge's view)."""
@@ -332,9 +328,9 @@ def _with_between(part: Nested, between: np.ndarray, between_df: np.ndarray,
                   source: str, widened: np.ndarray, prior_p: np.ndarray) -> Nested:
     """``part`` with its start level replaced (the pooled estimate of both sides)."""
     block = part.components[1]
-    components = (Component(between * part.start_share, between_df,
+    components = (Component(between * part.share, between_df,
                             part.components[0].level), block)
-    se = np.sqrt(between * part.start_share + block.var)
+    se = np.sqrt(between * part.share + block.var)
     return replace(part, se=se, df=satterthwaite(components), between_var=between,
                    between_df=between_df, between_source=source, components=components,
                    widened=widened, prior_p=prior_p)

@@ -231,8 +231,7 @@ def build_live_pair_plan(modes: tuple[str, ...] | list[str],
 
 @dataclass(frozen=True)
 class HalvesRound:
-    """``[design] halves``: two in-server starts at once, one on each half of the runner, each
-    server running its own start's blocks (every mode inside), both busy together."""
+    """``[design] halves``: two in-server starts at once, one on each half of the runner."""
 
     slots: tuple[ServerSlot, ...]               # slot i serves on half i
     devices: tuple[tuple[int, ...], ...] = ()   # per half: its devices (a CPU: its cores)

@@ -578,7 +578,7 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
         # baseline aggregates' start levels centred per half
         "gated_halves": cb.calibrate_design(dataclasses.replace(
             cb.block_design(nightly, "mi355x"), starts=4, blocks=3, halves=True),
-            Noise(0.05, 0.02, 0.01), nights=30, seed=7, batch=20),
+            Noise(0.05, 0.02, 0.01, half_cv=0.03), nights=30, seed=7, batch=20),
         # no-op gate at a true noise above the prior: some A/A alarms and no-op failures
         "noop_in_server": cb.calibrate_design(cb.block_design(nightly, "mi300x"),
                                               Noise(0.2, 0.02, 0.1), nights=30, seed=7,

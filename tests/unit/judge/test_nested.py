@@ -449,7 +449,7 @@ def test_a_halfs_own_level_is_a_fixed_effect_not_start_noise() -> None:
     assert plain.scalar("measured_between_var") > 0.002
     assert centred.scalar("theta") == pytest.approx(plain.scalar("theta")) \
         == pytest.approx(0.05)
-    assert centred.start_share == pytest.approx(1 / 4) == plain.start_share
+    assert centred.share == pytest.approx(1 / 4) == plain.share
 
 
 def test_unbalanced_halves_weigh_each_half_alike() -> None:
@@ -461,7 +461,7 @@ def test_unbalanced_halves_weigh_each_half_alike() -> None:
     logs = np.array([[[0.0, 0.0], [0.2, 0.2], [1.0, 1.0]]])
     est = nested_mean(logs, prior_var=0.01, prior_dof=0.0, halves=[0, 0, 1])
     assert est.scalar("theta") == pytest.approx(0.25 * 0.0 + 0.25 * 0.2 + 0.5 * 1.0)
-    assert est.start_share == pytest.approx(3 / 8)
+    assert est.share == pytest.approx(3 / 8)
     assert est.scalar("between_df") == 1.0                 # S - halves
 
 
