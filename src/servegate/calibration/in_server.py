@@ -70,6 +70,9 @@ def _night_blocks(rng: np.random.Generator, design: BlockDesign, nights: int, no
     start = rng.normal(0.0, noise.run_cv, shape)
     if noise.night_cv > 0:          # drawn only then: the other worlds' draws stay as they were
         start = start + rng.normal(0.0, noise.night_cv, (nights, 1, 1))
+    halves = design.start_halves(design.starts)
+    if halves and noise.half_cv > 0:    # each half's own level through the night
+        start = start + rng.normal(0.0, noise.half_cv, (nights, 2, 1))[:, halves]
     out = {}
     metrics = ("ttft", "tpot")
     for mode in design.modes:
@@ -175,9 +178,11 @@ def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, re
         prior_var, prior_dof = check_prior(check, config, learned)
         if check.kind == "versus":
             assert check.mode is not None
-            d = independent_difference(_logs(current, check.mode, check.concs, check.metric),
-                                       _logs(reference, check.mode, check.concs, check.metric),
-                                       start_var=prior_var, start_dof=prior_dof)
+            cur = _logs(current, check.mode, check.concs, check.metric)
+            ref = _logs(reference, check.mode, check.concs, check.metric)
+            d = independent_difference(cur, ref, start_var=prior_var, start_dof=prior_dof,
+                                       halves=(design.start_halves(cur.shape[-2]),
+                                               design.start_halves(ref.shape[-2])))
             worse_high = direction(check.metric) == "lower"
             bounds.append([math.log1p(check.floor) if worse_high
                            else math.log1p(-check.floor)])
@@ -321,7 +326,8 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
     curve = {f"{s:.2f}": round(caught[s] / nights, 4) for s in SLOWDOWNS}
     reach = [s for s in SLOWDOWNS if caught[s] / nights >= 0.8]
     parts: dict[str, Any] = {
-        "repeats": design.starts * design.blocks,
+        "repeats": design.starts * design.blocks, "halves": design.halves,
+        "half_cv": noise.half_cv,
         "family": [c.name for c in checks], "family_method": design.config.family_method,
         "noop_false_failure": round(tally["noop_fail"] / nights, 5),
         "noop_false_failure_ci": ci(tally["noop_fail"]),

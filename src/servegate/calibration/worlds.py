@@ -34,6 +34,7 @@ class Noise:
     # but the sustained-shift rule's guard row (calibration_sustained)
     night_cv: float = 0.0
     heavy: bool = False             # the heavy-tailed, bursty block world (bursty_blocks)
+    half_cv: float = 0.0            # each half of a halves runner its own level a night
 
     @property
     def per_mode_interaction(self) -> float:

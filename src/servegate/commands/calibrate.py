@@ -67,7 +67,7 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             for block_cv in block_cvs:
                 interaction = suite.judge.interaction_cv if args.interaction_cv is None \
                     else args.interaction_cv
-                noise = blocks.Noise(run_cv, block_cv, interaction)
+                noise = blocks.Noise(run_cv, block_cv, interaction, half_cv=args.half_cv)
                 # head vs base of this design (servegate ab): both trees' servers alive,
                 # its start level learned from --stored-pairs, a crossover on GPU halves
                 crossover = live_pair_layout(suite, runner).crossover(design.starts,
@@ -208,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "head_vs_base start level is learned from (0: the suite's prior)")
     parser.add_argument("--stored-changes", type=int, default=0,
                         help="of --stored-pairs, how many were real changes (head 20 %% slower)")
+    parser.add_argument("--half-cv", type=float, default=0.0,
+                        help="true level-sd of each half of a halves runner a night (default 0)")
     parser.add_argument("--history-nights", type=int, default=honesty.HISTORY_NIGHTS,
                         help="nights of history a runner's learned priors come from in the "
                              "claim-honesty worlds (claim_honesty), and the reference nights "

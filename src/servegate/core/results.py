@@ -98,6 +98,8 @@ class Point(TypedDict):
     wall_s: NotRequired[float]                # the block's client wall time
     # live pair: batches the other server ran during this block, per server label (0: idle)
     idle_check: NotRequired[dict[str, int]]
+    # halves design: batches the other half's server ran during this block (busy by design)
+    other_half: NotRequired[dict[str, int]]
 
 
 class Fingerprint(TypedDict, total=False):

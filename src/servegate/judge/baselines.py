@@ -144,7 +144,7 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
                 accuracy[mode]["outcomes"] = encode_outcomes(outcomes)
     fingerprint = dict(run.get("fingerprint") or {})
     design = {"design": {k: v for k, v in run["design"].items()
-                         if k in ("in_server", "starts", "blocks", "unit")}} \
+                         if k in ("in_server", "starts", "blocks", "unit", "start_halves")}} \
         if run.get("design") else {}
     return {
         **design,

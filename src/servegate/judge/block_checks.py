@@ -169,9 +169,11 @@ class Judge:
     def independent(self, current: Evidence, cur_arm: str, reference: Evidence, ref_arm: str,
                     mode: str, concs: list[int], metric: str) -> Difference:
         prior = self.start_prior(mode, concs, metric)
-        return independent_difference(as_matrix(current.logs(cur_arm, mode, concs, metric)),
-                                      as_matrix(reference.logs(ref_arm, mode, concs, metric)),
-                                      start_var=prior.var, start_dof=prior.dof)
+        cur = current.logs(cur_arm, mode, concs, metric)
+        ref = reference.logs(ref_arm, mode, concs, metric)
+        return independent_difference(as_matrix(cur), as_matrix(ref), start_var=prior.var,
+                                      start_dof=prior.dof, halves=(current.halves_of(cur),
+                                                                   reference.halves_of(ref)))
 
     def live_pair(self, mode: str, concs: list[int], metric: str) -> Difference:
         """Head vs base from a live pair: paired per block pair (same start, round and prompts,

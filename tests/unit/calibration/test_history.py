@@ -4,6 +4,7 @@ figures (docs/judge.md, "Priors learned from the nights")."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -42,16 +43,20 @@ def test_with_history_the_claim_is_honest_at_seven_times_the_prior(
     assert history["aa_false_alarm"] <= 0.01
     assert 0.0 <= history["claim_power"]["0.054"] < history["claim_power"]["0.095"]
     learned = history["learned"]
-    # starts - 1 degrees of freedom a night (the nightly's 3 starts: 2) over 14 nights
+    # starts - 1 degrees of freedom a night (the nightly's 4 starts: 3) over 14 nights
     assert learned["learned_dof_median"] == (design.starts - 1) * 14
     assert 0.014 < learned["learned_interaction_sd_median"] < 0.026
 
 
-def test_a_first_night_on_the_typed_prior_is_not_honest(
-        seven_times_the_prior: dict[str, Any]) -> None:
-    """What the history fixes: two starts measure the interaction with one dof, so on the
-    first night the typed prior (0.3 %, 4 dof) makes intervals too narrow even though the
-    stated-level test widens the nights that refute it."""
+def test_a_first_night_on_the_typed_prior_is_not_honest(design: cb.BlockDesign) -> None:
+    """What the history fixes: three starts on one half (the nightly before its halves)
+    measure the interaction with two dof, so on the first night the typed prior (0.3 %, 4 dof)
+    makes intervals too narrow even though the stated-level test widens the nights that
+    refute it."""
+    one_half = dataclasses.replace(design, starts=3, blocks=4, halves=False)
+    seven_times_the_prior = claim_honesty(one_half, cb.Noise(0.02, 0.01, 0.02), nights=NIGHTS,
+                                          seed=SEED)
+    assert seven_times_the_prior is not None
     first = seven_times_the_prior["first_night"]
     history = seven_times_the_prior["with_history"]
     assert first["claim_coverage"]["0.054"] < 0.9 < history["claim_coverage"]["0.054"]

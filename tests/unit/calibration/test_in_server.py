@@ -477,20 +477,24 @@ def test_paired_power_of_a_speed_up_is_no_regression() -> None:
 
 
 def test_block_design_of_the_nightly_suite_keeps_the_suites_settings() -> None:
-    """The shipped nightly ([design]: 3 starts x 4 blocks) as servegate.calibration simulates it: on
-    a gated class (MI355X) off and on, elsewhere every mode of the suite."""
+    """The shipped nightly ([design]: 4 starts x 3 blocks on the halves) as
+    servegate.calibration simulates it: on a gated class (MI355X) off and on, two starts at once
+    on its 8 GPUs; elsewhere every mode of the suite, on the 4-GPU MI325X one at a time."""
     from servegate.calibration import block_design
     from servegate.config import load_suite, suite_path
     suite = load_suite(suite_path("nightly"))
     gated = block_design(suite, "mi355x")
     assert (gated.suite, gated.runner, gated.starts, gated.blocks, gated.modes,
             gated.concurrencies, gated.questions, gated.gated) == (
-        "nightly", "mi355x", 3, 4, ("off", "on"), tuple(suite.load.concurrency), 1319, True)
+        "nightly", "mi355x", 4, 3, ("off", "on"), tuple(suite.load.concurrency), 1319, True)
+    assert gated.halves and gated.start_halves(4) == [0, 1, 0, 1]
+    assert gated.start_halves(8) is None            # a rolling baseline's starts: no halves
+    assert not block_design(suite, "mi325x").halves
     assert gated.concurrencies == (4, 16, 64)
     assert gated.config == suite.judge
     ungated = block_design(suite, "mi300x")
     assert (ungated.starts, ungated.blocks, ungated.modes, ungated.questions, ungated.gated) == (
-        3, 4, ("off", "on", "forced"), 1319, False)
+        4, 3, ("off", "on", "forced"), 1319, False)
 
 
 def test_a_shaped_suites_tpot_aggregate_leaves_out_its_prefill_shaped_point() -> None:
@@ -571,6 +575,11 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
         "gated_in_server": cb.calibrate_design(cb.block_design(nightly, "mi355x"),
                                                Noise(0.02, 0.01, 0.003), nights=30, seed=7,
                                                batch=20),
+        # two starts at once on the runner's halves: each half its own level a night, the
+        # baseline aggregates' start levels centred per half
+        "gated_halves": cb.calibrate_design(dataclasses.replace(
+            cb.block_design(nightly, "mi355x"), starts=4, blocks=3, halves=True),
+            Noise(0.05, 0.02, 0.01, half_cv=0.03), nights=30, seed=7, batch=20),
         # no-op gate at a true noise above the prior: some A/A alarms and no-op failures
         "noop_in_server": cb.calibrate_design(cb.block_design(nightly, "mi300x"),
                                               Noise(0.2, 0.02, 0.1), nights=30, seed=7,

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from servegate.commands.bench_blocks import LiveServer
-from servegate.commands.bench_live_pair import _idle_batches
+from servegate.commands.bench_blocks import LiveServer, batches_since
 from servegate.measure.client_host import ClientHost
 from servegate.measure.logparse import batch_lines
 from servegate.plan.design import ServerSlot
@@ -48,11 +47,11 @@ def test_the_idle_check_counts_only_batches_logged_during_the_block(tmp_path: Pa
     since = other.server.log_offset()
     with other.server.log_path.open("a") as log:
         log.write('[2026-12-01 12:30:02] INFO:     127.0.0.1:4 - "GET /health HTTP/1.1" 200\n')
-    assert _idle_batches(other, since) == 0
+    assert batches_since(other.server, since) == 0
     with other.server.log_path.open("a") as log:
         log.write("[2026-12-01 12:30:03] Decode batch, #running-req: 1, #token: 300, ...\n")
-    assert _idle_batches(other, since) == 1
-    assert _idle_batches(other, 0) == 2
+    assert batches_since(other.server, since) == 1
+    assert batches_since(other.server, 0) == 2
 
 
 def test_a_crossover_start_runs_only_when_the_first_look_leaves_it_undecided(

@@ -262,6 +262,33 @@ def test_baseline_aggregates_measure_the_start_variance_with_three_starts(tmp_pa
         assert check.interval.n_starts == 3
 
 
+def test_a_halves_run_judges_its_baseline_aggregates_with_a_level_per_half(
+        tmp_path: Path) -> None:
+    """Four starts on two halves, the second half 20 % slower in both sittings: recorded as
+    halves, each start's level is centred on its half's, so the pass rests on the starts'
+    own spread; the same blocks without the record read the halves' offset as start noise,
+    refute the 1 % start prior and cannot rule out the floor."""
+    table = judge_table(family=["baseline-aggregate"], run_to_run_cv=0.01)
+
+    def slow_half(_label: str, _conc: int, start: int, _block: int) -> float:
+        return 1.2 if start % 2 else 1.0
+
+    def judged(halves: bool, name: str) -> dict[str, Check]:
+        kwargs: dict[str, Any] = dict(starts=4, blocks=3, table=table, start_sd=0.005,
+                                      effect=slow_half, halves=halves)
+        doc = baseline_doc(tmp_path / name, **kwargs)
+        assert ("start_halves" in doc["design"]) is halves
+        return by_name(run_judge(write_block_run(tmp_path / name / "run", **kwargs),
+                                 baseline_doc=doc))
+
+    centred, plain = judged(True, "halves"), judged(False, "plain")
+    name = aggregate("off", "mean_ttft_ms")
+    assert centred[name].verdict == "pass" and plain[name].verdict == "inconclusive"
+    assert "over 4 starts centred on 2 halves" in centred[name].reason
+    assert "4x3 in 2 halves vs 4x3 in 2 halves" in centred[name].interval.method
+    assert "halves" not in plain[name].reason and "widened" in plain[name].reason
+
+
 def test_baseline_slower_than_the_run_by_a_third_is_a_gated_regression(tmp_path: Path) -> None:
     table = judge_table(family=["claims", "baseline-aggregate"], run_to_run_cv=0.02)
     doc = baseline_doc(tmp_path, table=table)
