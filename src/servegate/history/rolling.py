@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from servegate.core.results import MODES
+from servegate.core.results import MODES, Run
 from servegate.history.changepoints import detect
 from servegate.history.load import comparable, load_id
 from servegate.history.records import ACCURACY_METRIC, Record
@@ -167,16 +167,14 @@ def rolling_from_store(store: Path, runner_class: str, model: str, suite: str, *
     return rolling
 
 
-def rolling_for_run(store: Path, run_dir: Path, *, nights: int = DEFAULT_NIGHTS
+def rolling_for_run(store: Path, run: Run, run_dir: Path, *, nights: int = DEFAULT_NIGHTS
                     ) -> RollingBaseline:
-    """``history:N`` for the run in ``run_dir`` (``compare --baseline`` and ``history
-    baseline``): its series' last ``nights`` accepted nights on its load, itself left out (the
-    run is judged before it is added), refused unless the window is full."""
-    from servegate.core.results import load_run
+    """``history:N`` for ``run`` (read from ``run_dir``; ``compare --baseline`` and ``history
+    baseline``): its series' last ``nights`` accepted nights on its load and hardware, itself
+    left out (the run is judged before it is added), refused unless the window is full."""
     from servegate.history.load import judged_run_filters
     from servegate.judge.baselines import run_identity
 
-    run = load_run(run_dir)
     excluded, loads = judged_run_filters(run, run_dir)
     return rolling_from_store(store, *run_identity(run), nights=nights, full_window=True,
                               exclude_run_ids=excluded, loads=loads)

@@ -66,12 +66,14 @@ def error_judgement(run_dir: Path, message: str, strict: bool,
     return Judgement(run_dir, run, JudgeConfig(), [check], strict=strict)
 
 
-def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = False,
+def judge(run_dir: Path, *, run: Run | None = None, baseline_file: Path | None = None,
+          strict: bool = False,
           suites_dir: Path = SUITES_DIR, baselines_root: Path | None = None,
           baseline_doc: dict[str, Any] | None = None,
           measured_run_spread: bool = False, at_blocks: int | None = None,
           priors: PriorSource | None = None) -> Judgement:
-    """Load run, suite [judge] table and baseline; evaluate every check with one family size.
+    """Load run (unless given, already loaded), suite [judge] table and baseline; evaluate
+    every check with one family size.
 
     ``priors``: the runner's learned noise profile (servegate.history.profile), consulted
     level by level in place of the suite's figures once worth more degrees of freedom.
@@ -81,7 +83,7 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
     final look; its blocks only, at that look's family level."""
     run_dir = Path(run_dir)
     try:
-        run = load_run(run_dir)
+        run = load_run(run_dir) if run is None else run
     except RunFolderError as err:
         return error_judgement(run_dir, str(err), strict)
     try:

@@ -113,7 +113,8 @@ def test_history_n_pools_only_nights_of_the_judged_runs_load(tmp_path: Path) -> 
     with pytest.raises(HistoryError, match="too few nights on the judged run's load"):
         rolling_from_store(store, RUNNER, MODEL, SUITE, nights=6, full_window=True, loads=new)
     with pytest.raises(HistoryError, match=r"on@c4 mean_ttft_ms: 4 night\(s\) on load"):
-        history_baseline(tmp_path / "night-08", "history:6", store)   # compare's, run excluded
+        history_baseline(load_run(tmp_path / "night-08"), tmp_path / "night-08", "history:6",
+                         store)                                       # compare's, run excluded
     assert rolling_from_store(store, RUNNER, MODEL, SUITE, nights=5, full_window=True,
                               loads=new).short == ()
     unfiltered = rolling_baseline(records, RUNNER, MODEL, SUITE, nights=6)
@@ -157,7 +158,8 @@ def test_a_load_change_is_named_not_flagged_as_a_sustained_shift(tmp_path: Path)
     profile = learn_profile(records, RUNNER, MODEL, SUITE)
     assert profile is not None and [n.run_id for n in profile.nights] == [
         f"night-{n}" for n in range(15, 20)]
-    older = noise_profile(tmp_path / "night-00", store, 30)     # compare's, judged on 32
+    older = noise_profile(load_run(tmp_path / "night-00"), tmp_path / "night-00", store,
+                          30)                                   # compare's, judged on 32
     assert older is not None and len(older.nights) == 14          # the old load's own nights
 
 
