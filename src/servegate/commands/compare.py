@@ -60,9 +60,9 @@ def noise_profile(run: Run, run_dir: Path, store: Path | None, nights: int) -> A
     store = store or (Path(os.environ[ENV_STORE]) if os.environ.get(ENV_STORE) else None)
     if store is None or nights <= 0:
         return None
-    excluded, loads = judged_run_filters(run, Path(run_dir))
+    excluded, loads, hardware = judged_run_filters(run, Path(run_dir))
     return profile_from_store(store, *run_identity(run), nights=nights,
-                              exclude_run_ids=excluded, loads=loads)
+                              exclude_run_ids=excluded, loads=loads, hardware=hardware)
 
 
 def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | None = None,
