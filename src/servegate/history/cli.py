@@ -188,10 +188,12 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
 
 def _baseline(args: argparse.Namespace, out: TextIO) -> int:
     from servegate.core.atomic import write_text
+    from servegate.core.results import load_run
     from servegate.history.rolling import as_baseline, rolling_for_run
     from servegate.judge.baselines import dumps_baseline, validate_baseline
 
-    rolling = rolling_for_run(args.store or default_store(), args.run_dir, nights=args.nights)
+    rolling = rolling_for_run(args.store or default_store(), load_run(args.run_dir),
+                              args.run_dir, nights=args.nights)
     for problem in rolling.problems:
         print(f"history baseline: skipped {problem}", file=sys.stderr)
     document: dict[str, Any] = as_baseline(rolling)

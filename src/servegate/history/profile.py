@@ -17,7 +17,8 @@ either level. A night out of profile is named in :meth:`LearnedProfile.notes`, n
 learned from the suite's earlier head-vs-base runs of the class (their ``arm`` lines).
 Only nights of the newest load regime are learned from (servegate.history.load.regimes: a load
 change moves every level, and the nights before it measured other work), and with the judged
-run's loads only nights comparable with them.
+run's loads and hardware only nights comparable with them (a night of unknown hardware is
+pooled and counted in the notes).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class LearnedProfile:
     # every load change among the identity's nights, oldest first; ``nights`` are after the last
     load_changes: tuple[LoadChange, ...] = ()
     pairs: tuple[Night, ...] = ()       # the suite's head-vs-base live pairs of the class
+    unknown_hardware: int = 0           # nights of unknown hardware among ``nights``
 
     def _learn(self, key: tuple[str, ...], matrices: list[tuple[str, np.ndarray]]
                ) -> LevelPrior | None:
@@ -156,6 +158,9 @@ class LearnedProfile:
         for key, runs in self.left_out.items():
             lines.append(f"left out of the learned {key}: {', '.join(runs)} (a pair that moved "
                          "or a mode apart in a start: not noise, not a runner-health signal)")
+        if self.unknown_hardware and lines:
+            lines.append(f"{self.unknown_hardware} of {len(self.nights)} nights learned from: "
+                         "hardware unknown (stored before it was recorded), pooled")
         if self.load_changes and lines:
             last = self.load_changes[-1]
             lines.append(f"learned only from nights since the load changed at {last.run_id} "
@@ -179,18 +184,19 @@ def _night(records: list[Record]) -> Night:
 def learn_profile(records: Iterable[Record], runner_class: str, model: str, suite: str, *,
                   nights: int = DEFAULT_PROFILE_NIGHTS,
                   exclude_run_ids: Iterable[str] = (),
-                  loads: Mapping[int, str] | None = None) -> LearnedProfile | None:
+                  loads: Mapping[int, str] | None = None,
+                  hardware: str | None = None) -> LearnedProfile | None:
     """The profile of the last ``nights`` stored runs of (runner, model, suite) in the newest
     load regime, the runs in ``exclude_run_ids`` (the run being judged) and, given ``loads``
-    (the judged run's load id per concurrency), runs of another load left out; None when
-    there are none."""
+    (the judged run's load id per concurrency) and ``hardware`` (its digest), runs of another
+    load or hardware left out; None when there are none."""
     if nights < 1:
         raise ValueError(f"noise profile: nights must be >= 1, got {nights}")
     excluded = set(exclude_run_ids)
     by_run: dict[str, list[Record]] = defaultdict(list)
     for record in records:
-        if (record.runner_class, record.model, record.suite) == (runner_class, model, suite) \
-                and record.run_id not in excluded:
+        if record.identity == (runner_class, model, suite) and record.run_id not in excluded \
+                and comparable(record.hardware, hardware):
             by_run[record.run_id].append(record)
     runs = sorted(by_run.values(), key=lambda rs: (rs[0].time, rs[0].run_id))
     if loads:
@@ -203,15 +209,19 @@ def learn_profile(records: Iterable[Record], runner_class: str, model: str, suit
         return None
     return LearnedProfile(runner_class, model, suite, tuple(_night(rs) for rs in chosen),
                           load_changes=tuple(changes),
-                          pairs=tuple(_night(rs) for rs in pairs[-nights:]))
+                          pairs=tuple(_night(rs) for rs in pairs[-nights:]),
+                          unknown_hardware=sum(
+                              rs[0].hardware is None for rs in chosen) if hardware else 0)
 
 
 def profile_from_store(store: Path, runner_class: str, model: str, suite: str, *,
                        nights: int = DEFAULT_PROFILE_NIGHTS,
                        exclude_run_ids: Iterable[str] = (),
-                       loads: Mapping[int, str] | None = None) -> LearnedProfile | None:
+                       loads: Mapping[int, str] | None = None,
+                       hardware: str | None = None) -> LearnedProfile | None:
     """Read the store (malformed lines skipped) and learn; None without a store or nights."""
     if not Path(store).is_dir():
         return None
     return learn_profile(read_store(store).records, runner_class, model, suite,
-                         nights=nights, exclude_run_ids=exclude_run_ids, loads=loads)
+                         nights=nights, exclude_run_ids=exclude_run_ids, loads=loads,
+                         hardware=hardware)

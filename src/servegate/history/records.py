@@ -12,7 +12,8 @@ plus one GSM8K line per mode: ``metric = "gsm8k_accuracy"``, ``values = [accurac
 
 The run's first line may also carry ``stack``: the components under sglang its fingerprint
 recorded (``{"aiter": "0.1.10", "aiter_commit": ..., "gemm_config:AITER_CONFIG_GEMM_A8W8":
-"sha256:...", "gpu_clock_limits": ...}``, servegate.core.stack.components), once per run like
+"sha256:...", "gpu_clock_limits": ...}``, servegate.core.stack.components) and its ``hardware`` digest
+(servegate.core.hardware: readers pool only nights of the judged run's), once per run like
 ``timings``; reading gives it to every line of the run (servegate.history.store.read_store), so a
 change point can name every component that changed, not only sglang.
 
@@ -55,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from servegate.core import stack as kernel_stack
+from servegate.core.hardware import HARDWARE
 from servegate.core.metrics import finite_number
 from servegate.core.results import Run
 from servegate.core.versioned import Schema, SchemaVersionError
@@ -164,6 +166,11 @@ class Record:
         return {**{k: v for k, v in own.items() if v}, **(self.stack or {})}
 
     @property
+    def hardware(self) -> str | None:
+        """The run's hardware digest (in its ``stack``); None: unknown (stored before)."""
+        return (self.stack or {}).get(HARDWARE)
+
+    @property
     def identity(self) -> tuple[str, str, str]:
         """(runner class, model, suite); a head-vs-base tree's lines are a series of their own
         (``premerge:head``), never a one-tree night of the suite."""
@@ -260,6 +267,8 @@ def records_from_run(run: Run, run_id: str) -> list[Record]:
     if records and isinstance(timings, dict):
         records[0] = dataclasses.replace(records[0], timings=dict(timings))
     components = kernel_stack.components(fingerprint)
+    if fingerprint.get(HARDWARE):
+        components[HARDWARE] = str(fingerprint[HARDWARE])
     if records and components:
         records[0] = dataclasses.replace(records[0], stack=components)
     return records

@@ -214,9 +214,9 @@ def headline(judgement: Judgement) -> str:
 
 
 def reference_line(judgement: Judgement) -> str | None:
-    """``reference: baseline from another machine: host a -> b, ...`` (None: same machine and
-    software, or not recorded)."""
-    text = reference_text(judgement.baseline, judgement.run)
+    """``reference: baseline from another machine: host a -> b, ...``, or the baseline not
+    judged against (other hardware); None: same machine and software, or not recorded."""
+    text = judgement.reference or reference_text(judgement.baseline, judgement.run)
     return None if text is None else f"reference: {text}"
 
 
@@ -321,7 +321,8 @@ def is_routine(note: str) -> bool:
 
 
 def notes_that_matter(judgement: Judgement) -> list[str]:
-    return [note for note in judgement.notes if not is_routine(note)]
+    return [note for note in judgement.notes
+            if not is_routine(note) and note != judgement.reference]
 
 
 def note_lines(judgement: Judgement, verbose: bool = False) -> list[str]:
