@@ -195,8 +195,9 @@ def learn_profile(records: Iterable[Record], runner_class: str, model: str, suit
     excluded = set(exclude_run_ids)
     by_run: dict[str, list[Record]] = defaultdict(list)
     for record in records:
-        if record.identity == (runner_class, model, suite) and record.run_id not in excluded \
-                and comparable(record.hardware, hardware):
+        # the raw fields, not ``identity``: a live pair's per-tree lines are read here too
+        if (record.runner_class, record.model, record.suite) == (runner_class, model, suite) \
+                and record.run_id not in excluded and comparable(record.hardware, hardware):
             by_run[record.run_id].append(record)
     runs = sorted(by_run.values(), key=lambda rs: (rs[0].time, rs[0].run_id))
     if loads:
