@@ -26,6 +26,7 @@ from servegate.judge.baselines import (
     stored_baseline_path,
     write_baseline,
 )
+from servegate.measure.interference import is_busy
 
 
 def judge_run(ctx: Context) -> int | None:
@@ -60,6 +61,12 @@ def keep_local_baseline(ctx: Context) -> Path | None:
     path = local_baseline_path(ctx.run)
     stored = baseline_path(*run_identity(ctx.run))
     if path is None or path.is_file() or unusable_reasons(ctx.run):
+        return None
+    points = ctx.run.get("points") or []
+    busy = sum(1 for p in points if is_busy(p.get("machine") or {}))
+    if busy * 4 > len(points):      # a contended sitting would set every later verdict's level
+        ctx.console.log(f"not kept as this machine's local baseline: {busy} of {len(points)} "
+                        "blocks busy with other work (more than a quarter)")
         return None
     with contextlib.suppress(BaselineError):
         if stored.is_file() and hardware.compare(load_baseline(stored)["provenance"].get(

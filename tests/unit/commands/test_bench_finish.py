@@ -116,3 +116,22 @@ def test_no_local_baseline_off_the_cpu_tier_for_an_unusable_run_or_beside_one_of
     monkeypatch.setattr(bench_finish, "baseline_path", lambda *identity: same)
     assert bench_finish.keep_local_baseline(_ctx(cpu_run(tmp_path / "run"))) is None
     assert not list(_local_baselines.rglob("*.json"))
+
+
+@pytest.mark.parametrize(("busy", "kept"), [(0, True), (1, True), (2, False)])
+def test_a_contended_run_is_not_kept_as_the_local_baseline(
+        tmp_path: Path, _local_baselines: Path, busy: int, kept: bool) -> None:
+    """More than a quarter of the blocks busy with other work (the contention rule of the
+    real-server tests): the sitting would set every later verdict's level, so it is not kept."""
+    run_dir = cpu_run(tmp_path / f"busy{busy}", seed=5)
+    raw = json.loads((run_dir / "run.json").read_text())
+    points = raw["points"]
+    assert len(points) == 6
+    for i, point in enumerate(points):
+        point["machine"] = {"other_cpu_pct": 60.0 if i < busy else 0.5, "cpu_steal_pct": 0.0}
+    (run_dir / "run.json").write_text(json.dumps({**raw, "points": points}))
+    ctx = _ctx(run_dir)
+    assert (bench_finish.keep_local_baseline(ctx) is not None) is kept
+    if not kept:
+        assert ctx.console.lines == ["not kept as this machine's local baseline: 2 of 6 blocks "
+                                     "busy with other work (more than a quarter)"]
