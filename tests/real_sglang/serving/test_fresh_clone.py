@@ -96,8 +96,8 @@ def _check_verdict(run_dir: Path, capsys: pytest.CaptureFixture[str], local: Pat
     batches' alignment, read back from the server) gates and passes in a family of at most 10;
     issue 39: the committed baseline (another machine's) is named in the reference line and
     not judged against, and the run was kept (unless contended) as this machine's local
-    baseline (``local``, the test's own folder), which the next judgement uses; issue 22: compare prints at most 25
-    lines, headline first; GSM8K is paired with the baseline."""
+    baseline (``local``, the test's own folder), which the next judgement uses; issue 22:
+    compare prints at most 25 lines, headline first; GSM8K is paired with the baseline."""
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert verdict["baseline"] is None and not [c for c in verdict["checks"]
                                                 if c["kind"] in ("baseline", "accuracy")]
