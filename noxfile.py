@@ -36,16 +36,30 @@ def _servegate(session: nox.Session, python: str, *args: str, **kwargs: object) 
                 env=envbuild.servegate_env_vars(), **kwargs)
 
 
+def _build_docs(session: nox.Session) -> None:
+    """The documentation site, strictly (a broken link, anchor or nav entry fails): build/site/.
+    Its reference pages are generated from the code by the hook tools/docs_reference.py."""
+    session.run("mkdocs", "build", "--strict", "--quiet", env={"NO_MKDOCS_2_WARNING": "1"})
+
+
 @nox.session(reuse_venv=True)
 def unit(session: nox.Session) -> None:
-    """Lint and unit tests that need no sglang (fast; runs before the sglang env is built)."""
+    """Lint, unit tests that need no sglang (fast; runs before the sglang env is built), docs."""
     envbuild.ensure_chromium(log=session.log)    # the site's browser test; best effort, never fails
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,docs]")
     session.run("ruff", "check", ".")
     session.run("lint-imports")  # the layers contract in pyproject.toml
     # pytest-xdist: one worker per core, each test file on one worker (module fixtures stay shared)
     session.run("pytest", "-n", "auto", "--dist", "loadfile", "--benchmark-disable",
                 "-m", "not sglang and not e2e and not gpu", *session.posargs)
+    _build_docs(session)
+
+
+@nox.session(reuse_venv=True)
+def docs(session: nox.Session) -> None:
+    """The documentation site alone (mkdocs, material theme, --strict) into build/site/."""
+    session.install("-e", ".[docs]")
+    _build_docs(session)
 
 
 @nox.session(reuse_venv=True)

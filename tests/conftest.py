@@ -22,11 +22,33 @@ import pytest
 from fault_helpers import SRC, TAG_VAR
 from repo_files import TEST_DATA
 
+from servegate.core.paths import LOCAL_BASELINES_ENV
+
 
 @pytest.fixture(scope="session")
 def test_data() -> Path:
     """Fixtures recorded from real runs (``tests/data/README.md`` says what each is)."""
     return TEST_DATA
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_user_local_baselines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Session fixtures too (e.g. a shared bench run) never read or write the user's own
+    CPU-tier local baselines (servegate.core.paths.local_baselines_root)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(LOCAL_BASELINES_ENV, str(tmp_path_factory.mktemp("session-baselines")))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _local_baselines(tmp_path_factory: pytest.TempPathFactory,
+                     monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test (and every process it starts) keeps CPU-tier local baselines in a folder of
+    its own: a developer's own machine baseline never judges a test's run, no test writes into
+    the user's cache, and no test sees another's."""
+    folder = tmp_path_factory.mktemp("local-baselines")
+    monkeypatch.setenv(LOCAL_BASELINES_ENV, str(folder))
+    return folder
 
 
 # Fixtures of the fault tests (tests/real_sglang/serving/test_faults_bench.py and the fault
@@ -62,7 +84,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "slow" in item.keywords and not slow_opt_in:
             item.add_marker(pytest.mark.skip(
                 reason="slow: opt-in with SERVEGATE_SLOW_TESTS=1 (a repeat of a default test on "
-                       "another path; README, Tests)"))
+                       "another path; docs/guide/tests.md)"))
         elif "gpu" in item.keywords and not gpu_opt_in:
             item.add_marker(pytest.mark.skip(
                 reason="GPU test: runs only on a GPU runner with SERVEGATE_GPU_TESTS=1"))

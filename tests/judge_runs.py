@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from servegate.core.results import RUN_SCHEMA_VERSION
+from servegate.core import hardware
+from servegate.core.results import RUN_SCHEMA_VERSION, load_run
 
 
 def _point(mode: str, conc: int, repeat: int, order: int, rng: np.random.Generator, *,
@@ -113,10 +114,38 @@ def write_gsm8k_records(run_dir: Path, label: str, correct: list[bool], gold: st
 def stored_baseline(tmp_path: Path, **run_kwargs: Any) -> Path:
     """A synthetic run (``make_run``'s keywords) stored as a baseline where ``compare`` and
     ``update_baselines`` look for one: its path."""
-    from servegate.core.results import load_run
+    source = make_run(tmp_path / f"src-{uuid.uuid4().hex[:6]}", n_requests=20, **run_kwargs)
+    return store(source, tmp_path / "baselines" / "cpu" / "smollm2-135m" / "synthetic.json")
+
+
+# Runs on a hardware (servegate.core.hardware; issue 39): the fingerprint fields the judge matches.
+
+
+def hardware_fields(family: str = "25", **more: Any) -> dict[str, Any]:
+    """A fingerprint's hardware fields with their digest (family 25 model 17: this VM)."""
+    fp = {"cpu_vendor": "AuthenticAMD", "cpu_family": family, "cpu_model_number": "17",
+          "cpu_stepping": "1", "cpu_model": "AMD EPYC", "cpu_count": 2, "memory_gib": 24,
+          "cpu_isa": ["avx2", "avx512f", "avx512_bf16"], "gpu_count": 0, **more}
+    return {**fp, "hardware": hardware.digest(fp)}
+
+
+def on(run_dir: Path, fingerprint: dict[str, Any]) -> Path:
+    """The run recorded on that hardware (its fingerprint extended)."""
+    raw = json.loads((run_dir / "run.json").read_text())
+    raw["fingerprint"].update(fingerprint)
+    (run_dir / "run.json").write_text(json.dumps(raw))
+    return run_dir
+
+
+def cpu_run(path: Path, seed: int = 1, **fingerprint: Any) -> Path:
+    """A run of the ``cpu`` suite's shape (its baseline: the committed one) on that hardware."""
+    return on(make_run(path, suite="cpu", modes=("off", "on", "forced"), concurrencies=(2,),
+                       repeats=2, seed=seed), fingerprint or hardware_fields())
+
+
+def store(run_dir: Path, path: Path) -> Path:
+    """``run_dir`` written as a baseline at ``path``."""
     from servegate.judge.baselines import baseline_from_run, write_baseline
 
-    source = make_run(tmp_path / f"src-{uuid.uuid4().hex[:6]}", n_requests=20, **run_kwargs)
-    path = tmp_path / "baselines" / "cpu" / "smollm2-135m" / "synthetic.json"
-    write_baseline(path, baseline_from_run(load_run(source), source))
+    write_baseline(path, baseline_from_run(load_run(run_dir), run_dir))
     return path

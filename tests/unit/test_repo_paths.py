@@ -1,4 +1,4 @@
-"""Every repository path the prose names in backticks exists: README.md, docs/*.md, suites/*.toml.
+"""Every repository path the prose names in backticks exists: README.md, docs/**/*.md, suites/*.toml.
 
 A move (``judge/config.py`` -> ``config/judge.py``) otherwise leaves the pages pointing at
 nothing. A *repository path* is a backticked token that starts with a top-level entry of the
@@ -26,7 +26,7 @@ SUFFIX = re.compile(r"(::.*|:\d+(-\d+)?)$")
 
 
 def pages(root: Path) -> list[Path]:
-    return [root / "README.md", *sorted((root / "docs").glob("*.md")),
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md")),
             *sorted((root / "suites").glob("*.toml"))]
 
 

@@ -107,7 +107,7 @@ def _expectations(text: str) -> tuple[Expectation, ...]:
     return tuple(out)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog=PROG, description="Replay the admission matrix on a base and a head sglang "
                                       "tree (each in its own process) and compare them.")
     p.add_argument("--base", type=Path, required=True, metavar="TREE",
@@ -325,7 +325,7 @@ def run_ab(trees: dict[str, SglangTree], suite: AdmissionSuite, python: str,
 
 
 def ab_main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     from servegate.admission.suite import SuiteError, load_suite
     from servegate.core.runner_classes import get
     from servegate.serve.detect import RunnerError, detect

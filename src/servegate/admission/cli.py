@@ -211,6 +211,17 @@ def suite_main(argv: list[str]) -> int:
     return EXIT_FAIL if verdict == "FAIL" else EXIT_OK
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The three subcommands' parsers under one, for the CLI reference (main dispatches by name)."""
+    from servegate.admission.ab import build_parser as ab_parser
+
+    parser = argparse.ArgumentParser(prog="servegate admission")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, child in (("replay", _replay_parser()), ("suite", _suite_parser()), ("ab", ab_parser())):
+        sub.add_parser(name, parents=[child], add_help=False, description=child.description)
+    return parser
+
+
 def main(argv: list[str]) -> int:
     from servegate.admission.ab import ab_main
 

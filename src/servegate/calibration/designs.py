@@ -15,6 +15,7 @@ from servegate.core.runner_classes import REGISTRY
 from servegate.judge.baselines import baseline_from_run
 from servegate.judge.block_checks import block_pendings
 from servegate.judge.evidence import evidence_from_baseline, evidence_from_run
+from servegate.plan.design import half_of, halves_layout
 
 CLAIM_SIZES = (0.054, 0.095)           # the PR's mean TTFT improvements (conc 4 .. conc 64)
 SLOWDOWNS = (0.02, 0.05, 0.10, 0.15, 0.20, 0.30, 0.50, 1.00)
@@ -32,6 +33,12 @@ class BlockDesign:
     config: JudgeConfig
     gated: bool
     looks: tuple[int, ...] = ()     # [design] looks (servegate.judge.sequential)
+    halves: bool = False            # [design] halves where this runner holds two servers
+
+    def start_halves(self, starts: int) -> list[int] | None:
+        """Each start's half as bench records it (None: not halves, or a rolling baseline)."""
+        return [half_of(s) for s in range(starts)] if self.halves and starts == self.starts \
+            else None
 
 
 @dataclass(frozen=True)
@@ -62,9 +69,10 @@ def block_design(suite: Suite, runner: str) -> BlockDesign:
     # a gated runner night runs off and on (the nightly matrix's MI355X cell); elsewhere the
     # suite's modes
     modes = tuple(m for m in suite.modes if m != "forced") if gated else tuple(suite.modes)
+    halves = design.halves and halves_layout(suite, runner)[0].live
     return BlockDesign(suite.name, runner, design.starts, design.blocks, modes,
                        tuple(suite.load.concurrency), questions, suite.judge, gated,
-                       design.looks)
+                       design.looks, halves)
 
 
 def _skeleton(design: BlockDesign) -> dict[str, Any]:

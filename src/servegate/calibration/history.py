@@ -34,6 +34,7 @@ from servegate.calibration.worlds import Noise
 from servegate.history.noise_profile import night_levels, pool
 
 HISTORY_NIGHTS = 14
+BROKEN_START = 0.2      # a broken night: one server start this much slower in every mode
 # the worlds judged: the claim's sizes (power), exactly the claimed size (false refutation)
 # and no improvement (false confirmation)
 
@@ -163,3 +164,32 @@ def claim_honesty(design: BlockDesign, noise: Noise, *, nights: int, seed: int,
             "why": f"{design.starts} start a night measures no start x mode interaction: "
                    "the typed prior stays"}
     return out
+
+
+def runner_health(design: BlockDesign, noise: Noise, *, nights: int, seed: int,
+                  history: int = HISTORY_NIGHTS) -> dict[str, Any] | None:
+    """The runner-health signal (a night out of profile at a mode's start level, as
+    servegate.history.profile names it) over ``nights`` simulated histories of ``history``
+    nights: the share of healthy nights named, and of nights whose first start ran
+    ``BROKEN_START`` slower in every mode (its last night). None with one start a night."""
+    if design.starts < 2:
+        return None
+    rng = np.random.default_rng([seed, int(noise.run_cv * 1e6), int(noise.block_cv * 1e6),
+                                 int(noise.heavy), history, 11])
+    effect = {"on:ttft": math.log(1 - CLAIM_SIZES[-1])} if design.gated else {}
+    drawn = _night_blocks(rng, design, nights * history, noise, effect)
+    healthy = {k: v.reshape(nights, history, design.starts, design.blocks)
+               for k, v in drawn.items()}
+    broken = {k: v.copy() for k, v in healthy.items()}
+    for value in broken.values():
+        value[:, -1, 0] += math.log1p(BROKEN_START)     # the last night's first start
+    named = np.zeros((2, nights, history), bool)
+    for i, world in enumerate((healthy, broken)):
+        for mode in design.modes:               # each gated aggregate's start level
+            for metric in design.config.aggregate_metrics:
+                concs = tuple(design.config.aggregate_concs(metric, list(design.concurrencies)))
+                levels = night_levels(_logs(world, mode, concs, metric))
+                named[i] |= pool(levels.var, levels.dof, levels.carried).out
+    return {"history_nights": history, "healthy_nights_named": round(float(named[0].mean()), 5),
+            "broken_start_named": round(float(named[1][:, -1].mean()), 4),
+            "broken_start_slowdown": BROKEN_START}

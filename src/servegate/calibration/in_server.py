@@ -45,8 +45,8 @@ from servegate.config.judge import JudgeConfig
 from servegate.core.metrics import direction
 from servegate.judge import sequential
 from servegate.judge.family import decision_alpha, holm_levels_array
-from servegate.judge.nested import independent_difference, paired_difference
-from servegate.judge.stats import classify, classify_equivalence, tost_power
+from servegate.judge.nested import design_se, independent_difference, paired_difference
+from servegate.judge.stats import classify, classify_equivalence, resolution, tost_power
 
 
 def rate_interval(count: int, nights: int) -> list[float]:
@@ -70,6 +70,9 @@ def _night_blocks(rng: np.random.Generator, design: BlockDesign, nights: int, no
     start = rng.normal(0.0, noise.run_cv, shape)
     if noise.night_cv > 0:          # drawn only then: the other worlds' draws stay as they were
         start = start + rng.normal(0.0, noise.night_cv, (nights, 1, 1))
+    halves = design.start_halves(design.starts)
+    if halves and noise.half_cv > 0:    # each half's own level through the night
+        start = start + rng.normal(0.0, noise.half_cv, (nights, 2, 1))[:, halves]
     out = {}
     metrics = ("ttft", "tpot")
     for mode in design.modes:
@@ -77,7 +80,7 @@ def _night_blocks(rng: np.random.Generator, design: BlockDesign, nights: int, no
         for conc in design.concurrencies:
             for metric in metrics:
                 block = bursty_blocks(rng, (nights, design.starts, design.blocks),
-                                      noise.block_cv)
+                                      noise.block_cv, noise.heavy)
                 effect = effects.get(f"{mode}:{metric}", 0.0)
                 out[(mode, conc, metric)] = start + interaction + block + effect
     return out
@@ -101,6 +104,7 @@ class Decided:
     low: np.ndarray | None = None           # (nights, m) interval bounds at each check's
     high: np.ndarray | None = None          # level, log scale (NaN: no interval)
     widened: np.ndarray | None = None       # (nights, m) the run refuted the check's prior
+    resolution: np.ndarray | None = None    # (nights, m) a versus check's (else NaN)
 
 
 # a learned prior per check name: (variance, dof) per night (servegate.calibration.history)
@@ -155,6 +159,7 @@ def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, re
     est = Estimates()
     widened = np.zeros((nights, len(checks)), bool)
     bounds: list[list[float]] = []
+    design_ses: dict[int, np.ndarray] = {}      # a versus check's design se (its resolution)
     for check in checks:
         if check.kind == "claim_accuracy":
             diff, se = accuracy if accuracy is not None else _accuracy(rng, nights,
@@ -173,12 +178,15 @@ def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, re
         prior_var, prior_dof = check_prior(check, config, learned)
         if check.kind == "versus":
             assert check.mode is not None
-            d = independent_difference(_logs(current, check.mode, check.concs, check.metric),
-                                       _logs(reference, check.mode, check.concs, check.metric),
-                                       start_var=prior_var, start_dof=prior_dof)
+            cur = _logs(current, check.mode, check.concs, check.metric)
+            ref = _logs(reference, check.mode, check.concs, check.metric)
+            d = independent_difference(cur, ref, start_var=prior_var, start_dof=prior_dof,
+                                       halves=(design.start_halves(cur.shape[-2]),
+                                               design.start_halves(ref.shape[-2])))
             worse_high = direction(check.metric) == "lower"
             bounds.append([math.log1p(check.floor) if worse_high
                            else math.log1p(-check.floor)])
+            design_ses[len(bounds) - 1] = design_se(d, prior_var, prior_dof)
         else:
             d = paired_difference(_logs(current, "on", check.concs, check.metric),
                                   _logs(current, "off", check.concs, check.metric),
@@ -196,6 +204,7 @@ def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, re
     codes = np.full(p.shape, 3, dtype=np.int8)
     gating = np.ones(p.shape, dtype=bool)
     lows, highs = np.full(p.shape, np.nan), np.full(p.shape, np.nan)
+    resolutions = np.full(p.shape, np.nan)
     for i, check in enumerate(checks):
         level = levels[:, i]
         tails = 2.0 * level if check.one_sided else level     # two-sided interval's alpha
@@ -203,8 +212,9 @@ def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, re
         low, high = est.theta[i] - q * est.se[i], est.theta[i] + q * est.se[i]
         lows[:, i], highs[:, i] = low, high
         if check.kind == "versus":
+            resolutions[:, i] = resolution(design_ses[i], est.df[i], 1.0 - level, check.floor)
             codes[:, i] = classify(np.expm1(low), np.expm1(high), check.floor,
-                                   direction(check.metric))
+                                   direction(check.metric), resolutions[:, i])
         elif check.kind == "claim_ttft":
             target = math.log(1 - check.floor)
             codes[:, i] = np.where(high <= target, 0, np.where(low > target, 1, 3))
@@ -213,11 +223,11 @@ def decide_nights(design: BlockDesign, checks: list[SimCheck], current: dict, re
             power = tost_power(est.se[i], est.df[i], 1.0 - tails, check.floor)
             gating[:, i] = np.nan_to_num(power) >= config.noop_min_power
         elif check.kind == "claim_accuracy":
-            codes[:, i] = np.where(low >= -check.floor, 0,
-                                   np.where(high < -check.floor, 1, 3))
+            lowest = resolution(est.se[i], est.df[i], 1.0 - tails, check.floor, "difference")
+            codes[:, i] = np.where(high < -check.floor, 1, np.where(low >= -lowest, 0, 3))
         else:                                   # noop_prefill: never rejects (see docstring)
             codes[:, i] = 0
-    return Decided(codes, gating, p, lows, highs, widened)
+    return Decided(codes, gating, p, lows, highs, widened, resolutions)
 
 
 def decide_sequential(design: BlockDesign, checks: list[SimCheck], current: dict,
@@ -246,7 +256,7 @@ def decide_sequential(design: BlockDesign, checks: list[SimCheck], current: dict
         else:
             out.codes[take], out.gating[take] = decided.codes[take], decided.gating[take]
             out.p_values[take] = decided.p_values[take]
-            for name in ("low", "high", "widened"):
+            for name in ("low", "high", "widened", "resolution"):
                 getattr(out, name)[take] = getattr(decided, name)[take]
     assert out is not None
     return out, walk.ran
@@ -263,7 +273,8 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
                                  len(design.suite), int(design.gated)])
     pr_effect = math.log(1 - CLAIM_SIZES[-1]) if design.gated else 0.0
     tally: dict[str, int] = {"aa": 0, "noop_fail": 0, "false_confirmation": 0,
-                             "noop_gating": 0}
+                             "noop_gating": 0, "aa_pass": 0}
+    resolutions: list[np.ndarray] = []
     claim_pass = {size: 0 for size in CLAIM_SIZES}
     caught = {s: 0 for s in SLOWDOWNS}
     ran: dict[str, list[np.ndarray]] = {}       # blocks per start each world's nights ran to
@@ -281,6 +292,9 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
         ran.setdefault("aa", []).append(aa_ran)
         alarm = ((aa.codes == 1) & aa.gating).any(axis=1)
         tally["aa"] += int(alarm.sum())
+        tally["aa_pass"] += int(((aa.codes == 0) | ~aa.gating).all(axis=1).sum())
+        assert aa.resolution is not None
+        resolutions.append(aa.resolution)
         noop = np.array([c.kind in ("noop_tost", "noop_prefill") for c in checks])
         tally["noop_fail"] += int((((aa.codes == 1) & aa.gating)[:, noop]).any(axis=1).sum())
         tost = np.array([c.kind == "noop_tost" for c in checks])
@@ -312,11 +326,15 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
     curve = {f"{s:.2f}": round(caught[s] / nights, 4) for s in SLOWDOWNS}
     reach = [s for s in SLOWDOWNS if caught[s] / nights >= 0.8]
     parts: dict[str, Any] = {
-        "repeats": design.starts * design.blocks,
+        "repeats": design.starts * design.blocks, "halves": design.halves,
+        "half_cv": noise.half_cv,
         "family": [c.name for c in checks], "family_method": design.config.family_method,
         "noop_false_failure": round(tally["noop_fail"] / nights, 5),
         "noop_false_failure_ci": ci(tally["noop_fail"]),
         "noop_gating_nights": round(tally["noop_gating"] / nights, 4),
+        # a healthy night's overall verdict PASS; the median resolution its aggregates state
+        "aa_pass_share": round(tally["aa_pass"] / nights, 4),
+        "one_night_resolution": round(float(np.nanmedian(np.concatenate(resolutions))), 4),
         "burst": {"probability": BURST_P, "size_in_block_cv": list(BURST_SDS)},
         "assumed_run_cv": design.config.run_to_run_cv,
         "assumed_run_cv_dof": design.config.run_to_run_cv_dof,

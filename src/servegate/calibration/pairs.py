@@ -15,10 +15,11 @@ from servegate.calibration.designs import SLOWDOWNS
 from servegate.calibration.in_server import family_levels, rate_interval
 from servegate.calibration.worlds import Noise, bursty_blocks
 from servegate.config.judge import JudgeConfig
+from servegate.history.noise_profile import PAIR_OUT_LEVEL, pair_levels, pool
 from servegate.judge import sequential
 from servegate.judge.family import decision_alpha
-from servegate.judge.nested import paired_difference
-from servegate.judge.stats import classify
+from servegate.judge.nested import design_se, paired_difference
+from servegate.judge.stats import classify, resolution
 
 
 def paired_effect_power(starts: int, blocks: int, effect: float, noise: Noise, *,
@@ -67,37 +68,68 @@ def _pair_nights(rng: np.random.Generator, nights: int, starts: int, blocks: int
     return rng.normal(0.0, noise.run_cv, (nights, starts, 1)) + block + shift
 
 
+CHANGE = 0.2       # a stored pair that was a real change: head this much slower, every metric
+PAIR_SLOWDOWNS = tuple(sorted({*SLOWDOWNS, 0.08, 0.12}))      # finer: a learned pair resolves
+
+
+def learned_start(config: JudgeConfig, rng: np.random.Generator, nights: int, blocks: int,
+                  noise: Noise, stored: int, changes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per night, the live pair's start-level prior (var, dof) as Judge.pair_prior picks it:
+    learned from ``stored`` earlier pairs (``changes`` of them real ``CHANGE`` slowdowns) as
+    the history store learns it, where worth more dof than 2 x ``pair_cv``^2."""
+    var, dof = 2 * config.pair_cv ** 2, config.run_to_run_cv_dof
+    if stored < 1:
+        return np.full(nights, var), np.full(nights, dof)
+    moved = np.where(np.arange(stored) < changes, math.log1p(CHANGE), 0.0)[:, None]
+    diffs = (_pair_nights(rng, nights, stored, blocks, noise, 0.0) + moved
+             - _pair_nights(rng, nights, stored, blocks, noise, 0.0))
+    measured, carried = pair_levels(diffs)
+    pooled = pool(measured, np.ones_like(measured), carried, out_level=PAIR_OUT_LEVEL)
+    use = pooled.dof > dof
+    return np.where(use, pooled.var, var), np.where(use, pooled.dof, dof)
+
+
 def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: int,
                           noise: Noise, *, nights: int, seed: int,
                           looks: tuple[int, ...] = (),
-                          slowdowns: tuple[float, ...] = SLOWDOWNS) -> dict[str, Any]:
+                          slowdowns: tuple[float, ...] = PAIR_SLOWDOWNS, stored: int = 0,
+                          changes: int = 0, crossover: bool = False) -> dict[str, Any]:
     """Head vs base in live pairs (``servegate ab``): A/A false alarms per run and the power
     against a head-only TTFT slowdown, through the judge's live-pair estimator (block pairs, the
-    two servers' start difference from the prior 2 x ``pair_cv``^2 or measured with two starts
-    or more), decision p-values and Holm over the primary family (one check per mode
-    and aggregate metric; the metrics of a mode are simulated independent: conservative).
-    With ``looks`` each night is judged at every look (the first k blocks, the look's
-    spending level) and kept where it stops, as bench runs it."""
+    two servers' start difference from the prior 2 x ``pair_cv``^2 or :func:`learned_start`,
+    measured too with two starts or more), decision p-values and Holm over the primary family
+    (one check per mode and aggregate metric; the metrics of a mode are simulated independent:
+    conservative). With ``looks`` each night is judged at every look (the first k blocks, the
+    look's spending level) and kept where it stops, as bench runs it; with ``crossover`` (one
+    start) a second start runs on the nights the first leaves undecided (looks over starts)."""
     rng = np.random.default_rng([seed, starts, blocks, int(noise.run_cv * 1e6),
-                                 int(noise.block_cv * 1e6)])
+                                 int(noise.block_cv * 1e6), stored, changes, int(crossover)])
     metrics = list(config.aggregate_metrics or config.metrics)
     m = modes * len(metrics)
     floors = [config.floor(metric) for _ in range(modes) for metric in metrics]
     slowed = ["ttft" in metric for _ in range(modes) for metric in metrics]
     alpha = 1.0 - config.confidence
-    start_var, start_dof = 2 * config.pair_cv ** 2, config.run_to_run_cv_dof
-    schedule = [*looks, blocks]
-    levels = sequential.nominal_levels(looks, blocks, alpha) if looks else [alpha]
+    priors = [learned_start(config, rng, nights, blocks, noise, stored, changes)
+              for _ in range(m)]
+    if crossover:               # looks over starts: the first, then both (halves swapped)
+        starts, looks, total = 2, (1,), 2
+        cut = [lambda x: x[..., :1, :], lambda x: x]
+    else:
+        total = blocks
+        cut = [lambda x, k=k: x[..., :k] for k in [*looks, blocks]]
+    schedule = [*looks, total]
+    levels = sequential.nominal_levels(looks, total, alpha) if looks else [alpha]
 
     def judged(pairs: list[tuple[np.ndarray, np.ndarray]], level: float) -> np.ndarray:
         """(nights, m) verdict codes of the family at family level ``level``."""
-        theta, se, df = [], [], []
-        for head, base in pairs:
+        theta, se, df, design = [], [], [], []
+        for (head, base), (start_var, start_dof) in zip(pairs, priors, strict=True):
             d = paired_difference(head, base, interaction_var=start_var,
                                   interaction_dof=start_dof)
             theta.append(d.theta)
             se.append(d.se)
             df.append(d.df)
+            design.append(design_se(d, start_var, start_dof))
         p = np.stack([decision_alpha(t, s, f, [math.log1p(fl)], False)
                       for t, s, f, fl in zip(theta, se, df, floors, strict=True)], axis=-1)
         family_alpha = family_levels(p, level, config)
@@ -105,7 +137,9 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
         for i in range(m):
             q = sps.t.ppf(1.0 - family_alpha[:, i] / 2.0, df[i])
             low, high = theta[i] - q * se[i], theta[i] + q * se[i]
-            codes[:, i] = classify(np.expm1(low), np.expm1(high), floors[i], "lower")
+            codes[:, i] = classify(np.expm1(low), np.expm1(high), floors[i], "lower",
+                                   resolution(design[i], df[i], 1.0 - family_alpha[:, i],
+                                              floors[i]))
         return codes
 
     def regressions(shift: float) -> tuple[np.ndarray, np.ndarray]:
@@ -114,9 +148,9 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
                                shift if slowed[i] else 0.0),
                   _pair_nights(rng, nights, starts, blocks, noise, 0.0)) for i in range(m)]
         hit = np.zeros(nights, dtype=bool)
-        walk = sequential.FirstStops(nights, blocks)
-        for k, level in zip(schedule, levels, strict=True):
-            codes = judged([(h[..., :k], b[..., :k]) for h, b in pairs], level)
+        walk = sequential.FirstStops(nights, total)
+        for k, level, seen in zip(schedule, levels, cut, strict=True):
+            codes = judged([(seen(h), seen(b)) for h, b in pairs], level)
             take = walk.take(k, codes, np.ones_like(codes, bool))
             hit[take] = (codes[take] == 1).any(axis=-1)
         return hit, walk.ran
@@ -133,8 +167,14 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
         "aa_false_alarm_ci": rate_interval(aa, nights),
         "power_curve": curve, "slowdown_80": reach[0] if reach else None,
         "assumed_run_cv": config.pair_cv,
-        "assumed_run_cv_dof": config.run_to_run_cv_dof}
-    if looks:
+        "assumed_run_cv_dof": config.run_to_run_cv_dof,
+        "stored_pairs": stored, "stored_changes": changes, "crossover": crossover,
+        "learned_nights": round(float(np.mean([d > config.run_to_run_cv_dof for _, d in priors])),
+                                4)}
+    if crossover:
+        out["crossover_run"] = {"aa": round(float((aa_ran == 2).mean()), 4), **{
+            name: round(float((ran == 2).mean()), 4) for name, (_, ran) in worlds.items()}}
+    elif looks:
         def fraction(ran: np.ndarray) -> float:
             return round(float(np.mean(((starts - 1) * blocks + ran) / (starts * blocks))), 4)
 

@@ -171,9 +171,10 @@ def one_night_against_history(design: BlockDesign, noise: Noise, *, nights: int,
     """One night judged against ``compare --baseline history:N``: the reference is the last
     ``history`` nights, every night's starts its own server starts (history/rolling.py), and
     their spread replaces ``run_to_run_cv`` (its dof set to 0, as compare does). Per night, the
-    gated family decided as the judge decides it; reported: the A/A false-alarm rate and, for a
-    TTFT slowdown of one mode, the share of nights whose gated aggregate of that mode regresses
-    (``one_night_mde``: the smallest slowdown caught on 80 %)."""
+    gated family decided as the judge decides it; reported: the A/A false-alarm rate, the share
+    of healthy nights reading PASS and the resolution the slowed aggregate states (median)
+    and, for a TTFT slowdown of one mode, the share of nights whose gated aggregate of that
+    mode regresses (``one_night_mde``: the smallest slowdown caught on 80 %)."""
     config = replace(design.config, run_to_run_cv_dof=0.0)
     judged = replace(design, config=config)
     checks = family(judged)
@@ -183,7 +184,7 @@ def one_night_against_history(design: BlockDesign, noise: Noise, *, nights: int,
     rng = np.random.default_rng([seed, int(noise.run_cv * 1e6), int(noise.block_cv * 1e6),
                                  int(noise.interaction_cv * 1e6), history, 7])
     base = {"on:ttft": math.log(1 - 0.095)} if design.gated else {}
-    aa = 0
+    aa, passed, stated = 0, 0, []
     caught = {s: 0 for s in slowdowns}
     done = 0
     while done < nights:
@@ -194,6 +195,9 @@ def one_night_against_history(design: BlockDesign, noise: Noise, *, nights: int,
         current = _night_blocks(rng, design, size, noise, base)
         decided = decide_nights(judged, checks, current, reference, rng, size)
         aa += int(((decided.codes == 1) & decided.gating).any(axis=1).sum())
+        passed += int(((decided.codes == 0) | ~decided.gating).all(axis=1).sum())
+        assert decided.resolution is not None
+        stated.append(decided.resolution[:, target[0]])
         for slowdown in slowdowns:
             slowed = {key: value + (math.log1p(slowdown) if key[0] == mode
                                     and key[2] == "ttft" else 0.0)
@@ -206,4 +210,6 @@ def one_night_against_history(design: BlockDesign, noise: Noise, *, nights: int,
     reach = [s for s in slowdowns if caught[s] / nights >= 0.8]
     return {"history_nights": history, "nights": nights, "slowed": f"{mode} TTFT",
             "aa_false_alarm": round(aa / nights, 5), "power_curve": curve,
+            "aa_pass_share": round(passed / nights, 4),
+            "resolution": round(float(np.median(np.concatenate(stated))), 4),
             "one_night_mde": reach[0] if reach else None}

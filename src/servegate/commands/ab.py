@@ -18,10 +18,18 @@ codes as ``compare`` (0 pass, 1 regression, 2 error). Other options are ``serveg
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from servegate.commands import bench
 from servegate.core.errors import EXIT_INFRA
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """bench's parser under ab's name: ab is bench with --base and --head required."""
+    parser = bench.build_parser()
+    parser.prog, parser.description = "servegate ab", __doc__.split("\n\n")[0]
+    return parser
 
 
 def main(argv: list[str]) -> int:

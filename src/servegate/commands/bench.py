@@ -3,7 +3,7 @@
 config -> plan -> serve -> measure -> accuracy -> judge + report (``servegate.commands.compare``).
 This module is the command line and the run's orchestration; the plan is chosen in
 ``bench_plan``, servers start in ``bench_servers``, blocks are measured in ``bench_blocks`` and
-each design has its executor (``bench_in_server``, ``bench_live_pair``).
+each design has its executor (``bench_in_server``, the halves' too; ``bench_live_pair``).
 The run folder, run.json and summary.md belong to :class:`servegate.commands.session.RunSession`.
 One run folder per invocation (``results/<suite>-<runner>-<UTC stamp>/``); run.json is rewritten
 atomically after every point and says ``complete: true`` only when every planned point finished.
@@ -36,7 +36,7 @@ from rich.progress import (
 from servegate.commands import bench_timings
 from servegate.commands.bench_context import BenchError, Context
 from servegate.commands.bench_finish import add_to_history, judge_run
-from servegate.commands.bench_in_server import run_in_server
+from servegate.commands.bench_in_server import run_halves, run_in_server
 from servegate.commands.bench_live_pair import run_live_pair
 from servegate.commands.bench_plan import record_design, select_plan
 from servegate.commands.bench_servers import INJECT_PREFIX
@@ -45,7 +45,7 @@ from servegate.config import ConfigError, Suite, load_suite, suite_path
 from servegate.core import runner_classes
 from servegate.core.errors import EXIT_INFRA, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, ServegateError
 from servegate.core.results import MODES
-from servegate.plan.design import LivePair, total_points
+from servegate.plan.design import HalvesRound, LivePair, total_points
 from servegate.serve.detect import Detected, RunnerError, detect, fingerprint
 from servegate.serve.gate import on_cell, read_tree
 from servegate.serve.modelprep import ensure_gguf_model
@@ -57,7 +57,7 @@ from servegate.serve.trees import SglangTree, TreeError, resolve_tree
 INFRA_ERRORS = (ServegateError, OSError)
 
 
-def _parse(argv: list[str]) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="servegate bench", description=__doc__.splitlines()[0])
     parser.add_argument("--suite", help="suite name (suites/<name>.toml) or path; default: "
                                         "cpu without a GPU, premerge with one")
@@ -86,6 +86,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="head vs base: the base sglang tree (with --head)")
     parser.add_argument("--head", type=Path, default=None, metavar="PATH",
                         help="head vs base: the head sglang tree (with --base)")
+    return parser
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if (args.base is None) != (args.head is None):
         parser.error("--base and --head go together")
@@ -231,12 +236,10 @@ def main(argv: list[str], suite: Suite | None = None) -> int:
             session.save()
             with _progress(console, total_points(slots)) as (progress, task):
                 for slot in slots:
-                    if isinstance(slot, LivePair):
-                        run_live_pair(ctx, slot, progress, task,
-                                      with_accuracy=not args.skip_accuracy)
-                    else:
-                        run_in_server(ctx, slot, progress, task,
-                                      with_accuracy=not args.skip_accuracy)
+                    executor = (run_live_pair if isinstance(slot, LivePair) else run_halves
+                                if isinstance(slot, HalvesRound) else run_in_server)
+                    executor(ctx, slot, progress, task,
+                             with_accuracy=not args.skip_accuracy)
             run["design"]["start_seconds"] = list(ctx.start_seconds)
             mean_wall = bench_timings.mean_block_wall(run)
             run["design"]["block_seconds"] = None if mean_wall is None else round(mean_wall, 2)

@@ -51,6 +51,7 @@ class LiveServer:
     host: ClientHost
     log_rel: str
     warmed: set[str] = dataclasses.field(default_factory=set)
+    siblings: tuple[Server, ...] = ()       # a halves design's other half (busy at once)
 
 
 def client_host(ctx: Context, slot: ServerSlot) -> ClientHost:
@@ -83,9 +84,11 @@ def client_point(ctx: Context, server: Server, planned: PlannedPoint, output_fil
 
 
 def measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: str,
-                  control: ModeControl | None, host: ClientHost) -> Point:
+                  control: ModeControl | None, host: ClientHost,
+                  siblings: tuple[Server, ...] = ()) -> Point:
     """One block: the client against ``server``; with ``control`` (in-server design) the
-    exact-fill read-back is the mode switch's acknowledgements in this block's log slice."""
+    exact-fill read-back is the mode switch's acknowledgements in this block's log slice.
+    ``siblings`` (the other half, busy at once): its batches over the block (``other_half``)."""
     suite, run_dir = ctx.suite, ctx.run_dir
     label = f"{planned.arm}-{planned.mode}" if planned.arm else planned.mode
     name = f"{label}-c{planned.concurrency}-r{planned.repeat}"
@@ -93,7 +96,9 @@ def measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: 
     client_log = run_dir / "client" / f"{name}.log"
     jsonl.unlink(missing_ok=True)       # the client appends; one record per file
     start = server.log_offset()         # after any switch: its acks precede the block
-    monitor = BlockMonitor(server.proc.pid if server.proc else None)
+    monitor = BlockMonitor(server.proc.pid if server.proc else None,
+                           tuple(s.proc.pid for s in siblings if s.proc))
+    others = {s.log_path.stem: s.log_offset() for s in siblings}
     client = client_point(ctx, server, planned, jsonl, planned.seed)
     try:
         # sglang's own client and argv, imported once in the start's worker for all its blocks
@@ -128,6 +133,9 @@ def measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: 
         point["arm"] = planned.arm  # type: ignore[typeddict-item]
     point["machine"] = machine
     point["wall_s"] = machine["wall_s"]
+    if siblings:                        # the halves' interference, as a live pair records it
+        point["other_half"] = {s.log_path.stem: batches_since(s, others[s.log_path.stem])
+                               for s in siblings}
     if control is not None and planned.start is not None:
         point["start"], point["block"] = planned.start, planned.block
         point["mode_ack"] = {"seq": control.seq,
@@ -161,7 +169,14 @@ def measure_block(ctx: Context, this: LiveServer, planned: PlannedPoint, progres
     arm = f"{planned.arm} " if planned.arm else ""
     progress.update(task, description=f"{arm}{planned.mode} c={planned.concurrency} "
                                       f"s{planned.start} b{planned.block}")
-    return measure_point(ctx, this.server, planned, this.log_rel, this.control, this.host)
+    return measure_point(ctx, this.server, planned, this.log_rel, this.control, this.host,
+                         this.siblings)
+
+
+def batches_since(server: Server, since: int) -> int:
+    """Prefill and decode batches ``server`` ran since ``since`` (its log offset)."""
+    server.check_alive()
+    return logparse.batch_lines(logparse.read_slice(server.log_path, since))
 
 
 def warm_up(ctx: Context, server: Server, planned: PlannedPoint, host: ClientHost) -> None:
@@ -227,8 +242,10 @@ def accuracy(ctx: Context, server: Server, mode: str, arm: str = "") -> None:
     ctx.session.add_accuracy(label, result)  # type: ignore[arg-type]
 
 
-def accuracy_per_mode(ctx: Context, this: LiveServer) -> None:
-    """GSM8K in every mode of one server, switched in place: paired per question."""
-    for mode in this.slot.modes:
+def accuracy_per_mode(ctx: Context, this: LiveServer,
+                      modes: tuple[str, ...] | None = None) -> None:
+    """GSM8K in every mode of one server (or ``modes``: a halves design splits them between
+    its two servers), switched in place: paired per question."""
+    for mode in this.slot.modes if modes is None else modes:
         switch(ctx, this.server, this.control, mode, this.slot.arm)
         accuracy(ctx, this.server, mode, this.slot.arm)

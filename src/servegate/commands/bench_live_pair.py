@@ -10,21 +10,16 @@ from typing import Any
 from rich.progress import Progress
 
 from servegate.commands.bench_blocks import (
-    SWITCH_TIMEOUT_S,
-    LiveServer,
     accuracy_per_mode,
-    client_host,
+    batches_since,
     measure_block,
     record,
 )
 from servegate.commands.bench_context import BenchError, Context
-from servegate.commands.bench_looks import run_points
+from servegate.commands.bench_in_server import start_live
+from servegate.commands.bench_looks import run_points, skipped, take_look
 from servegate.commands.bench_profile import profile_modes
-from servegate.commands.bench_servers import ServerRequest, start_servers
-from servegate.core import runner_classes
-from servegate.measure import logparse
-from servegate.plan.design import LivePair, PlannedPoint, device_env, expected_schedulers
-from servegate.serve.modeswitch import ModeControl
+from servegate.plan.design import LivePair, PlannedPoint
 
 
 def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
@@ -32,40 +27,26 @@ def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
     """Head vs base with both trees' servers alive for one start: they load together, then
     the blocks alternate between them (same prompts per block pair), each server switching its
     modes in place; while a block runs on one server the other must stay idle (no prefill or
-    decode batch in its log over the block), else the run stops with that named."""
-    runner_profile = ctx.suite.server_for(ctx.detected.runner_class)
-    arch = runner_classes.get(ctx.detected.runner_class).arch
+    decode batch in its log over the block), else the run stops with that named. A
+    crossover's second start runs only when the look after the first leaves a gated check
+    undecided."""
+    crossover = pair.start > 0 and (ctx.run.get("design") or {}).get("crossover")
+    if crossover and take_look(ctx, pair.start):
+        skipped(ctx, list(pair.points))
+        return
     progress.update(task, description=f"starting the live pair "
                                       f"{' + '.join(s.label for s in pair.slots)}")
     with contextlib.ExitStack() as stack:
-        requests, hosts, controls = [], [], []
-        for index, slot in enumerate(pair.slots):
-            control = ModeControl(ctx.run_dir / "server" / f"{slot.label}.mode.json")
-            host = client_host(ctx, slot)
-            host.launch()                   # the clients import while the servers load
-            stack.enter_context(host)
-            devices = pair.devices[index] if pair.devices else ()
-            requests.append(ServerRequest(slot, f"server/{slot.label}.log", control,
-                                          device_env(arch, devices)))
-            hosts.append(host)
-            controls.append(control)
-        # Both trees load at once (GPU: disjoint devices, no idle GPUs through two loads in
-        # series; a 2-core CPU: ready after 84 s against 48 + 55 s in series, 2026-12-03). Their
-        # ports come from below the ephemeral range (serve/process.py free_port), where neither
-        # loading server's own sockets can take the other's port.
-        servers = [stack.enter_context(server) for server in start_servers(ctx, requests)]
-        live: dict[str, LiveServer] = {}
-        for request, server, host, control in zip(requests, servers, hosts, controls,
-                                                  strict=True):
-            control.register(expected_schedulers(list(runner_profile.args)),
-                             timeout_s=SWITCH_TIMEOUT_S)
-            live[request.slot.arm] = LiveServer(request.slot, server, control, host,
-                                                request.log_rel)
+        # both trees load at once (a 2-core CPU: ready after 84 s against 48 + 55 s in series,
+        # 2026-12-03); their ports come from below the ephemeral range (serve/process.py
+        # free_port), where neither loading server's own sockets can take the other's port
+        live = {this.slot.arm: this for this in start_live(ctx, stack, pair.slots, pair.devices)}
+
         def measure(planned: PlannedPoint) -> None:
             others = [o for arm, o in live.items() if arm != planned.arm]
             before = {o.slot.arm: o.server.log_offset() for o in others}
             point = measure_block(ctx, live[planned.arm], planned, progress, task)
-            point["idle_check"] = {o.slot.label: _idle_batches(o, before[o.slot.arm])
+            point["idle_check"] = {o.slot.label: batches_since(o.server, before[o.slot.arm])
                                    for o in others}
             busy = {label: n for label, n in point["idle_check"].items() if n}
             if busy:
@@ -82,8 +63,3 @@ def run_live_pair(ctx: Context, pair: LivePair, progress: Progress, task: Any,
         for this in live.values():          # per tree, after everything measured; no points
             profile_modes(ctx, this, pair.start)
 
-
-def _idle_batches(other: LiveServer, since: int) -> int:
-    """Batches the other server of a live pair ran since ``since`` (its log offset)."""
-    other.server.check_alive()
-    return logparse.batch_lines(logparse.read_slice(other.server.log_path, since))

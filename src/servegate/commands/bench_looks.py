@@ -31,17 +31,20 @@ def look_due(ctx: Context, planned: PlannedPoint, following: PlannedPoint | None
 
 
 def _record(ctx: Context) -> dict[str, Any]:
-    design = ctx.suite.effective_design
     alpha = 1.0 - ctx.suite.judge.confidence
+    look = sequential.look_at({**ctx.suite.effective_design.record(),
+                               **(ctx.run.get("design") or {})}, alpha, None)
+    assert look is not None                 # a look is only taken in a design with looks
     return ctx.run.setdefault("sequential", {     # type: ignore[typeddict-item]
-        "looks": [*design.looks, design.blocks],
-        "levels": [round(x, 6) for x in sequential.nominal_levels(design.looks, design.blocks,
-                                                                  alpha)],
+        "looks": list(look.schedule), "unit": look.unit,
+        "levels": [round(x, 6) for x in sequential.nominal_levels(
+            look.schedule[:-1], look.of_blocks, alpha)],
         "taken": [], "stopped_at_blocks": None})
 
 
 def take_look(ctx: Context, blocks: int) -> bool:
-    """Judge the run at the look after ``blocks`` blocks; True when it should stop there."""
+    """Judge the run at the look after ``blocks`` blocks (a crossover: starts); True when it
+    should stop there."""
     record = _record(ctx)
     ctx.session.save()
     judgement = judge(ctx.run_dir, at_blocks=blocks)
@@ -54,7 +57,7 @@ def take_look(ctx: Context, blocks: int) -> bool:
     why = (f"regression: {', '.join(regressions)}" if regressions
            else "every gated check decided" if stop
            else f"{len(undecided)} gated check(s) undecided")
-    ctx.console.log(f"look after {blocks} of {ctx.suite.effective_design.blocks} blocks: "
+    ctx.console.log(f"look after {blocks} of {record['looks'][-1]} {record['unit']}: "
                     f"{'stop' if stop else 'go on'} ({why})")
     if stop:
         record["stopped_at_blocks"] = blocks

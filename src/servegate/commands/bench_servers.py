@@ -32,21 +32,13 @@ def server_base_env(arm: str, environ: dict[str, str] | None = None) -> dict[str
 
 @dataclass(frozen=True)
 class ServerRequest:
-    """One server to start: its slot, log, mode control (in-server) and device variables."""
+    """One server to start: its slot, log, mode control (in-server: launched with exact fill
+    off, the hook's mode switch in charge) and device variables."""
 
     slot: ServerSlot
     log_rel: str
     control: ModeControl | None = None
     devices: dict[str, str] | None = None
-
-
-def start_server(ctx: Context, slot: ServerSlot, log_rel: str,
-                 control: ModeControl | None = None) -> Server:
-    """Start and wait for the slot's server; a taken port is retried on a fresh one.
-
-    With ``control`` (in-server design) the server launches with exact fill off in its
-    environment and the hook's mode switch in charge (the control file names the first mode)."""
-    return start_servers(ctx, [ServerRequest(slot, log_rel, control)])[0]
 
 
 def _launch(ctx: Context, request: ServerRequest) -> Server:

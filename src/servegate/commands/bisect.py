@@ -6,7 +6,7 @@ not import is skipped, named; when the bad end's own traces moved, admission dec
 Else the candidate is served against the good tree as a live pair, each alarmed metric judged
 against the geometric midpoint of 1 and its effect, the looks stopping the pair once it is like
 good or like bad. Priced before it starts (``plan``'s speed model), capped by
-``--max-gpu-minutes``. docs/bisect.md. Exit 0 when it ends (a culprit or none), 3 when the first
+``--max-gpu-minutes``. docs/guide/bisect.md. Exit 0 when it ends (a culprit or none), 3 when the first
 bad commit is one of several (skipped trees), 2 on bad input.
 """
 
@@ -74,9 +74,10 @@ def _metric(text: str) -> tuple[str, float | None]:
     return name, value
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    p.add_argument("--repo", type=Path, default=Path("."), help="the sglang checkout (default: .)")
+    p.add_argument("--repo", "--sglang-src", dest="repo", type=Path, default=Path("."),
+                   help="the sglang checkout (default: .)")
     p.add_argument("--good", help="the last good commit")
     p.add_argument("--bad", help="the bad commit the alarm named")
     p.add_argument("--trees", nargs="+", type=Path, metavar="TREE",
@@ -305,14 +306,14 @@ class Bisect:
     def price(self, commits: int) -> dict[str, Any]:
         """The worst case: the bad end and ceil(log2 N) candidates served (+1 with --profile)."""
         pairs = 1 + math.ceil(math.log2(max(commits, 1))) + int(self.args.profile)
-        pair = {k: self.pair[k] for k in ("wall_minutes", "gpu_minutes", "gpus_booked")}
+        pair = {k: self.pair[k] for k in ("wall_minutes", "gpu_minutes", "gpus_held")}
         gpu, wall = round(pairs * pair["gpu_minutes"], 1), round(pairs * pair["wall_minutes"], 1)
         return {"commits": commits, "runner_class": self.runner, "suite": self.suite.name,
                 "mode": self.mode, "served_pairs_max": pairs, "pair": pair,
                 "gpu_minutes_max": gpu, "wall_minutes_max": wall, "line": (
                     f"{PROG}: {commits} commits on {self.runner} ({self.suite.name} "
                     f"[{self.mode}]): at most {pairs} served live pairs x {pair['gpu_minutes']} "
-                    f"GPU-minutes ({pair['wall_minutes']} min on {pair['gpus_booked']} GPUs) = "
+                    f"GPU-minutes ({pair['wall_minutes']} min on {pair['gpus_held']} GPUs) = "
                     f"{gpu} GPU-minutes, {wall} min; admission steps run on the CPU")}
 
 
@@ -344,7 +345,7 @@ def _print(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         points = [] if args.dry_run and not (args.trees or args.good) else _range(args)
         bisect = Bisect(args, points)

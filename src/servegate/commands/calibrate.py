@@ -21,6 +21,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from servegate import calibration as blocks
@@ -29,6 +30,7 @@ from servegate.calibration import pairs, sustained
 from servegate.config import ConfigError, load_suite, suite_path
 from servegate.core.runner_classes import REGISTRY
 from servegate.plan.cost import Cell, CostError, estimate
+from servegate.plan.design import live_pair_layout
 
 DEFAULT_SUITES = ("cpu", "premerge", "nightly")
 DEFAULT_RUN_CVS = (0.01, 0.02, 0.04)
@@ -65,14 +67,20 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             for block_cv in block_cvs:
                 interaction = suite.judge.interaction_cv if args.interaction_cv is None \
                     else args.interaction_cv
-                noise = blocks.Noise(run_cv, block_cv, interaction)
-                # head vs base of this design (servegate ab): both trees' servers alive
+                noise = blocks.Noise(run_cv, block_cv, interaction, half_cv=args.half_cv)
+                # head vs base of this design (servegate ab): both trees' servers alive,
+                # its start level learned from --stored-pairs, a crossover on GPU halves
+                crossover = live_pair_layout(suite, runner).crossover(design.starts,
+                                                                      design.looks)
                 pair = pairs.live_pair_calibration(
                     suite.judge, design.starts, design.blocks, len(design.modes), noise,
-                    nights=args.nights, seed=args.seed, looks=design.looks)
+                    nights=args.nights, seed=args.seed, looks=design.looks,
+                    stored=args.stored_pairs, changes=args.stored_changes,
+                    crossover=crossover)
                 if blocks.family(design):
                     row = blocks.calibrate_design(design, noise, nights=args.nights,
                                                   seed=args.seed, batch=args.batch)
+                    _health(row, design, noise, args)
                 else:               # a head-vs-base suite: its family is the pair's alone
                     row = _pair_row(name, runner, noise, pair, args.nights)
                 row["head_vs_base"] = pair
@@ -98,6 +106,22 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def _health(row: dict[str, Any], design: blocks.BlockDesign, noise: blocks.Noise,
+            args: argparse.Namespace) -> None:
+    """``runner_health`` (with ``--history-nights``) and ``heavy_tailed_bursty``: the design in
+    the heavy-tailed, bursty block world (A/A, a healthy night's PASS, claim power, health)."""
+    heavy = replace(noise, heavy=True)
+    health = [honesty.runner_health(design, world, nights=max(1, args.nights // 5),
+                                    seed=args.seed, history=args.history_nights)
+              if args.history_nights > 0 else None for world in (noise, heavy)]
+    rough = blocks.calibrate_design(design, heavy, nights=args.nights, seed=args.seed,
+                                    batch=args.batch)
+    row["runner_health"] = health[0]
+    row["heavy_tailed_bursty"] = {key: rough.get(key) for key in (
+        "aa_false_alarm", "aa_pass_share", "claim_power", "slowdown_80")} | {
+        "runner_health": health[1]}
+
+
 def _expected_minutes(suite: Any, design: blocks.BlockDesign, row: dict[str, Any]) -> None:
     """``expected_serving_minutes`` per simulated world (A/A, the claims, the slowdowns): the
     suite's serving minutes on the class (:mod:`servegate.plan.cost`) with its blocks scaled by the
@@ -113,10 +137,13 @@ def _expected_minutes(suite: Any, design: blocks.BlockDesign, row: dict[str, Any
         worlds = {"aa": 1.0, **(record.get("blocks_run_fraction") or {})}
         if record.get("claim_power") and not any(k.startswith("claim") for k in worlds):
             worlds.update({f"claim {size}": 1.0 for size in record["claim_power"]})
+        cross = record.get("crossover_run") or {}   # nights that ran a second start
+        second = minutes["warmups"] + minutes["blocks"] if cross else 0.0
+        worlds |= {world: worlds.get(world, 1.0) for world in cross}
         record["expected_serving_minutes"] = {
-            "max": round(fixed + minutes["blocks"], 1),
-            **{world: round(fixed + minutes["blocks"] * share, 1)
-               for world, share in worlds.items()}}
+            "max": round(fixed + minutes["blocks"] + second, 1),
+            **{world: round(fixed + minutes["blocks"] * share + second * cross.get(world, 0.0),
+                            1) for world, share in worlds.items()}}
 
 
 def _pair_row(suite: str, runner: str, noise: blocks.Noise, pair: dict[str, Any],
@@ -156,8 +183,7 @@ def _floats(text: str) -> tuple[float, ...]:
     return tuple(float(v) for v in text.split(",") if v.strip())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``servegate calibrate [--suite S ...] [--run-cv 0.01,0.02,0.04] [--nights N] [--json]``."""
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="servegate calibrate", description=__doc__.split(
         "\n\n")[0])
     parser.add_argument("--suite", action="append", help="suite name (repeatable); default "
@@ -177,15 +203,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"{','.join(map(str, DEFAULT_BLOCK_CVS))} on GPUs)")
     parser.add_argument("--interaction-cv", type=float,
                         help="true start x mode interaction CV (default: the suite's prior)")
+    parser.add_argument("--stored-pairs", type=int, default=0,
+                        help="earlier live pairs of the class in the history store the "
+                             "head_vs_base start level is learned from (0: the suite's prior)")
+    parser.add_argument("--stored-changes", type=int, default=0,
+                        help="of --stored-pairs, how many were real changes (head 20 %% slower)")
+    parser.add_argument("--half-cv", type=float, default=0.0,
+                        help="true level-sd of each half of a halves runner a night (default 0)")
     parser.add_argument("--history-nights", type=int, default=honesty.HISTORY_NIGHTS,
                         help="nights of history a runner's learned priors come from in the "
                              "claim-honesty worlds (claim_honesty), and the reference nights "
                              "of the sustained-shift rule (sustained_shift, nights/5 "
                              "histories of a quarter each); 0: neither simulated")
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``servegate calibrate [--suite S ...] [--run-cv 0.01,0.02,0.04] [--nights N] [--json]``."""
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
     if args.nights < 1 or args.batch < 1 or not args.run_cv or min(args.run_cv) < 0:
         print("servegate calibrate: --nights and --batch must be >= 1, --run-cv >= 0",
               file=sys.stderr)
+        return 2
+    if not 0 <= args.stored_changes <= args.stored_pairs:
+        print("servegate calibrate: --stored-changes must be in [0, --stored-pairs], got "
+              f"{args.stored_changes} of {args.stored_pairs}", file=sys.stderr)
         return 2
     if args.history_nights < 0 or (args.interaction_cv is not None
                                    and not 0 <= args.interaction_cv < 1):
@@ -225,9 +267,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if pair:
             p_low, p_high = pair["aa_false_alarm_ci"]
             p_at = "-" if pair["slowdown_80"] is None else f"{100 * pair['slowdown_80']:.0f}%"
-            print(f"{'':<10} head vs base, live pair ({pair['server_starts']} server starts, "
-                  f"{pair['family_size']} gated): A/A {pair['aa_false_alarm']:.4f} "
-                  f"[{p_low:.4f}, {p_high:.4f}], 80 % power at a {p_at} TTFT slowdown")
+            cross = pair.get("crossover_run")
+            print(f"{'':<10} head vs base, live pair ({pair['server_starts']} server starts "
+                  f"at most, {pair['family_size']} gated" + (
+                      f", crossover on {100 * cross['aa']:.0f}% of A/A" if cross else "")
+                  + f"): A/A {pair['aa_false_alarm']:.4f} [{p_low:.4f}, {p_high:.4f}], 80 % "
+                  f"power at a {p_at} TTFT slowdown")
         honest = row.get("claim_honesty")
         if honest:
             print(f"{'':<10} {_honesty_line(honest)}")

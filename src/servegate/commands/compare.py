@@ -21,32 +21,33 @@ from pathlib import Path
 from typing import Any
 
 from servegate.core.errors import EXIT_INFRA, ServegateError
-from servegate.core.results import load_run
+from servegate.core.results import Run, RunFolderError, load_run
 from servegate.history.profile import DEFAULT_PROFILE_NIGHTS
 from servegate.history.store import HistoryError
 from servegate.judge.baselines import run_identity
-from servegate.judge.evaluate import judge
+from servegate.judge.evaluate import error_judgement, judge
 from servegate.report import print_judgement, write_reports
 from servegate.report.headline import files_lines
 
 HISTORY_PREFIX = "history"
 
 
-def history_baseline(run_dir: Path, spec: str, store: Path | None = None) -> dict[str, Any]:
-    """``history[:N]``: the last N accepted nights of this run's series on its load (rolling
-    baseline)."""
+def history_baseline(run: Run, run_dir: Path, spec: str, store: Path | None = None
+                     ) -> dict[str, Any]:
+    """``history[:N]``: the last N accepted nights of this run's series on its load and
+    hardware (rolling baseline)."""
     from servegate.history.cli import default_store
     from servegate.history.rolling import DEFAULT_NIGHTS, as_baseline, rolling_for_run
 
     _, _, count = spec.partition(":")
     if count and not (count.isdigit() and int(count) >= 2):
         raise HistoryError(f"--baseline {spec!r}: expected history or history:N with N >= 2")
-    rolling = rolling_for_run(store or default_store(), Path(run_dir),
+    rolling = rolling_for_run(store or default_store(), run, Path(run_dir),
                               nights=int(count) if count else DEFAULT_NIGHTS)
     return as_baseline(rolling)
 
 
-def noise_profile(run_dir: Path, store: Path | None, nights: int) -> Any:
+def noise_profile(run: Run, run_dir: Path, store: Path | None, nights: int) -> Any:
     """The runner's learned noise profile (servegate.history.profile) from ``store``, else
     ``$SERVEGATE_HISTORY`` when set; None without a store, nights, or with ``nights`` 0.
     The run itself is left out (bench judges before it adds the run)."""
@@ -59,13 +60,9 @@ def noise_profile(run_dir: Path, store: Path | None, nights: int) -> Any:
     store = store or (Path(os.environ[ENV_STORE]) if os.environ.get(ENV_STORE) else None)
     if store is None or nights <= 0:
         return None
-    try:
-        run = load_run(Path(run_dir))
-    except ServegateError:
-        return None                  # the judge reports the unreadable run itself
-    excluded, loads = judged_run_filters(run, Path(run_dir))
+    excluded, loads, hardware = judged_run_filters(run, Path(run_dir))
     return profile_from_store(store, *run_identity(run), nights=nights,
-                              exclude_run_ids=excluded, loads=loads)
+                              exclude_run_ids=excluded, loads=loads, hardware=hardware)
 
 
 def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | None = None,
@@ -73,22 +70,28 @@ def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | No
                 history_store: Path | None = None, verbose: bool = False,
                 profile_nights: int = DEFAULT_PROFILE_NIGHTS) -> int:
     """Judge, print, write reports; returns the servegate exit code (bench calls this).
+    run.json is read once here and handed to every reader (the history, the judge).
 
     ``baseline_spec`` ``history[:N]`` judges against the rolling baseline from the history
     store instead of the stored reviewed baseline file. With a history store (given, or
     ``$SERVEGATE_HISTORY``) the judge's priors come from the runner's last ``profile_nights``
     nights where they are worth more than the suite's figures."""
-    baseline_doc = None
+    run_dir, baseline_doc = Path(run_dir), None
     try:
-        if baseline_spec is not None:
-            baseline_doc = history_baseline(Path(run_dir), baseline_spec, history_store)
-        priors = noise_profile(Path(run_dir), history_store, profile_nights)
-    except ServegateError as err:
-        print(f"servegate compare: {err}", file=sys.stderr)
-        return EXIT_INFRA
-    judgement = judge(Path(run_dir), baseline_file=baseline_file, strict=strict,
-                      baseline_doc=baseline_doc, measured_run_spread=baseline_doc is not None,
-                      priors=priors)
+        run = load_run(run_dir)
+    except RunFolderError as err:
+        judgement = error_judgement(run_dir, str(err), strict)
+    else:
+        try:
+            if baseline_spec is not None:
+                baseline_doc = history_baseline(run, run_dir, baseline_spec, history_store)
+            priors = noise_profile(run, run_dir, history_store, profile_nights)
+        except ServegateError as err:
+            print(f"servegate compare: {err}", file=sys.stderr)
+            return EXIT_INFRA
+        judgement = judge(run_dir, run=run, baseline_file=baseline_file, strict=strict,
+                          baseline_doc=baseline_doc,
+                          measured_run_spread=baseline_doc is not None, priors=priors)
     print_judgement(judgement, verbose=verbose)
     try:
         written = write_reports(judgement, skip=frozenset() if plots else frozenset({"plots"}))
@@ -100,7 +103,7 @@ def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | No
     return judgement.exit_code
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="servegate compare", description=__doc__)
     parser.add_argument("run_dir", type=Path, help="run folder (results/<suite>-<runner>-...)")
     parser.add_argument("--baseline", default=None,
@@ -119,7 +122,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--verbose", action="store_true",
                         help="print every check (interval, MDE, what would decide) and every "
                              "note, not just the gated checks and one line for the rest")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     spec = args.baseline if args.baseline and args.baseline.split(":")[0] == HISTORY_PREFIX \
         else None
     return compare_run(args.run_dir, args.strict, plots=not args.no_plots,

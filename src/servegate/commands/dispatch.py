@@ -1,7 +1,8 @@
 """``servegate`` command line: one subcommand per pipeline stage, each owned by its own module.
 
 Subcommand modules are imported lazily so ``servegate compare`` never pays for importing torch.
-Every command module exposes ``main(argv: list[str]) -> int``. Exit codes across servegate:
+Every command module exposes ``main(argv: list[str]) -> int`` and ``build_parser()``, its
+argparse parser (the documentation's CLI reference is generated from it). Exit codes across servegate:
 0 pass/improvement, 1 regression, 2 infrastructure or input error, 3 inconclusive (``--strict``)
 (all in :mod:`servegate.core.errors`). A :class:`~servegate.core.errors.ServegateError` a command lets
 escape is caught here, once: one line on stderr and its ``exit_code``.

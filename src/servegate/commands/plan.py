@@ -1,8 +1,9 @@
 """``servegate plan --suite S [--runner R] [--json]``: what a suite will cost before it is booked.
 
 Per CI cell (a runner class in the modes its workflow runs, one tree or head vs base): server
-starts, blocks, waves, requests, prompt tokens, decode steps, GSM8K questions, and serving /
-wall / GPU minutes from the model profile's speed model, every speed figure with its source
+starts, blocks, waves, requests, prompt tokens, decode steps, GSM8K questions, serving / wall
+minutes, GPUs and GPU-minutes held, used and idle, from the model profile's speed model, every
+speed figure with its source
 (:mod:`servegate.plan.cost`). With a history store (``--history`` or ``$SERVEGATE_HISTORY``) holding
 runs of the suite on the class, the measured server starts replace the model load figure and
 the measured blocks scale the serving time; the output says which figures were used. With
@@ -33,7 +34,7 @@ from servegate.plan.cost import HEAD_VS_BASE_SUITES, Cell, CostError, cells, est
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servegate plan", description=__doc__.split("\n\n")[0])
     p.add_argument("--suite", required=True, help="suite name or path")
     p.add_argument("--runner", action="append", default=None,
@@ -150,19 +151,24 @@ def _print(result: dict[str, Any]) -> None:
           f"{result['design']['blocks']} blocks")
     for c in result["cells"]:
         trees = "head vs base" + (" (live pair)" if c["live_pair"] else "") \
-            if c["trees"] == 2 else "one tree"
+            if c["trees"] == 2 else "one tree" + (", two starts at once (halves)"
+                                                  if c["halves"] else "")
         m = c["minutes"]
         print(f"  {c['runner_class']} [{','.join(c['modes'])}] {c['role']}, {trees}: "
               f"{c['server_starts']} server start(s), {c['blocks']} blocks ({c['points']} "
               f"points, {c['warmup_points']} warm-up), {c['waves']} waves, {c['requests']} "
               f"requests, {c['prefill_tokens']:,} prompt tokens, {c['decode_steps']:,} decode "
               f"steps, {c['gsm8k_questions']} GSM8K questions")
-        print(f"    serving {c['serving_minutes']} min (blocks {m['blocks']}, warm-ups "
+        print(f"    serving {c['serving_minutes']} min ("
+              + ("server-minutes, two at once: " if c["halves"] else "")
+              + f"blocks {m['blocks']}, warm-ups "
               f"{m['warmups']}, GSM8K {m['gsm8k']}"
               + (f", profiled blocks {m['profiles']}" if c.get("profiled_blocks") else "")
-              + f"), model loads {m['model_loads']} min, wall "
-              f"{c['wall_minutes']} min, {c['gpu_minutes']} GPU-minutes on "
-              f"{c['gpus_booked']} GPUs; figures: {c['figures']}")
+              + f"), model loads {m['model_loads']} min, wall {c['wall_minutes']} min; "
+              f"figures: {c['figures']}")
+        print(f"    {c['gpus_held']} GPUs held: {c['gpu_minutes']} GPU-minutes held, "
+              f"{c['gpu_minutes_used']} used serving, {100 * c['idle_share']:.0f} % idle while "
+              f"serving" if c["gpus_held"] else "    no GPUs held (a CPU runner)")
         if c.get("gsm8k_sizing"):
             print(f"    {c['gsm8k_sizing']['line']}")
         if c["gate_open"] is not None:
@@ -172,7 +178,7 @@ def _print(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         result = plan_cells(args)
     except (ConfigError, CostError, ServegateError, FileNotFoundError) as err:

@@ -15,7 +15,7 @@ import sys
 from servegate.core import runner_classes
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="servegate runners", description=__doc__)
     parser.add_argument("--json", action="store_true", help="the registry as JSON")
     parser.add_argument("--matrix", choices=("nightly", "premerge"),
@@ -23,7 +23,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--resolve", metavar="CLASS",
                         help="print label=, gpu=, image_var= lines for a class (for "
                              "$GITHUB_OUTPUT); exit 2 for a class with no CI runner")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     if args.resolve:
         cls = runner_classes.get(args.resolve)
         if cls.arch == "cpu" or cls.emulated:     # a CPU job (cpu-gfx95: emulated gfx95)

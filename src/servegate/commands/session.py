@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import sys
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ class RunSession:
     def __init__(self, run_dir: Path, run: Run) -> None:
         self.run_dir = run_dir
         self.run = run
+        self._saving = threading.Lock()     # two halves' servers record their blocks at once
 
     @classmethod
     def create(cls, results_dir: Path, suite: Suite, runner_class: str, argv: list[str],
@@ -80,12 +82,13 @@ class RunSession:
         return cls(run_dir, run)
 
     def save(self) -> None:
-        atomic.write_json(self.run_dir / "run.json", self.run)
-        summary = render(self.run)
-        if self.run.get("accuracy"):
-            summary = (summary.rstrip("\n") + "\n\n"
-                       + render_section(dict(self.run), self.run_dir))
-        atomic.write_text(self.run_dir / "summary.md", summary)
+        with self._saving:
+            atomic.write_json(self.run_dir / "run.json", self.run)
+            summary = render(self.run)
+            if self.run.get("accuracy"):
+                summary = (summary.rstrip("\n") + "\n\n"
+                           + render_section(dict(self.run), self.run_dir))
+            atomic.write_text(self.run_dir / "summary.md", summary)
 
     def update(self, **fields: Any) -> None:
         self.run.update(fields)  # type: ignore[typeddict-item]

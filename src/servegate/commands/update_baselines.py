@@ -120,12 +120,16 @@ def update(run_dir: Path, *, force: bool = False, target: Path | None = None,
     return EXIT_OK
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="servegate update-baselines", description=__doc__)
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--force", action="store_true",
                         help="store an incomplete/mismatched run anyway (recorded in provenance)")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="target file (default: baselines/<runner>/<model>/<suite>.json)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     return update(args.run_dir, force=args.force, target=args.baseline)

@@ -67,12 +67,16 @@ def _files(paths: list[Path]) -> Iterator[Path]:
             yield path
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="servegate upgrade", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="+", type=Path,
                         help="run.json / baseline / golden trace files, or folders of them")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     code = EXIT_OK
     for path in _files(args.paths):
         try:

@@ -29,7 +29,7 @@ _TOP = {
     "profile": Field(dict),         # servegate.config.profiling
 }
 _DESIGN = {"starts": Field(int, required=True), "blocks": Field(int, required=True),
-           "warmup_blocks": Field(int), "looks": Field(list, item=int)}
+           "warmup_blocks": Field(int), "looks": Field(list, item=int), "halves": Field(bool)}
 _SUITE = {
     "name": Field(str, required=True),
     "description": Field(str),
@@ -119,11 +119,15 @@ class Design:
     # block counts (in the last start) after which the gated family is tested and the run may
     # stop (servegate.judge.sequential); the final look, ``blocks``, is implicit
     looks: tuple[int, ...] = ()
+    # two starts at once, one on each half of a runner that holds two servers (start s on
+    # half s % 2, rounds of two: servegate.plan.design.build_halves_plan)
+    halves: bool = False
 
     def record(self) -> dict[str, Any]:
         """What run.json's ``design`` says about it."""
         return {"in_server": self.in_server, "starts": self.starts, "blocks": self.blocks,
                 "warmup_blocks": self.warmup_blocks, "looks": list(self.looks),
+                "halves": self.halves,
                 "unit": "block" if self.in_server else "server start per mode and repeat"}
 
 
@@ -319,8 +323,13 @@ def _design(path: Path, data: dict[str, Any], head: dict[str, Any]
         raise ConfigError(f"{path}: design.looks: expected increasing block counts, each at "
                           f"least 2 and below design.blocks ({table['blocks']}: the final "
                           f"look), got {list(looks)}")
+    halves = table.get("halves", False)
+    if halves and (table["starts"] % 2 or looks):
+        raise ConfigError(f"{path}: design.halves: expected an even design.starts (a start on "
+                          f"each half per round) and no design.looks, got starts = "
+                          f"{table['starts']}, looks = {list(looks)}")
     return Design(starts=table["starts"], blocks=table["blocks"], warmup_blocks=warmup,
-                  looks=looks), ()
+                  looks=looks, halves=halves), ()
 
 
 def suite_path(name_or_path: str) -> Path:

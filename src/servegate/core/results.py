@@ -98,6 +98,8 @@ class Point(TypedDict):
     wall_s: NotRequired[float]                # the block's client wall time
     # live pair: batches the other server ran during this block, per server label (0: idle)
     idle_check: NotRequired[dict[str, int]]
+    # halves design: batches the other half's server ran during this block (busy by design)
+    other_half: NotRequired[dict[str, int]]
 
 
 class Fingerprint(TypedDict, total=False):
@@ -121,6 +123,16 @@ class Fingerprint(TypedDict, total=False):
     device_double: str              # emulated runner classes only (servegate.core.runner_classes)
     cpu_model: str                  # /proc/cpuinfo "model name" (the reference's machine)
     cpu_count: int
+    # the hardware identity (servegate.core.hardware; absent in older runs: hardware unknown):
+    # /proc/cpuinfo's vendor_id, cpu family, model, stepping (Arm: CPU implementer, ...)
+    cpu_vendor: str
+    cpu_family: str
+    cpu_model_number: str
+    cpu_stepping: str
+    cpu_isa: list[str]              # the kernels' ISA features present (hardware.ISA_FEATURES)
+    memory_gib: int                 # MemTotal, GiB
+    gpu_vbios: str                  # per GPU when they differ ("a/b/...")
+    hardware: str                   # sha256[:12] of the hardware fields
     # the kernel stack (servegate.serve.kernel_stack; compared through servegate.core.stack)
     aiter: str
     aiter_commit: str

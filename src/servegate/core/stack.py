@@ -43,7 +43,7 @@ def _present(value: Any) -> bool:
     return value is not None and value != ""
 
 
-def _uniform(values: Any) -> str | None:
+def uniform(values: Any) -> str | None:
     """One value for all GPUs (``"2400"``), the list when they differ, None when unrecorded."""
     if not isinstance(values, list) or not values:
         return None
@@ -59,7 +59,7 @@ def clock_limits(clocks: Any) -> str | None:
         return None
     parts = []
     for name in ("sclk", "mclk"):
-        shown = _uniform(clocks.get(f"{name}_max_mhz"))
+        shown = uniform(clocks.get(f"{name}_max_mhz"))
         if shown is not None:
             parts.append(f"{name} max {shown} MHz")
     return ", ".join(parts) or None

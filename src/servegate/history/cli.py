@@ -15,6 +15,11 @@
                                         a static site: OUT/index.html (runner x model x suite,
                                         latest verdict, trends) and one page per series
                                         (history/site.py; docs/history.md, The history site)
+``alerts --run RUN_DIR [--run ...] [--store DIR] [--repo O/N] [--run-url URL]
+  [--history-url URL] [--dry-run]``     one GitHub issue per regressed series of tonight's
+                                        runs: open, comment, close (gh; history/alerts.py)
+``bisect-range --body-file FILE``       the good/bad range an alert issue carries, as
+                                        ``name=value`` lines (the bisect workflow's input)
 
 Default store: ``$SERVEGATE_HISTORY``, else ``results/history`` under the repository.
 Exit codes: 0 ok, 2 bad input (the message names the file and line; nothing is written).
@@ -47,7 +52,7 @@ def default_store() -> Path:
     return RESULTS_DIR / "history"
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="servegate history", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -89,7 +94,61 @@ def _parser() -> argparse.ArgumentParser:
                           "(http(s) or a path relative to the site; the store records none)")
     pub.add_argument("--skip-malformed", action="store_true",
                      help="list unreadable lines (stderr and index) and publish the rest")
+    alerts = sub.add_parser("alerts", help="open, update or close one GitHub issue per "
+                            "regressed series of tonight's runs (gh)")
+    alerts.add_argument("--run", type=Path, action="append", required=True, dest="runs",
+                        help="a run folder judged tonight (repeatable; its runner x model x "
+                             "suite is decided, no other)")
+    alerts.add_argument("--store", type=Path, default=None)
+    alerts.add_argument("--repo", default=None, help="owner/name (default: gh's own)")
+    alerts.add_argument("--run-url", default=None, help="the workflow run, linked in the issue")
+    alerts.add_argument("--history-url", default=None,
+                        help="the history site's root (history publish), linked in the issue")
+    alerts.add_argument("--dry-run", action="store_true",
+                        help="print what would be done and the bodies; change nothing")
+    bisect = sub.add_parser("bisect-range", help="the range an alert issue's body carries")
+    bisect.add_argument("--body-file", required=True, help="the issue body ('-': stdin)")
     return parser
+
+
+def _alerts(args: argparse.Namespace, out: TextIO) -> int:
+    from servegate.history.alert_issues import Gh, apply, list_issues, plan
+    from servegate.history.alerts import Links, night_alerts
+
+    alerts, judged, notes = night_alerts(args.store or default_store(), args.runs)
+    for note in notes:
+        print(f"history alerts: {note}", file=sys.stderr)
+    gh = Gh(args.repo)
+    try:
+        issues = list_issues(gh)
+    except HistoryError as err:
+        if not args.dry_run:
+            raise
+        print(f"history alerts: {err}; planned as if there were no alert issues", file=sys.stderr)
+        issues = []
+    actions = plan(alerts, judged, issues, Links(args.run_url, args.history_url))
+    if not actions:
+        print(f"history alerts: nothing to open, update or close ({len(judged)} runner x model x "
+              "suite judged tonight)", file=out)
+    if args.dry_run:
+        for action in actions:
+            target = f"#{action.number}" if action.number else "a new issue"
+            print(f"history alerts: would {action.verb} {target} for {action.key}\n"
+                  f"{action.body}", file=out)
+        return EXIT_OK
+    for line in apply(actions, gh):
+        print(f"history alerts: {line}", file=out)
+    return EXIT_OK
+
+
+def _bisect_range(args: argparse.Namespace, out: TextIO) -> int:
+    from servegate.history.alerts import bisect_request
+
+    body = sys.stdin.read() if args.body_file == "-" else \
+        Path(args.body_file).read_text(encoding="utf-8")
+    for name, value in bisect_request(body).items():
+        print(f"{name}={value}", file=out)
+    return EXIT_OK
 
 
 def _add(args: argparse.Namespace, out: TextIO) -> int:
@@ -129,10 +188,12 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
 
 def _baseline(args: argparse.Namespace, out: TextIO) -> int:
     from servegate.core.atomic import write_text
+    from servegate.core.results import load_run
     from servegate.history.rolling import as_baseline, rolling_for_run
     from servegate.judge.baselines import dumps_baseline, validate_baseline
 
-    rolling = rolling_for_run(args.store or default_store(), args.run_dir, nights=args.nights)
+    rolling = rolling_for_run(args.store or default_store(), load_run(args.run_dir),
+                              args.run_dir, nights=args.nights)
     for problem in rolling.problems:
         print(f"history baseline: skipped {problem}", file=sys.stderr)
     document: dict[str, Any] = as_baseline(rolling)
@@ -183,11 +244,11 @@ def main(argv: list[str], out: TextIO | None = None) -> int:
     """Entry point for ``servegate history``; 0 ok, 2 bad input (message on stderr)."""
     out = out or sys.stdout
     try:
-        args = _parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as stop:          # argparse: --help is 0, a usage error is 2
         return EXIT_OK if stop.code == 0 else EXIT_INFRA
     handlers = {"add": _add, "report": _report, "baseline": _baseline, "health": _health,
-                "publish": _publish}
+                "publish": _publish, "alerts": _alerts, "bisect-range": _bisect_range}
     try:
         return handlers[args.command](args, out)
     except RunRefusedError as err:

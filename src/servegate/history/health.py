@@ -54,17 +54,13 @@ def _concs(profile: LearnedProfile, mode: str, metric: str) -> tuple[int, ...]:
 def aggregate(profile: LearnedProfile, mode: str, metric: str,
               reference: int = REFERENCE_NIGHTS) -> Aggregate | None:
     """The nights' aggregate of ``mode`` and ``metric`` and the nights the rule flagged (none
-    until ``reference`` + 1 nights). A night out of profile for this mode's levels is left
-    out: its value is not evidence of the code, and in the reference it would hide a shift."""
+    until ``reference`` + 1 nights). A night out of profile at this mode's start level (the
+    runner-health signal) is left out: its value is not evidence of the code, and in the
+    reference it would hide a shift."""
     concs = _concs(profile, mode, metric)
     if not concs:
         return None
     profile.start(mode, metric, concs)
-    if mode != "off":
-        profile.interaction(mode, "off", metric, concs)
-    else:
-        for other in sorted({m for n in profile.nights for m in n.evidence.modes("")} - {mode}):
-            profile.interaction(other, mode, metric, concs)
     tail = " ".join([metric, *map(str, concs)])
     skip = {run for key, runs in profile.out_of_profile.items() if key.endswith(tail)
             and f" {mode} " in f" {key} " for run in runs}

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from servegate.core import hardware
 from servegate.core.results import Run
 from servegate.history.records import Record, point_load
 
@@ -34,11 +35,13 @@ def run_load_ids(run: Run) -> dict[int, str]:
     return {conc: value["id"] for conc, value in found.items() if value}
 
 
-def judged_run_filters(run: Run, run_dir: Path) -> tuple[list[str], dict[int, str]]:
-    """(run ids to leave out, load id per concurrency) for reading the history against the run
-    being judged: the run itself is left out (it is judged before it is added) and only nights
-    of its load count."""
-    return [str(run.get("run_id") or Path(run_dir).resolve().name)], run_load_ids(run)
+def judged_run_filters(run: Run, run_dir: Path
+                       ) -> tuple[list[str], dict[int, str], str | None]:
+    """(run ids to leave out, load id per concurrency, hardware digest) for reading the history
+    against the run being judged: the run itself is left out (it is judged before it is added)
+    and only nights of its load and hardware count (unknown: comparable with any)."""
+    return ([str(run.get("run_id") or Path(run_dir).resolve().name)], run_load_ids(run),
+            hardware.of(run.get("fingerprint")))
 
 
 def load_id(record: Record) -> str | None:

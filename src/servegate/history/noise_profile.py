@@ -12,6 +12,8 @@ Per night: the start-level (or start x mode interaction) variance the judge's
 start means carry. Out of profile: a night whose starts' spread (measured + block part) lies
 beyond the ``1 - OUT_LEVEL`` quantile of chi-square/dof around the nights' robust (median-based)
 spread; with fewer than ``MIN_NIGHTS`` nights nothing is named (a median of two is no profile).
+``OUT_LEVEL`` is calibrated on heavy-tailed, bursty blocks (``calibrate``'s ``runner_health``).
+A live pair's start level is pooled the same way over earlier pairs (:func:`pair_levels`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from scipy import stats as sps
 
 from servegate.judge.nested import nested_mean
 
-OUT_LEVEL = 0.001
+OUT_LEVEL = 1e-4
+PAIR_OUT_LEVEL = 1e-3      # a live pair that moved: a real change (calibrate --stored-changes)
 MIN_NIGHTS = 4
 
 
@@ -91,3 +94,13 @@ def pool(var: np.ndarray, dof: np.ndarray, carried: np.ndarray,
         pooled = np.where(total > 0, (weights * np.where(keep, var, 0.0)).sum(axis=-1)
                           / np.where(total > 0, total, 1.0), np.nan)
     return Pooled(pooled, total, keep.sum(axis=-1), out)
+
+
+def pair_levels(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(var, carried) of live pairs' starts, ``diffs`` shaped ``(..., blocks)``: head - base
+    per block pair of one start. Its start mean (the judge's estimator) squared, less the block
+    part it carries, measures the servers' start-level difference with one dof (no change
+    assumed: a pair that moved is out of profile in :func:`pool` at ``PAIR_OUT_LEVEL``)."""
+    found = nested_mean(np.asarray(diffs, float)[..., None, :], prior_var=0.0, prior_dof=0.0)
+    carried = np.asarray(found.components[1].var, float)
+    return np.maximum(np.asarray(found.theta) ** 2 - carried, 0.0), carried

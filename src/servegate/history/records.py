@@ -12,7 +12,8 @@ plus one GSM8K line per mode: ``metric = "gsm8k_accuracy"``, ``values = [accurac
 
 The run's first line may also carry ``stack``: the components under sglang its fingerprint
 recorded (``{"aiter": "0.1.10", "aiter_commit": ..., "gemm_config:AITER_CONFIG_GEMM_A8W8":
-"sha256:...", "gpu_clock_limits": ...}``, servegate.core.stack.components), once per run like
+"sha256:...", "gpu_clock_limits": ...}``, servegate.core.stack.components) and its ``hardware`` digest
+(servegate.core.hardware: readers pool only nights of the judged run's), once per run like
 ``timings``; reading gives it to every line of the run (servegate.history.store.read_store), so a
 change point can name every component that changed, not only sglang.
 
@@ -55,9 +56,11 @@ from pathlib import Path
 from typing import Any
 
 from servegate.core import stack as kernel_stack
+from servegate.core.hardware import HARDWARE
 from servegate.core.metrics import finite_number
 from servegate.core.results import Run
 from servegate.core.versioned import Schema, SchemaVersionError
+from servegate.judge.ab import arm_view
 from servegate.judge.baselines import group_points, point_sort_key, run_identity
 from servegate.judge.evidence import point_slot
 
@@ -111,6 +114,8 @@ class Record:
     stack: dict[str, str] | None = field(default=None, hash=False)
     # the point's load (servegate.history.load), on every line of a measured point; None: unknown
     load: dict[str, Any] | None = field(default=None, hash=False)
+    # head vs base: the tree ("head", "base") whose server measured it; "" a one-tree run
+    arm: str = ""
 
     def __post_init__(self) -> None:
         if not self.starts:
@@ -151,6 +156,8 @@ class Record:
             data["stack"] = self.stack
         if self.load is not None:
             data["load"] = self.load
+        if self.arm:
+            data["arm"] = self.arm
         return data
 
     def components(self) -> dict[str, str]:
@@ -159,8 +166,16 @@ class Record:
         return {**{k: v for k, v in own.items() if v}, **(self.stack or {})}
 
     @property
+    def hardware(self) -> str | None:
+        """The run's hardware digest (in its ``stack``); None: unknown (stored before)."""
+        return (self.stack or {}).get(HARDWARE)
+
+    @property
     def identity(self) -> tuple[str, str, str]:
-        return (self.runner_class, self.model, self.suite)
+        """(runner class, model, suite); a head-vs-base tree's lines are a series of their own
+        (``premerge:head``), never a one-tree night of the suite."""
+        return (self.runner_class, self.model, f"{self.suite}:{self.arm}" if self.arm
+                else self.suite)
 
 
 # ---------------------------------------------------------------- a run's lines
@@ -220,34 +235,40 @@ def records_from_run(run: Run, run_id: str) -> list[Record]:
         or _text(fingerprint.get("servegate_commit")),
     }
     records = []
-    for (mode, concurrency), points in sorted(group_points(run).items(),
-                                              key=lambda kv: point_sort_key(kv[0])):
-        slots = [point_slot(point) for point in points]
-        names = sorted({name for point in points for name in point.get("metrics", {})})
-        load = point_load(run, concurrency)
-        for name in names:
-            values = [point["metrics"].get(name) for point in points]
-            if all(finite_number(v) for v in values):
-                records.append(Record(mode=mode, concurrency=concurrency, metric=name,
-                                      values=tuple(float(v) for v in values),
-                                      starts=tuple(start for start, _ in slots),
-                                      blocks=tuple(block for _, block in slots), load=load,
-                                      **common))
-    for mode, result in sorted((run.get("accuracy") or {}).items()):
-        n, correct = result.get("n"), result.get("correct")
-        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-            continue
-        counted = isinstance(correct, int) and not isinstance(correct, bool)
-        accuracy: Any = correct / n if counted and correct is not None else result.get("accuracy")
-        if finite_number(accuracy):
-            conc = result.get("concurrency")
-            records.append(Record(mode=mode, concurrency=conc if isinstance(conc, int) else None,
-                                  metric=ACCURACY_METRIC, values=(float(accuracy),), n=n,
-                                  **common))
+    for arm in sorted({str(point.get("arm") or "") for point in run.get("points", [])} or {""}):
+        view = arm_view(run, arm) if arm else run       # head vs base: each tree's own lines
+        for (mode, concurrency), points in sorted(group_points(view).items(),
+                                                  key=lambda kv: point_sort_key(kv[0])):
+            slots = [point_slot(point) for point in points]
+            names = sorted({name for point in points for name in point.get("metrics", {})})
+            load = point_load(run, concurrency)
+            for name in names:
+                values = [point["metrics"].get(name) for point in points]
+                if all(finite_number(v) for v in values):
+                    records.append(Record(mode=mode, concurrency=concurrency, metric=name,
+                                          values=tuple(float(v) for v in values),
+                                          starts=tuple(start for start, _ in slots),
+                                          blocks=tuple(block for _, block in slots),
+                                          load=load, arm=arm, **common))
+        for mode, result in sorted((view.get("accuracy") or {}).items()):
+            n, correct = result.get("n"), result.get("correct")
+            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+                continue
+            counted = isinstance(correct, int) and not isinstance(correct, bool)
+            accuracy: Any = (correct / n if counted and correct is not None
+                             else result.get("accuracy"))
+            if finite_number(accuracy):
+                conc = result.get("concurrency")
+                records.append(Record(mode=mode,
+                                      concurrency=conc if isinstance(conc, int) else None,
+                                      metric=ACCURACY_METRIC, values=(float(accuracy),), n=n,
+                                      arm=arm, **common))
     timings = run.get("timings")
     if records and isinstance(timings, dict):
         records[0] = dataclasses.replace(records[0], timings=dict(timings))
     components = kernel_stack.components(fingerprint)
+    if fingerprint.get(HARDWARE):
+        components[HARDWARE] = str(fingerprint[HARDWARE])
     if records and components:
         records[0] = dataclasses.replace(records[0], stack=components)
     return records
@@ -337,6 +358,9 @@ def parse_line(raw: str, path: Path, run_id: str) -> tuple[Record, int] | str:
     load = data.get("load")
     if load is not None and not (isinstance(load, dict) and isinstance(load.get("id"), str)):
         return f"load must be an object with a string id or absent, got {load!r:.80}"
+    arm = data.get("arm", "")
+    if arm not in ("", "head", "base"):
+        return f"arm must be head, base or absent, got {arm!r:.40}"
     return Record(run_id=data["run_id"], time=data["time"], runner_class=data["runner_class"],
                   model=data["model"], suite=data["suite"], mode=data["mode"], concurrency=conc,
                   metric=data["metric"], values=tuple(float(v) for v in values),
@@ -345,4 +369,4 @@ def parse_line(raw: str, path: Path, run_id: str) -> tuple[Record, int] | str:
                   sglang_commit=data.get("sglang_commit"),
                   servegate_commit=data.get("servegate_commit"),
                   n=n if isinstance(n, int) and not isinstance(n, bool) else None,
-                  timings=timings, stack=stack, load=load), found
+                  timings=timings, stack=stack, load=load, arm=arm), found

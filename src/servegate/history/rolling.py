@@ -6,10 +6,11 @@ reference and measures the spread: the night-to-night CV (log-sd of the nights' 
 degrees of freedom) is what should replace ``run_to_run_cv``. The window walks back from the
 newest night and stops at the series' latest *confirmed* change point (older nights are another
 level); nights set aside as one-off blips are not accepted; a suspected change point does not
-stop it (one night is not yet a new level). Given the judged run's load per concurrency
-(servegate.history.load), a series pools only nights of that load (nights of unknown load, from
-before lines carried it, count as any); a series with fewer than N such nights is named in
-``short`` and ``compare --baseline history:N`` refuses, as it does with too few nights.
+stop it (one night is not yet a new level). Given the judged run's load per concurrency and its
+hardware (servegate.history.load), a series pools only nights of that load and hardware (nights
+of unknown load or hardware, from before lines carried it, count as any); a series with fewer
+than N such nights is named in ``short`` and ``compare --baseline history:N`` refuses, as it
+does with too few nights.
 
 :func:`as_baseline` renders the window in the shape :mod:`servegate.judge.baselines` loads, with
 ``provenance.source_run = "history:N"`` and the run ids, so ``compare`` judges against it
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from servegate.core.results import MODES
+from servegate.core.results import MODES, Run
 from servegate.history.changepoints import detect
 from servegate.history.load import comparable, load_id
 from servegate.history.records import ACCURACY_METRIC, Record
@@ -68,6 +69,7 @@ class RollingBaseline:
     problems: tuple[Problem, ...] = field(default_factory=tuple)
     # series with fewer than ``nights`` nights on the judged run's load: "on@c64: 2 night(s)"
     short: tuple[str, ...] = ()
+    hardware: str | None = None         # the pooled nights' (None: one is unknown)
 
     @property
     def run_ids(self) -> tuple[str, ...]:
@@ -108,15 +110,17 @@ def window_starts(nights: Sequence[Record]) -> tuple[int, ...]:
 def rolling_baseline(records: Iterable[Record], runner_class: str, model: str, suite: str, *,
                      nights: int = DEFAULT_NIGHTS, exclude_run_ids: Iterable[str] = (),
                      problems: Sequence[Problem] = (),
-                     loads: Mapping[int, str] | None = None) -> RollingBaseline:
+                     loads: Mapping[int, str] | None = None,
+                     hardware: str | None = None) -> RollingBaseline:
     """Pool the last ``nights`` accepted nights of every series of (runner, model, suite);
-    with ``loads`` (the judged run's load id per concurrency) only nights of that load."""
+    with ``loads`` (the judged run's load id per concurrency) only nights of that load, with
+    ``hardware`` (its digest) only nights of that hardware or of unknown hardware."""
     if nights < 1:
         raise HistoryError(f"history:{nights}: the number of nights must be >= 1")
     excluded = set(exclude_run_ids)
     mine = [r for r in records if r.identity == (runner_class, model, suite)
-            and r.run_id not in excluded]
-    pooled, short = [], []
+            and r.run_id not in excluded and comparable(r.hardware, hardware)]
+    pooled, short, unknown = [], [], False
     for key, series in group_series(mine).items():
         want = (loads or {}).get(key[4]) if key[4] is not None else None
         if want is not None:
@@ -127,6 +131,7 @@ def rolling_baseline(records: Iterable[Record], runner_class: str, model: str, s
             if not series:
                 continue
         chosen, stopped_at = window(series, nights)
+        unknown = unknown or any(night.hardware is None for night in chosen)
         means = [float(np.mean(night.values)) for night in chosen]
         cv = night_cv(means)
         pooled.append(PooledSeries(
@@ -141,13 +146,14 @@ def rolling_baseline(records: Iterable[Record], runner_class: str, model: str, s
                            f"model {model!r}, suite {suite!r}"
                            + (f" on the judged run's load ({'; '.join(short)})" if short else ""))
     return RollingBaseline(runner_class, model, suite, nights, tuple(pooled), tuple(problems),
-                           tuple(short))
+                           tuple(short), None if unknown else hardware)
 
 
 def rolling_from_store(store: Path, runner_class: str, model: str, suite: str, *,
                        nights: int = DEFAULT_NIGHTS, exclude_run_ids: Iterable[str] = (),
                        full_window: bool = False,
-                       loads: Mapping[int, str] | None = None) -> RollingBaseline:
+                       loads: Mapping[int, str] | None = None,
+                       hardware: str | None = None) -> RollingBaseline:
     """Read the store (malformed lines skipped and listed in ``problems``) and pool.
 
     ``full_window``: refuse (HistoryError) unless ``nights`` accepted nights are there, on the
@@ -156,7 +162,7 @@ def rolling_from_store(store: Path, runner_class: str, model: str, suite: str, *
     contents = read_store(store)
     rolling = rolling_baseline(contents.records, runner_class, model, suite, nights=nights,
                                exclude_run_ids=exclude_run_ids, problems=contents.problems,
-                               loads=loads)
+                               loads=loads, hardware=hardware)
     if full_window and len(rolling.run_ids) < nights:
         raise HistoryError(f"history:{nights}: only {len(rolling.run_ids)} accepted night(s) for "
                            f"{runner_class}/{model}/{suite} in {store}")
@@ -167,19 +173,17 @@ def rolling_from_store(store: Path, runner_class: str, model: str, suite: str, *
     return rolling
 
 
-def rolling_for_run(store: Path, run_dir: Path, *, nights: int = DEFAULT_NIGHTS
+def rolling_for_run(store: Path, run: Run, run_dir: Path, *, nights: int = DEFAULT_NIGHTS
                     ) -> RollingBaseline:
-    """``history:N`` for the run in ``run_dir`` (``compare --baseline`` and ``history
-    baseline``): its series' last ``nights`` accepted nights on its load, itself left out (the
-    run is judged before it is added), refused unless the window is full."""
-    from servegate.core.results import load_run
+    """``history:N`` for ``run`` (read from ``run_dir``; ``compare --baseline`` and ``history
+    baseline``): its series' last ``nights`` accepted nights on its load and hardware, itself
+    left out (the run is judged before it is added), refused unless the window is full."""
     from servegate.history.load import judged_run_filters
     from servegate.judge.baselines import run_identity
 
-    run = load_run(run_dir)
-    excluded, loads = judged_run_filters(run, run_dir)
+    excluded, loads, hardware = judged_run_filters(run, run_dir)
     return rolling_from_store(store, *run_identity(run), nights=nights, full_window=True,
-                              exclude_run_ids=excluded, loads=loads)
+                              exclude_run_ids=excluded, loads=loads, hardware=hardware)
 
 
 def _entry(series: PooledSeries, all_runs: tuple[str, ...]) -> dict[str, Any]:
@@ -245,6 +249,7 @@ def as_baseline(rolling: RollingBaseline) -> dict[str, Any]:
             "skipped_store_lines": [str(p) for p in rolling.problems],
             "forced": False,
             "forced_reasons": [],
+            "fingerprint": {"hardware": rolling.hardware} if rolling.hardware else {},
         },
         "points": [points[key] for key in sorted(points, key=point_sort_key)],
         "accuracy": accuracy,

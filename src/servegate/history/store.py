@@ -101,14 +101,18 @@ def check_store_dir(store: Path, *, must_exist: bool) -> None:
                            "RUN_DIR --store DIR` creates it)")
 
 
+def run_id_of(run: Run, run_dir: Path) -> str:
+    """The id a run is stored under: bench records the run folder's own name; a downloaded CI
+    artifact is renamed after its cell (the same name every night), so run.json's id wins."""
+    return str(run.get("run_id") or Path(run_dir).resolve().name)
+
+
 def add_run(run_dir: Path, store: Path) -> AddResult:
     """Add a complete run to the store; idempotent for the same run, never rewrites a file."""
     run_dir, store = Path(run_dir), Path(store)
     check_store_dir(store, must_exist=False)
     run = load_run(run_dir)             # RunFolderError (exit 2) for another schema version
-    # bench records the run folder's own name; a downloaded CI artifact is renamed after its
-    # cell (the same name every night), so run.json's id wins over the folder's.
-    run_id = str(run.get("run_id") or run_dir.resolve().name)
+    run_id = run_id_of(run, run_dir)
     reasons = refusal_reasons(run)
     if not _RUN_ID.match(run_id):
         reasons.append(f"run folder name {run_id!r} cannot be a run id ([A-Za-z0-9._-])")
@@ -204,9 +208,8 @@ SeriesKey = tuple[str, str, str, str, int | None, str]
 
 
 def series_key(record: Record) -> SeriesKey:
-    """(runner_class, model, suite, mode, concurrency, metric)."""
-    return (record.runner_class, record.model, record.suite, record.mode, record.concurrency,
-            record.metric)
+    """(runner_class, model, suite, mode, concurrency, metric) (suite: ``Record.identity``'s)."""
+    return (*record.identity, record.mode, record.concurrency, record.metric)
 
 
 def group_series(records: Iterable[Record]) -> dict[SeriesKey, list[Record]]:

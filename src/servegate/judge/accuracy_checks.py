@@ -21,6 +21,7 @@ from servegate.judge.stats import (
     newcombe_difference,
     noninferiority,
     paired_difference,
+    resolution,
     t_quantile,
     verdict,
 )
@@ -73,7 +74,12 @@ def accuracy_claim(run: Run, config: JudgeConfig, confidence: float) -> Check:
     for mode, attr in (("on", "current_value"), ("off", "reference_value")):
         if mode in accuracy and accuracy[mode].get("n"):
             setattr(check, attr, accuracy[mode]["correct"] / accuracy[mode]["n"])
-    check.verdict = noninferiority(interval, margin)
+    check.resolution = float(resolution(interval.standard_error(), interval.df,
+                                        interval.confidence, margin, "difference"))
+    check.verdict = noninferiority(interval, margin, check.resolution)
+    if check.by_resolution:
+        check.reason = f"no loss > {100 * check.resolution:.1f} pp (this design's resolution)" + (
+            f"; {check.reason}" if check.reason else "")
     return check
 
 

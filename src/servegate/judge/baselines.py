@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from servegate.core import runner_classes
+from servegate.core import hardware, runner_classes
 from servegate.core.atomic import write_text
 from servegate.core.errors import ServegateError
 from servegate.core.metrics import QUANTITIES, finite_number
-from servegate.core.paths import BASELINES_DIR
+from servegate.core.paths import BASELINES_DIR, local_baselines_root
 from servegate.core.results import MODES, Run, point_slot
 from servegate.core.versioned import Schema, SchemaVersionError
 
@@ -43,10 +43,6 @@ class BaselineMismatchError(BaselineError):
     """The baseline belongs to another runner class / model profile / suite than the run."""
 
 
-def default_root() -> Path:
-    return BASELINES_DIR
-
-
 def baseline_path(runner_class: str, model_profile: str, suite: str,
                   root: Path | None = None) -> Path:
     """``baselines/<runner_class>/<model_profile>/<suite>.json``."""
@@ -54,7 +50,32 @@ def baseline_path(runner_class: str, model_profile: str, suite: str,
                         ("suite", suite)):
         if not value or "/" in value or value.startswith("."):
             raise BaselineError(f"run.json: {name} {value!r} cannot name a baseline file")
-    return (root or default_root()) / runner_class / model_profile / f"{suite}.json"
+    return (root or BASELINES_DIR) / runner_class / model_profile / f"{suite}.json"
+
+
+def is_cpu_tier(run: Run) -> bool:
+    """A run of a class without a real GPU (``cpu``, an emulated class): the CPU is its
+    hardware, so its baseline is this machine's own (:func:`local_baseline_path`)."""
+    runner = run_identity(run)[0]
+    return runner in runner_classes.REGISTRY and not runner_classes.is_gpu(runner)
+
+
+def local_baseline_path(run: Run) -> Path | None:
+    """A CPU-tier run's machine-local baseline: ``<local baselines>/<hardware>/<runner_class>/
+    <model_profile>/<suite>.json``; None off the CPU tier or for unknown hardware."""
+    digest = hardware.of(run.get("fingerprint"))
+    if not is_cpu_tier(run) or digest is None:
+        return None
+    return baseline_path(*run_identity(run), root=local_baselines_root() / digest)
+
+
+def stored_baseline_path(run: Run, root: Path | None = None) -> Path:
+    """The baseline a run is judged against by default: this machine's own (CPU tier) when
+    there is one, else the stored file for its identity (``root``: the repository's)."""
+    local = local_baseline_path(run)
+    if local is not None and local.is_file():
+        return local
+    return baseline_path(*run_identity(run), root=root)
 
 
 def run_identity(run: Run) -> tuple[str, str, str]:
@@ -106,7 +127,8 @@ def _request_sample(points: list[dict[str, Any]], key: str, cap: int,
 
 
 def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | None = None,
-                      request_cap: int = REQUEST_SAMPLE_CAP, seed: int = 0) -> dict[str, Any]:
+                      request_cap: int = REQUEST_SAMPLE_CAP, seed: int = 0,
+                      created_by: str = "servegate update-baselines") -> dict[str, Any]:
     """Build the baseline document for a run (pure; nothing is written)."""
     runner, model, suite = run_identity(run)
     rng = np.random.default_rng(seed)
@@ -144,7 +166,7 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
                 accuracy[mode]["outcomes"] = encode_outcomes(outcomes)
     fingerprint = dict(run.get("fingerprint") or {})
     design = {"design": {k: v for k, v in run["design"].items()
-                         if k in ("in_server", "starts", "blocks", "unit")}} \
+                         if k in ("in_server", "starts", "blocks", "unit", "start_halves")}} \
         if run.get("design") else {}
     return {
         **design,
@@ -156,7 +178,7 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
         "page_size": run.get("page_size"),
         "provenance": {
             "created_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-            "created_by": "servegate update-baselines",
+            "created_by": created_by,
             "source_run": str(run_dir),
             "run_started_at": run.get("started_at"),
             "run_finished_at": run.get("finished_at"),
@@ -406,10 +428,3 @@ def ensure_matches(baseline: dict[str, Any], path: Path, run: Run, run_label: st
     if mismatches:
         raise BaselineMismatchError("baseline does not belong to this run: "
                                     + "; ".join(mismatches))
-
-
-def baseline_point(baseline: dict[str, Any], mode: str, concurrency: int) -> dict[str, Any] | None:
-    for point in baseline.get("points", []):
-        if point["mode"] == mode and point["concurrency"] == concurrency:
-            return point
-    return None

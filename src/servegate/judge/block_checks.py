@@ -39,6 +39,7 @@ from servegate.judge.evidence import (
 )
 from servegate.judge.nested import (
     Difference,
+    design_se,
     independent_difference,
     paired_difference,
 )
@@ -51,6 +52,7 @@ from servegate.judge.stats import (
     equivalence,
     improvement,
     interval_from_log,
+    resolution,
     tost_confidence,
     tost_power,
     verdict,
@@ -122,16 +124,27 @@ class Judge:
             return stated
         return choose(stated, learned)
 
+    def pair_prior(self, mode: str, concs: list[int], metric: str) -> LevelPrior:
+        """A live pair's start-level difference: 2 x the suite's ``live_pair_cv``^2 (else
+        ``run_to_run_cv``), or the level the class's earlier pairs taught
+        (servegate.history.profile) once worth more."""
+        cv, key = self.config.pair_cv, ("live_pair_cv" if self.config.live_pair_cv is not None
+                                        else "run_to_run_cv")
+        stated = LevelPrior(2 * cv * cv, self.config.run_to_run_cv_dof,
+                            f"2 x [judge] {key}^2 in {self.config.source}")
+        return choose(stated, self.priors.pair(mode, metric, tuple(concs))
+                      if self.priors is not None else None)
+
     def prior_for(self, diff: Difference, mode: str, reference: str, concs: list[int],
                   metric: str) -> LevelPrior | None:
-        """The prior a difference was judged with (None: a pre-[design] or live-pair pair,
-        whose start-level prior is the suite's doubled run_to_run_cv)."""
+        """The prior a difference was judged with (None: a pre-[design] pair of modes, whose
+        start-level prior is the suite's doubled run_to_run_cv)."""
         level = diff.parts[0].components[0].level
         if level == "interaction":
             return self.interaction_prior(mode, reference, concs, metric)
         if len(diff.parts) == 2:
             return self.start_prior(mode, concs, metric)
-        return None
+        return self.pair_prior(mode, concs, metric) if self.is_live_pair else None
 
     def primary(self, selector: str) -> bool:
         return not self.family or selector in self.family
@@ -158,20 +171,22 @@ class Judge:
     def independent(self, current: Evidence, cur_arm: str, reference: Evidence, ref_arm: str,
                     mode: str, concs: list[int], metric: str) -> Difference:
         prior = self.start_prior(mode, concs, metric)
-        return independent_difference(as_matrix(current.logs(cur_arm, mode, concs, metric)),
-                                      as_matrix(reference.logs(ref_arm, mode, concs, metric)),
-                                      start_var=prior.var, start_dof=prior.dof)
+        cur = current.logs(cur_arm, mode, concs, metric)
+        ref = reference.logs(ref_arm, mode, concs, metric)
+        return independent_difference(as_matrix(cur), as_matrix(ref), start_var=prior.var,
+                                      start_dof=prior.dof, halves=(current.halves_of(cur),
+                                                                   reference.halves_of(ref)))
 
     def live_pair(self, mode: str, concs: list[int], metric: str) -> Difference:
         """Head vs base from a live pair: paired per block pair (same start, round and prompts,
         run back to back); the two servers' start levels do not cancel, so their difference
-        (2 x live_pair_cv^2, the suite's prior) stays, measured too with two starts or more."""
+        (:meth:`pair_prior`) stays, measured too with two starts or more (the crossover)."""
         cur = self.evidence.logs("head", mode, concs, metric)
         ref = self.evidence.logs("base", mode, concs, metric)
         a, b = paired_matrices(cur, ref)
-        cv = self.config.pair_cv
-        return paired_difference(a, b, interaction_var=2 * cv * cv,
-                                 interaction_dof=self.config.run_to_run_cv_dof, level="start")
+        prior = self.pair_prior(mode, concs, metric)
+        return paired_difference(a, b, interaction_var=prior.var, interaction_dof=prior.dof,
+                                 level="start")
 
     def _pair_levels(self, mode: str, concs: list[int], metric: str) -> tuple[float, float]:
         """Head's and base's geometric means over the block pairs they share."""
@@ -431,9 +446,15 @@ class Judge:
             else:                               # a live pair: one estimate of the pairs
                 check.current_value, check.reference_value = self._pair_levels(mode, concs,
                                                                                metric)
-            check.verdict = verdict(check.interval, direction(metric), floor)
-            check.reason = noise_note(diff, self.prior_for(diff, mode, mode, concs, metric),
-                                      check)
+            prior = self.prior_for(diff, mode, mode, concs, metric)
+            if primary and prior is not None:       # a gated one-night check
+                check.resolution = float(np.ravel(resolution(
+                    design_se(diff, prior.var, prior.dof), diff.df, confidence, floor))[0])
+            check.verdict = verdict(check.interval, direction(metric), floor, check.resolution)
+            check.reason = noise_note(diff, prior, check)
+            if check.by_resolution:
+                check.reason = (f"no regression > {100 * (check.resolution or 0.0):.1f}% (this "
+                                f"design's resolution; smaller: the sustained rule); {check.reason}")
             return check
 
         return Pending(name, True, evaluate, primary=primary)

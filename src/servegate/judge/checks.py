@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from servegate.core.errors import EXIT_INCONCLUSIVE, EXIT_INFRA, EXIT_OK, EXIT_REGRESSION
-from servegate.judge.stats import Guidance, Interval, direction
+from servegate.judge.stats import Guidance, Interval, direction, verdict
 
 CheckVerdict = Literal["pass", "regression", "improvement", "inconclusive", "error"]
 Kind = Literal["baseline", "ab", "accuracy", "claim", "experiment", "integrity"]
@@ -47,6 +47,7 @@ class Check:
     noise: dict[str, Any] | None = None
     # a claim's statement (None for every other check)
     claim: ClaimKind | None = None
+    resolution: float | None = None     # a gated one-night check's (stats.resolution)
 
     @property
     def point(self) -> str:
@@ -54,6 +55,14 @@ class Check:
         if self.mode is None:
             return "run"
         return self.mode if self.concurrency is None else f"{self.mode}@c{self.concurrency}"
+
+    @property
+    def by_resolution(self) -> bool:
+        """A pass its design's resolution decided: the interval still reaches past the floor."""
+        if self.verdict != "pass" or self.resolution is None or self.interval is None:
+            return False
+        worse = "higher" if self.interval.scale == "difference" else direction(self.metric)
+        return verdict(self.interval, worse, self.floor or 0.0) != "pass"
 
     @property
     def mde(self) -> float | None:
@@ -157,6 +166,7 @@ class Check:
             "reason": self.reason,
             "primary": self.primary,
             "claim": self.claim,
+            "resolution": rnd(self.resolution),
         }
 
 

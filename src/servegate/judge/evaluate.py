@@ -16,6 +16,7 @@ from servegate.config.judge import (
     load_judge_table,
     parse_judge_table,
 )
+from servegate.core import hardware
 from servegate.core.paths import SUITES_DIR
 from servegate.core.results import Run, RunFolderError, load_run
 from servegate.judge import budget, sequential
@@ -26,11 +27,11 @@ from servegate.judge.accuracy_checks import (
 )
 from servegate.judge.baselines import (
     BaselineError,
-    baseline_path,
     ensure_matches,
+    is_cpu_tier,
     load_baseline,
     read_outcomes,
-    run_identity,
+    stored_baseline_path,
     upgrade_baseline,
 )
 from servegate.judge.block_checks import block_pendings
@@ -66,12 +67,14 @@ def error_judgement(run_dir: Path, message: str, strict: bool,
     return Judgement(run_dir, run, JudgeConfig(), [check], strict=strict)
 
 
-def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = False,
+def judge(run_dir: Path, *, run: Run | None = None, baseline_file: Path | None = None,
+          strict: bool = False,
           suites_dir: Path = SUITES_DIR, baselines_root: Path | None = None,
           baseline_doc: dict[str, Any] | None = None,
           measured_run_spread: bool = False, at_blocks: int | None = None,
           priors: PriorSource | None = None) -> Judgement:
-    """Load run, suite [judge] table and baseline; evaluate every check with one family size.
+    """Load run (unless given, already loaded), suite [judge] table and baseline; evaluate
+    every check with one family size.
 
     ``priors``: the runner's learned noise profile (servegate.history.profile), consulted
     level by level in place of the suite's figures once worth more degrees of freedom.
@@ -81,7 +84,7 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
     final look; its blocks only, at that look's family level."""
     run_dir = Path(run_dir)
     try:
-        run = load_run(run_dir)
+        run = load_run(run_dir) if run is None else run
     except RunFolderError as err:
         return error_judgement(run_dir, str(err), strict)
     try:
@@ -126,8 +129,8 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
                                                  primary=not config.family), priors=priors)
         return _decide(run_dir, run, config, pendings, notes, strict, None, None, priors)
     try:
-        baseline, baseline_file = _baseline(run, run_dir, notes, baseline_file, baseline_doc,
-                                            baselines_root)
+        baseline, baseline_file, refused = _baseline(run, run_dir, notes, baseline_file,
+                                                     baseline_doc, baselines_root)
     except BaselineError as err:
         return error_judgement(run_dir, str(err), strict, run)
     extra: list[Pending] = []
@@ -142,8 +145,10 @@ def judge(run_dir: Path, *, baseline_file: Path | None = None, strict: bool = Fa
         run, evidence, config,
         baseline=evidence_from_baseline(baseline) if baseline else None, extra=extra,
         priors=priors)
-    return _decide(run_dir, run, config, pendings, notes, strict,
-                   baseline_file if baseline else None, baseline, priors)
+    judgement = _decide(run_dir, run, config, pendings, notes, strict,
+                        baseline_file if baseline else None, baseline, priors)
+    judgement.reference = refused
+    return judgement
 
 
 def design_note(design: dict[str, Any]) -> str:
@@ -174,36 +179,43 @@ def head_vs_base_note(run: Run) -> str:
 
 def _baseline(run: Run, run_dir: Path, notes: list[str], baseline_file: Path | None,
               baseline_doc: dict[str, Any] | None, baselines_root: Path | None
-              ) -> tuple[dict[str, Any] | None, Path | None]:
-    """The baseline the run is judged against: given as a document (e.g. the rolling
-    ``history:N``), a file, or the stored one for the run's identity; None when none is stored
-    (only the in-run claims are judged then). Raises :class:`BaselineError`."""
+              ) -> tuple[dict[str, Any] | None, Path | None, str | None]:
+    """(the baseline judged against, its label, the one line naming one not judged against):
+    a document (e.g. the rolling ``history:N``), a file, or the stored one (on the CPU tier
+    this machine's own first); None when none is stored or it is of other hardware (then only
+    the in-run claims are judged). Unknown hardware is judged, noted, unless a stored file on
+    the CPU tier: there it must be known to be this machine's. Raises BaselineError."""
     if baseline_doc is not None:
         label = Path(str(baseline_doc.get("provenance", {}).get("source_run", "<given>")))
         baseline = upgrade_baseline(baseline_doc, label)
-        ensure_matches(baseline, label, run, str(run_dir))
         notes.append(f"baseline {label}: {len(baseline.get('points', []))} points")
-        return baseline, label
-    explicit = baseline_file is not None
-    if baseline_file is None:
-        baseline_file = baseline_path(*run_identity(run), root=baselines_root)
-    if not explicit and not baseline_file.is_file():
-        notes.append(f"no baseline at {baseline_file}: only in-run A/B claims judged "
-                     "(store one with `servegate update-baselines RUN_DIR`)")
-        return None, baseline_file
-    baseline = load_baseline(baseline_file)
-    ensure_matches(baseline, baseline_file, run, str(run_dir))
-    return baseline, baseline_file
+    else:
+        label = baseline_file or stored_baseline_path(run, root=baselines_root)
+        if baseline_file is None and not label.is_file():
+            notes.append(f"no baseline at {label}: only in-run A/B claims judged "
+                         "(store one with `servegate update-baselines RUN_DIR`)")
+            return None, label, None
+        baseline = load_baseline(label)
+    ensure_matches(baseline, label, run, str(run_dir))
+    current = run.get("fingerprint") or {}
+    status, text = hardware.compare(baseline["provenance"].get("fingerprint"), current)
+    if status == "other" or (status == "unknown" and baseline_doc is None
+                             and is_cpu_tier(run) and hardware.of(current) is not None):
+        notes.append(f"baseline {label} not judged against, {text}")
+        return None, label, notes[-1]
+    if status == "unknown":
+        notes.append(f"baseline {label}: {text}; judged as comparable")
+    return baseline, label, None
 
 
 def prior_notes(checks: list[Check]) -> list[str]:
-    """Gated claims whose interval rests on a prior, or whose run refuted it, say so first,
-    naming the prior (a runner's first nights: the typed figure decides); one note per prior."""
+    """Gated claims and head vs base checks whose interval rests on a prior, or whose run refuted
+    it, say so first, naming the prior (a runner's first nights: the typed figure); one a prior."""
     rests: dict[str, list[str]] = {}
     notes = []
     for check in checks:
         prior = (check.noise or {}).get("prior")
-        if not (check.primary and check.gate and check.kind == "claim" and prior):
+        if not (check.primary and check.gate and check.kind in ("claim", "ab") and prior):
             continue
         if prior["refuted"]:
             notes.append(f"{check.name}: this run's starts refute its prior {prior['text']}; "

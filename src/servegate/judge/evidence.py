@@ -11,6 +11,7 @@ concurrency). Points from designs before blocks existed count as one block per s
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,12 @@ class Evidence:
     label: str
     in_server: bool = False              # every mode inside the same server starts
     cells: dict[Key, dict[Slot, float]] = field(default_factory=dict)
+    # a halves design: start -> the half it served on (run.json design.start_halves)
+    halves: dict[int, int] = field(default_factory=dict)
+
+    def halves_of(self, slots: Iterable[Slot]) -> list[int] | None:
+        """Each start's half in :func:`as_matrix`'s start order (None: not a halves run)."""
+        return [self.halves[s] for s in sorted({s for s, _ in slots})] if self.halves else None
 
     def add(self, arm: str, mode: str, concurrency: int, metric: str, start: int, block: int,
             value: float) -> None:
@@ -101,7 +108,8 @@ def paired_matrices(current: dict[Slot, float], reference: dict[Slot, float]
 
 def evidence_from_run(run: dict[str, Any], label: str = "run") -> Evidence:
     design = run.get("design") or {}
-    evidence = Evidence(label, in_server=bool(design.get("in_server")))
+    evidence = Evidence(label, in_server=bool(design.get("in_server")),
+                        halves=dict(enumerate(design.get("start_halves") or ())))
     for point in run.get("points", []):
         start, block = point_slot(point)
         for metric, value in (point.get("metrics") or {}).items():
@@ -114,8 +122,9 @@ def evidence_from_run(run: dict[str, Any], label: str = "run") -> Evidence:
 def evidence_from_baseline(baseline: dict[str, Any]) -> Evidence:
     """A stored baseline's block values: each metric's ``blocks`` with the ``starts`` they ran
     in (schema 3; older files are upgraded on read), block indexes counted within each start."""
-    evidence = Evidence("baseline", in_server=bool((baseline.get("design") or {})
-                                                   .get("in_server")))
+    design = baseline.get("design") or {}
+    evidence = Evidence("baseline", in_server=bool(design.get("in_server")),
+                        halves=dict(enumerate(design.get("start_halves") or ())))
     for point in baseline.get("points", []):
         for metric, entry in (point.get("metrics") or {}).items():
             seen: dict[int, int] = defaultdict(int)

@@ -30,6 +30,8 @@ class Judgement:
     # what would decide the undecided gated checks (servegate.judge.budget), and its one line
     budget: list[dict[str, Any]] = field(default_factory=list)
     budget_text: str | None = None
+    # the one line naming a baseline that was not judged against (other hardware); also a note
+    reference: str | None = None
 
     @property
     def overall(self) -> CheckVerdict:

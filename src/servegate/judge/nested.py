@@ -27,6 +27,7 @@ nights in ``servegate calibrate``; one in the judge) and returns arrays over the
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -67,6 +68,10 @@ class Nested:
     # the stated-level test's p-value (NaN: not tested, e.g. one start or no prior)
     widened: np.ndarray | None = None
     prior_p: np.ndarray | None = None
+    # halves: start levels centred on their half's (``groups`` halves: ``starts - groups`` dof);
+    # ``share``: the start variance's weight in the mean's (1 / starts: every start alike)
+    groups: int = 1
+    share: float = 1.0
 
     def scalar(self, name: str) -> float:
         """One field of a single-night estimate as a float (the judge's view)."""
@@ -145,9 +150,22 @@ def refute_prior(prior_var: float | np.ndarray, prior_dof: float | np.ndarray,
     return between, dof, np.broadcast_to(widened, shape), np.broadcast_to(p, shape)
 
 
+def start_weights(halves: Sequence[int] | None, starts: int) -> tuple[np.ndarray, np.ndarray]:
+    """(each start's weight in the mean: every half alike, shared by its starts; its half as a
+    one-hot row)."""
+    codes = np.unique(np.asarray(halves if halves is not None else [0] * starts),
+                      return_inverse=True)[1].reshape(-1)
+    if codes.size != starts:
+        raise ValueError(f"nested_mean: {codes.size} halves for {starts} starts")
+    onehot = np.eye(codes.max() + 1)[codes]                          # (S, G)
+    counts = onehot.sum(axis=0)
+    return (onehot / counts).sum(axis=-1) / onehot.shape[1], onehot
+
+
 def nested_mean(logs: np.ndarray, *, prior_var: float | np.ndarray,
                 prior_dof: float | np.ndarray, level: str = "start", trim: float = TRIM,
-                stated_level: float | None = STATED_LEVEL) -> Nested:
+                stated_level: float | None = STATED_LEVEL,
+                halves: Sequence[int] | None = None) -> Nested:
     """The mean of ``logs`` (``(..., starts, blocks)``) with its noise split by level.
 
     Estimate: the mean of the starts' medians plus the 20 % trimmed mean of every block's
@@ -158,7 +176,8 @@ def nested_mean(logs: np.ndarray, *, prior_var: float | np.ndarray,
     less the block part they carry, pooled with the prior (``prior_var``, worth ``prior_dof``;
     either may be per night), unless the measurement refutes the prior at ``stated_level``
     (:func:`refute_prior`); with one start the prior alone (exact when ``prior_dof == 0``: a
-    stated assumption).
+    stated assumption). ``halves`` (each start's): a fixed level per half, each start's level
+    measured from its half's (``starts - halves`` dof), the halves weighing alike in the mean.
     """
     logs = np.asarray(logs, float)
     if logs.ndim < 2:
@@ -172,7 +191,9 @@ def nested_mean(logs: np.ndarray, *, prior_var: float | np.ndarray,
     # each start keeps its own level (equal weight per start); the blocks' bursts are trimmed
     # from the pooled residuals, so a start of 2-4 blocks is as robust as a long one
     offset, _, _ = trimmed(residuals, trim)
-    theta = centers[..., 0].mean(axis=-1) + offset
+    weights, onehot = start_weights(halves, starts)
+    groups = onehot.shape[1]
+    theta = centers[..., 0] @ weights + offset
     g = math.floor(trim * n)
     h = n - 2 * g
     within_df_value = float(h - starts)
@@ -187,13 +208,14 @@ def nested_mean(logs: np.ndarray, *, prior_var: float | np.ndarray,
     else:
         within = np.zeros(theta.shape)
         within_df = np.full(theta.shape, np.inf)
-    if starts >= 2:
+    if starts - groups >= 1:
         low, high = x[..., None, :1], x[..., None, -1:]             # the winsorizing bounds
         clipped = np.clip(logs - centers, low, high)
         start_means = (centers + clipped).mean(axis=-1)              # (..., S) winsorized
-        spread = start_means.var(axis=-1, ddof=1)
+        measured_df = float(starts - groups)
+        half_means = (start_means @ onehot) / onehot.sum(axis=0)     # (..., G)
+        spread = ((start_means - half_means @ onehot.T) ** 2).sum(axis=-1) / measured_df
         measured = np.maximum(spread - starts * within, 0.0)
-        measured_df = float(starts - 1)
         between, between_df, widened, prior_p = refute_prior(
             prior_var, prior_dof, measured, measured_df, starts * within, within_df,
             stated_level)
@@ -209,12 +231,14 @@ def nested_mean(logs: np.ndarray, *, prior_var: float | np.ndarray,
         widened = np.zeros(theta.shape, bool)
         prior_p = np.full(theta.shape, np.nan)
         source = "prior"
-    components = (Component(between / starts, between_df, level),
+    share = float((weights ** 2).sum())                             # 1/S: starts alike
+    components = (Component(between * share, between_df, level),
                   Component(within, within_df, "block"))
-    se = np.sqrt(between / starts + within)
+    se = np.sqrt(between * share + within)
     block_var = within * h
     return Nested(theta, se, satterthwaite(components), block_var, within_df, between,
-                  between_df, measured, source, starts, blocks, components, widened, prior_p)
+                  between_df, measured, source, starts, blocks, components, widened, prior_p,
+                  groups, share)
 
 
 @dataclass(frozen=True)
@@ -255,23 +279,25 @@ def paired_difference(current: np.ndarray, reference: np.ndarray, *,
 def independent_difference(current: np.ndarray, reference: np.ndarray, *,
                            start_var: float | np.ndarray, start_dof: float | np.ndarray,
                            trim: float = TRIM,
-                           stated_level: float | None = STATED_LEVEL) -> Difference:
+                           stated_level: float | None = STATED_LEVEL,
+                           halves: tuple[Sequence[int] | None, Sequence[int] | None]
+                           = (None, None)) -> Difference:
     """Two sittings (a run and its baseline) or two trees: each side's start component counts
     in full. The start level is one property of the setup, so what either side measures of it
     (its starts' spread, S - 1 degrees of freedom each) is pooled with the prior and used for
     both: a one-start run judged against a baseline of many nights takes the nights' spread;
-    a measurement that refutes the prior (:func:`refute_prior`) is used alone."""
-    cur = nested_mean(current, prior_var=start_var, prior_dof=start_dof, trim=trim,
-                      stated_level=stated_level)
-    ref = nested_mean(reference, prior_var=start_var, prior_dof=start_dof, trim=trim,
-                      stated_level=stated_level)
-    measured = [(part.measured_between_var, part.starts - 1) for part in (cur, ref)
-                if part.starts >= 2]
-    if measured:
-        measured_df = float(sum(d for _, d in measured))
-        var = sum(v * d for v, d in measured) / measured_df
-        sides = [part for part in (cur, ref) if part.starts >= 2]
-        carried = sum((part.starts - 1) * part.starts * part.components[1].var
+    a measurement that refutes the prior (:func:`refute_prior`) is used alone. ``halves`` (per
+    side): starts centred on their half's level, which does not cancel here as it does (with the
+    start's) in :func:`paired_difference`, whose interaction is measured over every start."""
+    cur, ref = (nested_mean(logs, prior_var=start_var, prior_dof=start_dof, trim=trim,
+                            stated_level=stated_level, halves=side)
+                for logs, side in zip((current, reference), halves, strict=True))
+    sides = [part for part in (cur, ref) if part.starts - part.groups >= 1]
+    if sides:
+        measured_df = float(sum(part.starts - part.groups for part in sides))
+        var = sum(part.measured_between_var * (part.starts - part.groups)
+                  for part in sides) / measured_df
+        carried = sum((part.starts - part.groups) * part.starts * part.components[1].var
                       for part in sides) / measured_df
         pooled, dof, widened, p = refute_prior(start_var, start_dof, var, measured_df, carried,
                                                sum(part.block_df for part in sides),
@@ -288,18 +314,31 @@ def independent_difference(current: np.ndarray, reference: np.ndarray, *,
     start = Component(cur.components[0].var + ref.components[0].var, cur.components[0].df,
                       cur.components[0].level)
     df = satterthwaite((start, cur.components[1], ref.components[1]))
-    method = (f"blocks ({cur.starts}x{cur.blocks} vs {ref.starts}x{ref.blocks} "
-              f"starts x blocks, trimmed {int(100 * trim)}%)")
+    method = (f"blocks ({cur.starts}x{cur.blocks}{_in_halves(cur)} vs {ref.starts}x"
+              f"{ref.blocks}{_in_halves(ref)} starts x blocks, trimmed {int(100 * trim)}%)")
     return Difference(cur.theta - ref.theta, se, df, (cur, ref), method)
+
+
+def _in_halves(part: Nested) -> str:
+    """`` in 2 halves`` where the start levels were centred per half, else nothing."""
+    return f" in {part.groups} halves" if part.groups > 1 else ""
 
 
 def _with_between(part: Nested, between: np.ndarray, between_df: np.ndarray,
                   source: str, widened: np.ndarray, prior_p: np.ndarray) -> Nested:
     """``part`` with its start level replaced (the pooled estimate of both sides)."""
     block = part.components[1]
-    components = (Component(between / part.starts, between_df, part.components[0].level),
-                  block)
-    se = np.sqrt(between / part.starts + block.var)
+    components = (Component(between * part.share, between_df,
+                            part.components[0].level), block)
+    se = np.sqrt(between * part.share + block.var)
     return replace(part, se=se, df=satterthwaite(components), between_var=between,
                    between_df=between_df, between_source=source, components=components,
                    widened=widened, prior_p=prior_p)
+
+
+def design_se(diff: Difference, prior_var: float | np.ndarray,
+              prior_dof: float | np.ndarray) -> np.ndarray:
+    """``diff``'s standard error at its prior start level (measured where the prior is worth
+    0 dof, e.g. against ``history:N``): what the design resolves, whatever its starts did."""
+    start = np.where(np.asarray(prior_dof) > 0, prior_var, diff.parts[0].between_var)
+    return np.sqrt(sum(start / p.starts + p.components[1].var for p in diff.parts))

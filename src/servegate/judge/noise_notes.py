@@ -27,25 +27,28 @@ def noise_note(diff: Difference, prior: LevelPrior | None = None,
             "text": prior.text(), "learned": prior.learned,
             "refuted": part.between_source == "measured, prior refuted",
             "rests_on_it": part.between_source == "prior" or (
-                part.between_source == "measured+prior" and prior.dof > part.starts - 1)}
+                part.between_source == "measured+prior"
+                and prior.dof > part.starts - part.groups)}
     for part in diff.parts:
         level = part.components[0].level
+        halves = f" centred on {part.groups} halves" if part.groups > 1 else ""
         sd = math.sqrt(max(part.scalar("between_var"), 0.0))
         if part.between_source == "prior":
-            notes.append(f"{level} level from the prior (log-sd {sd:.3f}; {part.starts} start)"
+            notes.append(f"{level} level from the prior (log-sd {sd:.3f}; {part.starts} start"
+                         f"{'s' + halves if halves else ''})"
                          + (f": rests on the prior,{named}" if named else ""))
         elif part.between_source == "measured, prior refuted":
             measured = math.sqrt(max(part.scalar("measured_between_var"), 0.0))
             p = part.scalar("prior_p") if part.prior_p is not None else math.nan
-            notes.append(f"{level} level measured over {part.starts} starts (log-sd "
+            notes.append(f"{level} level measured over {part.starts} starts{halves} (log-sd "
                          f"{measured:.3f}) far above its prior{named} (F test p {p:.2g} < "
                          f"{STATED_LEVEL:g}): widened to the measurement alone "
-                         f"({part.starts - 1} dof)")
+                         f"({part.starts - part.groups} dof)")
         else:
-            notes.append(f"{level} level {part.between_source} over {part.starts} starts "
-                         f"(log-sd {sd:.3f})")
+            notes.append(f"{level} level {part.between_source} over {part.starts} starts"
+                         f"{halves} (log-sd {sd:.3f})")
             if prior is not None and part.between_source == "measured+prior" \
-                    and prior.dof > part.starts - 1:
+                    and prior.dof > part.starts - part.groups:
                 notes[-1] += f": rests on the prior,{named}"
         named, prior = "", None     # a shared start level (two sides) is named once
         if part.blocks < 2:         # e.g. a run from before [design]: a start per repeat

@@ -130,28 +130,31 @@ class Look:
         return self.index == self.count - 1
 
     def note(self) -> str:
-        return (f"sequential design: look {self.index + 1} of {self.count} (the first "
-                f"{self.blocks} of {self.of_blocks} blocks of every start), family-wise level "
-                f"{100 * self.level:.3g}% (O'Brien-Fleming alpha spending over looks at "
-                f"{self.schedule} blocks)")
+        seen = (f"the first {self.blocks} of {self.of_blocks} blocks of every start"
+                if self.unit == "blocks" else f"{self.blocks} of 2 starts, the second (a "
+                "crossover) only when the first is undecided")
+        return (f"sequential design: look {self.index + 1} of {self.count} ({seen}), "
+                f"family-wise level {100 * self.level:.3g}% (O'Brien-Fleming alpha spending "
+                f"over looks at {self.schedule} {self.unit})")
 
     schedule: tuple[int, ...] = ()
+    unit: str = "blocks"            # or "starts": a one-start live pair's crossover
 
 
 def look_at(design: dict[str, Any], alpha: float, blocks: int | None) -> Look | None:
     """The look a judgement is at: ``blocks`` per start (None: the final look), for a design
-    with ``looks`` (run.json's ``design``); None for a design without looks."""
-    looks = [int(k) for k in design.get("looks") or []]
+    with ``looks`` or a ``crossover`` (looks over its 2 starts); None without."""
+    crossover = bool(design.get("crossover"))
+    looks = [1] if crossover else [int(k) for k in design.get("looks") or []]
     if not looks or not design.get("in_server"):
         return None
-    total = int(design["blocks"])
-    schedule = (*looks, total)
+    total, unit = (2, "starts") if crossover else (int(design["blocks"]), "blocks")
     at = total if blocks is None else int(blocks)
-    if at not in schedule:
-        raise ValueError(f"no look after {at} blocks (looks: {list(schedule)})")
-    index = schedule.index(at)
+    if at not in (*looks, total):
+        raise ValueError(f"no look after {at} {unit} (looks: {[*looks, total]})")
+    index = (*looks, total).index(at)
     level = nominal_levels(looks, total, alpha)[index]
-    return Look(index, len(schedule), at, total, level, schedule)
+    return Look(index, len(looks) + 1, at, total, level, (*looks, total), unit)
 
 
 def stopped_at(run: dict[str, Any]) -> int | None:
@@ -161,6 +164,7 @@ def stopped_at(run: dict[str, Any]) -> int | None:
 
 
 def at_look(run: Run, look: Look) -> Run:
-    """The run as the look sees it: the first ``look.blocks`` blocks of every start."""
-    points = [p for p in run.get("points") or [] if point_slot(p)[1] < look.blocks]
+    """The run as the look sees it: the first ``look.blocks`` blocks of every start (starts)."""
+    axis = 1 if look.unit == "blocks" else 0
+    points = [p for p in run.get("points") or [] if point_slot(p)[axis] < look.blocks]
     return {**run, "points": points}  # type: ignore[typeddict-item]

@@ -28,7 +28,6 @@ from typing import Literal
 import numpy as np
 from scipy import stats as sps
 
-from servegate.accuracy.paired import wilson  # noqa: F401  (the one Wilson interval, scipy)
 from servegate.core.metrics import METRICS, Direction, direction, statistic_fn  # noqa: F401
 
 Verdict = Literal["pass", "regression", "improvement", "inconclusive"]
@@ -36,6 +35,9 @@ VERDICTS: tuple[str, ...] = ("pass", "regression", "improvement", "inconclusive"
 CODES: dict[int, Verdict] = {0: "pass", 1: "regression", 2: "improvement", 3: "inconclusive"}
 
 POWER = 0.8                              # power for the minimal detectable effect
+RESOLUTION_POWER = 0.975      # a one-night check's resolution (:func:`resolution`)
+# a design that cannot rule out 25 % (5 accuracy points) in one night proves nothing
+MAX_RESOLUTION, MAX_ACCURACY_RESOLUTION = 0.25, 0.05
 
 
 def per_check_confidence(confidence: float, n_checks: int) -> float:
@@ -190,15 +192,27 @@ def log_bounds(theta: np.ndarray, se: np.ndarray, df: np.ndarray,
     return theta - q * se, theta + q * se
 
 
-def classify(low: np.ndarray, high: np.ndarray, floor: float, metric_direction: Direction
-             ) -> np.ndarray:
+def resolution(se: np.ndarray | float, df: np.ndarray | float, confidence: float,
+               floor: float, scale: str = "ratio") -> np.ndarray:
+    """The change a design rules out on ``RESOLUTION_POWER`` of healthy nights (and catches
+    about as often): ``(t_level + t_power) * se``, at least ``floor``; beyond ``MAX_RESOLUTION``
+    (accuracy points: ``MAX_ACCURACY_RESOLUTION``) the floor itself must be ruled out."""
+    found = (t_quantile(confidence, df) + sps.t.ppf(RESOLUTION_POWER, df)) * np.asarray(se)
+    found, limit = ((np.expm1(found), MAX_RESOLUTION) if scale == "ratio"
+                    else (found, MAX_ACCURACY_RESOLUTION))
+    return np.where(found <= limit, np.maximum(found, floor), floor)
+
+
+def classify(low: np.ndarray, high: np.ndarray, floor: float, metric_direction: Direction,
+             resolution: np.ndarray | float | None = None) -> np.ndarray:
     """Verdict codes (:data:`CODES`) from interval bounds given as *changes* (ratio - 1 or a
-    difference): regression/improvement only when the whole interval is past the floor."""
+    difference): regression/improvement only when the whole interval is past the floor; pass
+    when it rules out a change worse than the floor (or ``resolution``)."""
     low, high = np.asarray(low, float), np.asarray(high, float)  # pragma: no mutate (floats already)
     if metric_direction == "higher":      # flip so that positive = worse
         low, high = -high, -low
     codes = np.int8(3)                    # inconclusive; each np.where broadcasts it to the bounds
-    codes = np.where(high <= floor, 0, codes)
+    codes = np.where(high <= (floor if resolution is None else resolution), 0, codes)
     codes = np.where(high < -floor, 2, codes)
     codes = np.where(low > floor, 1, codes)
     return np.where(np.isnan(low) | np.isnan(high), 3, codes)
@@ -234,15 +248,17 @@ def interval_from_log(theta: float, se: float, df: float, confidence: float, met
                     run_var=float(run_var))
 
 
-def verdict(interval: Interval, metric_direction: Direction, floor: float) -> Verdict:
+def verdict(interval: Interval, metric_direction: Direction, floor: float,
+            resolution: float | None = None) -> Verdict:
     """Regression/improvement only when the whole interval is past the floor.
 
-    ``pass`` means the interval rules out a change worse than ``floor`` (its bad-direction bound
-    lies inside the floor) without showing a whole-interval improvement; ``inconclusive`` means
-    the interval reaches past the floor on the bad side but does not clear it.
+    ``pass`` means the interval rules out a change worse than ``floor`` (or ``resolution``)
+    without showing a whole-interval improvement; ``inconclusive`` means the interval reaches
+    past it on the bad side but does not clear the floor.
     """
     _, low, high = interval.change()
-    return CODES[int(classify(np.float64(low), np.float64(high), floor, metric_direction))]
+    return CODES[int(classify(np.float64(low), np.float64(high), floor, metric_direction,
+                              resolution))]
 
 
 def equivalence(interval: Interval, margin: float) -> Verdict:
@@ -256,12 +272,13 @@ def equivalence(interval: Interval, margin: float) -> Verdict:
     return CODES[int(classify_equivalence(np.float64(low), np.float64(high), margin))]
 
 
-def noninferiority(interval: Interval, margin: float) -> Verdict:
+def noninferiority(interval: Interval, margin: float, resolution: float | None = None) -> Verdict:
     """For a difference a - b (higher is better): ``pass`` when the whole interval is above
-    ``-margin``, ``regression`` when it is wholly below, ``inconclusive`` otherwise."""
-    if interval.low >= -margin:
-        return "pass"
-    return "regression" if interval.high < -margin else "inconclusive"
+    ``-margin`` (or ``-resolution``, a one-night check's), ``regression`` when it is wholly
+    below ``-margin``, ``inconclusive`` otherwise."""
+    if interval.high < -margin:
+        return "regression"
+    return "pass" if interval.low >= -(resolution or margin) else "inconclusive"
 
 
 def improvement(interval: Interval, target: float) -> Verdict:

@@ -12,6 +12,7 @@ the share of the machine's CPU time the rest of the world took. GPU users come f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -65,18 +66,22 @@ class _Snapshot:
     system: Any
     server: float
     own: float
+    siblings: float = 0.0
 
 
 class BlockMonitor:
-    """Start before a block, :meth:`finish` after it: the block's interference record."""
+    """Start before a block, :meth:`finish` after it: the block's interference record.
+    ``siblings``: the run's other servers busy at the same time (a halves design's other
+    half), counted as the run's own and recorded apart (``other_half_cpu_pct``)."""
 
-    def __init__(self, server_pid: int | None) -> None:
-        self.server_pid = server_pid
+    def __init__(self, server_pid: int | None, siblings: tuple[int, ...] = ()) -> None:
+        self.server_pid, self.siblings = server_pid, siblings
         self._start = self._snapshot()
 
     def _snapshot(self) -> _Snapshot:
         server = _tree_cpu(self.server_pid) if self.server_pid else 0.0
-        return _Snapshot(time.monotonic(), psutil.cpu_times(), server, _own_cpu())
+        return _Snapshot(time.monotonic(), psutil.cpu_times(), server, _own_cpu(),
+                         sum(_tree_cpu(pid) for pid in self.siblings))
 
     def finish(self) -> dict[str, Any]:
         end = self._snapshot()
@@ -87,7 +92,9 @@ class BlockMonitor:
         idle = (b.idle - a.idle) + (getattr(b, "iowait", 0.0) - getattr(a, "iowait", 0.0))
         steal = getattr(b, "steal", 0.0) - getattr(a, "steal", 0.0)
         busy = total - idle - steal
-        ours = max(end.server - self._start.server, 0.0) + max(end.own - self._start.own, 0.0)
+        siblings = max(end.siblings - self._start.siblings, 0.0)
+        ours = max(end.server - self._start.server, 0.0) + max(end.own - self._start.own, 0.0) \
+            + siblings
         record: dict[str, Any] = {
             "wall_s": round(end.wall - self._start.wall, 3),
             "cpu_steal_pct": round(100.0 * steal / total, 2),
@@ -95,19 +102,20 @@ class BlockMonitor:
             "server_cpu_pct": round(100.0 * max(end.server - self._start.server, 0.0) / total,
                                     2),
         }
+        if self.siblings:
+            record["other_half_cpu_pct"] = round(100.0 * siblings / total, 2)
         gpu = other_gpu_processes(self._server_pids())
         if gpu is not None:
             record["other_gpu_processes"] = gpu
         return record
 
     def _server_pids(self) -> set[int]:
-        if not self.server_pid:
-            return set()
-        try:
-            root = psutil.Process(self.server_pid)
-            return {root.pid, *(c.pid for c in root.children(recursive=True))}
-        except psutil.Error:
-            return set()
+        pids: set[int] = set()
+        for pid in filter(None, (self.server_pid, *self.siblings)):
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(pid)
+                pids |= {root.pid, *(c.pid for c in root.children(recursive=True))}
+        return pids
 
 
 def _run(argv: list[str]) -> str | None:

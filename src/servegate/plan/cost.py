@@ -9,11 +9,13 @@ the suite shapes its points, ``[load].shaped_output_len``). A block also pays th
 warm-up requests (one prompt, shared by the radix cache, at most 32 output tokens: sglang's
 ``benchmark/serving.py`` warm-up) and the speed model's per-block overhead. GSM8K is priced as
 closed-loop waves of its concurrency. Server starts: a live pair loads both trees at once on
-disjoint GPUs (one load time), otherwise each start loads after the last.
+disjoint GPUs (one load time); ``[design] halves`` where two servers fit: rounds of two starts
+loaded and busy together, GSM8K's modes split between round 0's; else one start after another.
 
-Minutes are three figures: ``serving_minutes`` (servers busy with the suite's blocks, warm-ups
-and GSM8K), ``wall_minutes`` (that plus the model loads) and ``gpu_minutes`` (the runner's GPUs
-held for the wall time: a CI job books the whole runner).
+Minutes: ``serving_minutes`` (the wall while servers work; the ``minutes`` parts are
+server-minutes, which two halves overlap), ``wall_minutes`` (plus the model loads), ``gpus_held``
+and ``gpu_minutes`` (held for the wall: a CI job books the whole runner), ``gpu_minutes_used``
+(each server's GPUs times its serving) and ``idle_share`` (held GPUs idle while serving).
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ from typing import Any
 from servegate.config import Suite
 from servegate.config.speed import SpeedModel
 from servegate.core import runner_classes
-from servegate.plan.design import PlannedPoint, build_block_plan, live_pair_layout
+from servegate.plan.design import (
+    PlannedPoint,
+    build_block_plan,
+    half_of,
+    halves_layout,
+    live_pair_layout,
+)
 
 # sglang's benchmark/serving.py: warm-up requests copy the first prompt, output capped at 32.
 CLIENT_WARMUP_OUTPUT = 32
@@ -181,15 +189,19 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
     tally = Tally()
     profiled = suite.profile.enabled if with_profile is None else with_profile
     profiled_blocks, profile_s = 0, 0.0
+    busy: list[float] = []              # per server start: its serving seconds
     for slot in slots:
+        own = 0.0
         if profiled and slot.points:
             profiled_blocks += len(cell.modes)
-            profile_s += profile_seconds(speed, suite, slot.points, cell.modes)
+            own = profile_seconds(speed, suite, slot.points, cell.modes)
+            profile_s += own
         first_of_mode: dict[str, PlannedPoint] = {}
         for point in slot.points:
             seconds, waves, steps = point_seconds(speed, suite, point)
             tally.points += 1
             tally.block_s += seconds
+            own += seconds
             tally.waves += waves
             tally.requests += point.num_prompts
             tally.prefill_tokens += point.num_prompts * suite.load.input_len
@@ -199,17 +211,27 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
             seconds, _, _ = point_seconds(speed, suite, point)
             tally.warmup_points += design.warmup_blocks
             tally.warmup_s += design.warmup_blocks * seconds
-    passes = len(arms) * len(cell.modes) if with_accuracy else 0
-    one_pass_s, questions = gsm8k_seconds(speed, suite)
-    tally.gsm8k_s, tally.gsm8k_questions = passes * one_pass_s, passes * questions
+            own += design.warmup_blocks * seconds
+        busy.append(own)
     layout = live_pair_layout(suite, cell.runner_class)
     live = cell.trees == 2 and layout.live
+    halves = design.halves and cell.trees == 1 and halves_layout(suite, cell.runner_class)[0].live
+    one_pass_s, questions = gsm8k_seconds(speed, suite) if with_accuracy else (0.0, 0)
+    for index, slot in enumerate(slots):            # GSM8K: in the first start (per tree),
+        if slot.repeat == 0 or (halves and slot.repeat == 1):    # a halves' modes split
+            passes = len(cell.modes[half_of(slot.repeat)::2]) if halves else len(cell.modes)
+            busy[index] += passes * one_pass_s
+            tally.gsm8k_s += passes * one_pass_s
+            tally.gsm8k_questions += passes * questions
     server_starts = len(slots)
     load_s = measured_load_s if measured_load_s is not None else speed.model_load_s
-    sequential_loads = design.starts if live else server_starts
     scale = measured_scale or 1.0
-    serving_s = scale * (tally.block_s + tally.warmup_s + tally.gsm8k_s + profile_s)
-    wall_s = serving_s + sequential_loads * load_s
+    if halves:                                      # rounds of two, both busy at once
+        rounds = [busy[i:i + 2] for i in range(0, len(busy), 2)]
+        serving_s, loads = scale * sum(max(r) for r in rounds), len(rounds)
+    else:
+        serving_s, loads = scale * sum(busy), design.starts if live else server_starts
+    wall_s = serving_s + loads * load_s
     cls = runner_classes.get(cell.runner_class)
     per_server = layout.per_server or 1
     notes = []
@@ -222,17 +244,18 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
                      f"figures are the profile's (its own dtype): read the minutes as a rough "
                      f"guide until this suite's runs are in the history store")
     whole_runner = per_server if suite.name in ONE_GPU_SUITES else max(cls.gpus, per_server)
-    gpus_booked = 0 if cls.arch == "cpu" or cls.emulated else whole_runner
+    gpus_held = 0 if cls.arch == "cpu" or cls.emulated else whole_runner
+    used_s = per_server * scale * sum(busy) if gpus_held else 0.0
     return {
         "runner_class": cell.runner_class, "modes": list(cell.modes), "role": cell.role,
-        "trees": cell.trees, "live_pair": live,
+        "trees": cell.trees, "live_pair": live, "halves": halves,
         "server_starts": server_starts, "blocks": design.starts * design.blocks
         * len(cell.modes) * len(arms), "points": tally.points,
         "warmup_points": tally.warmup_points, "waves": tally.waves,
         "requests": tally.requests, "prefill_tokens": tally.prefill_tokens,
         "decode_steps": tally.decode_steps, "gsm8k_questions": tally.gsm8k_questions,
         "mean_point_seconds": round(tally.block_s / tally.points, 3) if tally.points else 0.0,
-        "minutes": {"model_loads": round(sequential_loads * load_s / 60, 1),
+        "minutes": {"model_loads": round(loads * load_s / 60, 1),
                     "blocks": round(scale * tally.block_s / 60, 1),
                     "warmups": round(scale * tally.warmup_s / 60, 1),
                     "gsm8k": round(scale * tally.gsm8k_s / 60, 1),
@@ -240,8 +263,11 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
         "profiled_blocks": profiled_blocks,
         "serving_minutes": round(serving_s / 60, 1),
         "wall_minutes": round(wall_s / 60, 1),
-        "gpus_booked": gpus_booked,
-        "gpu_minutes": round(gpus_booked * wall_s / 60, 1),
+        "gpus_held": gpus_held,
+        "gpu_minutes": round(gpus_held * wall_s / 60, 1),
+        "gpu_minutes_used": round(used_s / 60, 1),
+        "idle_share": round(1.0 - used_s / (gpus_held * serving_s), 3)
+        if gpus_held and serving_s else None,
         "speed": speed.figures(),
         "notes": notes,
     }

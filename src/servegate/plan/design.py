@@ -10,6 +10,8 @@ modes are paired block by block. **Start per mode** (``[suite].repeats``, the ol
 mode is a server setting, so every (repeat, mode) is one server start and all its
 concurrencies run on it; repeat 0 runs the modes in the suite's order, later repeats in seeded
 permutations, so slow drift spreads over all modes instead of masquerading as an effect of one.
+**Halves** (``[design] halves``): the in-server starts two at a time, one on each half of a
+runner that holds two servers (an 8-GPU runner and TP4), both busy at once.
 """
 
 from __future__ import annotations
@@ -156,7 +158,7 @@ def build_block_plan(modes: tuple[str, ...] | list[str],
     return slots
 
 
-def total_points(slots: Sequence[ServerSlot | LivePair]) -> int:
+def total_points(slots: Sequence[ServerSlot | LivePair | HalvesRound]) -> int:
     return sum(len(slot.points) for slot in slots)
 
 
@@ -227,6 +229,36 @@ def build_live_pair_plan(modes: tuple[str, ...] | list[str],
     return pairs
 
 
+@dataclass(frozen=True)
+class HalvesRound:
+    """``[design] halves``: two in-server starts at once, one on each half of the runner."""
+
+    slots: tuple[ServerSlot, ...]               # slot i serves on half i
+    devices: tuple[tuple[int, ...], ...] = ()   # per half: its devices (a CPU: its cores)
+
+    @property
+    def points(self) -> tuple[PlannedPoint, ...]:
+        return tuple(p for slot in self.slots for p in slot.points)
+
+
+def half_of(start: int) -> int:
+    """The half a start of a halves design serves on: every round one start on each."""
+    return start % 2
+
+
+def build_halves_plan(modes: tuple[str, ...] | list[str],
+                      concurrency: tuple[int, ...] | list[int],
+                      num_prompts: tuple[int, ...] | list[int], starts: int, blocks: int,
+                      seed: int, devices: tuple[tuple[int, ...], ...] = ()
+                      ) -> list[HalvesRound]:
+    """The in-server starts (:func:`build_block_plan`) as rounds of two: round ``r`` serves
+    starts ``2r`` and ``2r + 1`` at once, on halves 0 and 1. The halves keep their devices
+    every round, so each half is one level the judge blocks on (a start's level is centred on
+    its half's)."""
+    slots = build_block_plan(modes, concurrency, num_prompts, starts, blocks, seed)
+    return [HalvesRound(tuple(slots[r:r + 2]), devices) for r in range(0, starts, 2)]
+
+
 def flag_value(args: tuple[str, ...] | list[str], flags: tuple[str, ...]) -> str | None:
     """The value of the last of ``flags`` in ``args`` (``--flag V`` or ``--flag=V``): the one
     argparse, and so sglang's server, keeps when a flag is repeated."""
@@ -258,9 +290,11 @@ def expected_schedulers(args: tuple[str, ...] | list[str]) -> int | None:
 
 def device_env(arch: str, devices: tuple[int, ...]) -> dict[str, str]:
     """The device-visibility variable a server of this architecture reads (ROCm: HIP, NVIDIA:
-    CUDA); nothing without devices (a CPU)."""
+    CUDA; a CPU half: its cores as torch's thread count); nothing without devices."""
     if not devices:
         return {}
+    if arch == "cpu":
+        return {"OMP_NUM_THREADS": str(len(devices))}
     name = "CUDA_VISIBLE_DEVICES" if arch == "nvidia" else "HIP_VISIBLE_DEVICES"
     return {name: ",".join(str(d) for d in devices)}
 
@@ -273,6 +307,12 @@ class PairLayout:
     gpus: int                   # devices on this runner class (0: a CPU)
     per_server: int             # devices one server of the suite uses
     note: str
+
+    def crossover(self, starts: int, looks: tuple[int, ...] = ()) -> bool:
+        """A one-start live pair on GPU halves (no block looks) plans a second start with the
+        halves swapped (a faster half cancels), run only when the first leaves a gated check
+        undecided (bench_live_pair, sequential.look_at)."""
+        return self.live and self.gpus > 0 and starts == 1 and not looks
 
 
 def live_pair_layout(suite: Suite, runner_class: str, gpus: int = 0) -> PairLayout:
@@ -292,3 +332,22 @@ def live_pair_layout(suite: Suite, runner_class: str, gpus: int = 0) -> PairLayo
     return PairLayout(False, gpus, per_server,
                       f"no live pair: {runner_class} has {gpus} GPUs, two servers need "
                       f"{2 * per_server}; base and head get a start each, one after the other")
+
+
+def halves_layout(suite: Suite, runner_class: str, gpus: int = 0, cpus: int = 0
+                  ) -> tuple[PairLayout, tuple[tuple[int, ...], ...]]:
+    """``[design] halves`` here: the layout (live: two servers fit, as a live pair's) and the
+    two halves' devices; a CPU's halves are its ``cpus`` cores split in two (each server's
+    torch threads), so the two busy servers do not fight over every core."""
+    layout = live_pair_layout(suite, runner_class, gpus)
+    if layout.live and not layout.gpus:
+        per = max(cpus // 2, 1)
+        note = f"halves: two servers at once on this CPU, {per} thread(s) each"
+        return PairLayout(True, 0, per, note), device_split(2 * per, per, 0) or ()
+    if layout.live:
+        note = f"halves: two starts at once, {layout.per_server} of {layout.gpus} GPUs each"
+        return (dataclasses.replace(layout, note=note),
+                device_split(layout.gpus, layout.per_server, 0) or ())
+    note = (f"no halves: {runner_class} has {layout.gpus} GPUs, two servers need "
+            f"{2 * layout.per_server}; the starts run one after another")
+    return dataclasses.replace(layout, note=note), ()

@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="servegate preflight",
                 description="Prove on CPU that GPU suites can see exact fill: the launch argv "
                             "against sglang's own parser, the admission budget, and the "
@@ -121,7 +121,7 @@ def _selection(args: argparse.Namespace) -> list[tuple[Suite, list[str]]]:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     started = time.monotonic()
     try:
         selection = _selection(args)

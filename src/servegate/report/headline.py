@@ -100,6 +100,12 @@ def floor_text(check: Check) -> str:
     bounds = check.decision_boundaries()
     if bounds is not None and len(bounds) == 2:
         return f"margin ±{_num(check.floor)} {unit}"
+    if check.by_resolution:
+        return (f"floor {_num(check.floor)} {unit}, no regression > {_num(check.resolution)} "
+                f"{unit} (this design's resolution)")
+    if check.verdict != "pass" and (check.resolution or 0.0) > check.floor:
+        return f"floor {_num(check.floor)} {unit}, this design's resolution " \
+               f"{_num(check.resolution)} {unit}"
     return f"floor {_num(check.floor)} {unit}"
 
 
@@ -208,9 +214,9 @@ def headline(judgement: Judgement) -> str:
 
 
 def reference_line(judgement: Judgement) -> str | None:
-    """``reference: baseline from another machine: host a -> b, ...`` (None: same machine and
-    software, or not recorded)."""
-    text = reference_text(judgement.baseline, judgement.run)
+    """``reference: baseline from another machine: host a -> b, ...``, or the baseline not
+    judged against (other hardware); None: same machine and software, or not recorded."""
+    text = judgement.reference or reference_text(judgement.baseline, judgement.run)
     return None if text is None else f"reference: {text}"
 
 
@@ -235,11 +241,11 @@ def sequential_text(judgement: Judgement) -> str | None:
     looks = record.get("looks") or []
     if not looks:
         return None
-    at = record.get("stopped_at_blocks")
+    at, unit = record.get("stopped_at_blocks"), record.get("unit", "blocks")
     if at is None:
-        return f"all {len(looks)} looks: ran to its maximum {looks[-1]} blocks"
+        return f"all {len(looks)} looks: ran to its maximum {looks[-1]} {unit}"
     index = looks.index(at) + 1 if at in looks else "?"
-    return (f"stopped at look {index} of {len(looks)} ({at} of {looks[-1]} blocks): "
+    return (f"stopped at look {index} of {len(looks)} ({at} of {looks[-1]} {unit}): "
             f"~{record.get('minutes_saved', 0)} min saved")
 
 
@@ -315,7 +321,8 @@ def is_routine(note: str) -> bool:
 
 
 def notes_that_matter(judgement: Judgement) -> list[str]:
-    return [note for note in judgement.notes if not is_routine(note)]
+    return [note for note in judgement.notes
+            if not is_routine(note) and note != judgement.reference]
 
 
 def note_lines(judgement: Judgement, verbose: bool = False) -> list[str]:

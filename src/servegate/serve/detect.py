@@ -1,5 +1,5 @@
 """Runner detection (which registered runner class this machine is) and the provenance
-fingerprint.
+fingerprint (with the hardware identity, servegate.core.hardware).
 
 The class (a GPU model, :mod:`servegate.core.runner_classes`) keys baselines; its architecture decides the
 profile section and what ``on`` must do (the real exact-fill gate is gfx95-only). torch is asked
@@ -25,11 +25,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from servegate.core import runner_classes
+from servegate.core import hardware, runner_classes
 from servegate.core.errors import ServegateError
 from servegate.core.results import Fingerprint
 from servegate.serve import kernel_stack
 
+CPUINFO, MEMINFO = Path("/proc/cpuinfo"), Path("/proc/meminfo")
+# fingerprint key -> its /proc/cpuinfo names (x86, then Arm)
+CPU_FIELDS = {"cpu_vendor": ("vendor_id", "CPU implementer"),
+              "cpu_family": ("cpu family", "CPU architecture"),
+              "cpu_model_number": ("model", "CPU part"),
+              "cpu_stepping": ("stepping", "CPU revision"), "cpu_isa": ("flags", "Features")}
 IMAGE_ENV_VARS = ("SERVEGATE_IMAGE", "SGLANG_IMAGE", "DOCKER_IMAGE", "CONTAINER_IMAGE")
 # nvidia-smi names no architecture: any NVIDIA device classifies as "cuda" (arch_of lowercases)
 NVIDIA_SMI_ARCH = "cuda"  # pragma: no mutate (any case of cuda classifies alike)
@@ -147,14 +153,26 @@ def _version(package: str) -> str:
         return ""
 
 
-def _cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+def _cpu_model(cpuinfo: Path = CPUINFO) -> str:
     """The CPU's marketing name (Linux ``model name``), else what ``platform`` says, else ""."""
-    try:
-        text = cpuinfo.read_bytes().decode("utf-8", errors="replace")
-    except OSError:
-        text = ""  # pragma: no mutate (any text without a model line: the platform's name)
+    text = kernel_stack.read_text(cpuinfo)
     found = re.search(r"^(?:model name|Hardware|cpu model)\s*:\s*(.+?)\s*$", text, flags=re.M)
     return found.group(1) if found else platform.processor()
+
+
+def cpu_hardware(cpuinfo: str, meminfo: str) -> dict[str, Any]:
+    """The first processor's identity (:data:`CPU_FIELDS`), the ISA features of
+    :data:`servegate.core.hardware.ISA_FEATURES` it lists, and MemTotal in GiB."""
+    first = dict(re.findall(r"^([^\t:\n]+?)\s*:[ \t]*(.*?)\s*$", cpuinfo.split("\n\n")[0],
+                            flags=re.M))
+    out: dict[str, Any] = {key: value for key, names in CPU_FIELDS.items()
+                           if (value := next((first[n] for n in names if first.get(n)), None))}
+    if "cpu_isa" in out:
+        out["cpu_isa"] = [flag for flag in hardware.ISA_FEATURES if flag in out["cpu_isa"].split()]
+    memory = re.search(r"^MemTotal:\s*(\d+)\s*kB", meminfo, flags=re.M)
+    if memory:
+        out["memory_gib"] = round(int(memory.group(1)) / 2**20)
+    return out
 
 
 def fingerprint(detected: Detected, model: str, model_revision: str | None = None,
@@ -181,6 +199,8 @@ def fingerprint(detected: Detected, model: str, model_revision: str | None = Non
     cores = os.cpu_count()
     if cores:
         fp["cpu_count"] = cores
+    fp.update(cpu_hardware(kernel_stack.read_text(CPUINFO),  # type: ignore[typeddict-item]
+                           kernel_stack.read_text(MEMINFO)))
     if model_revision:
         fp["model_revision"] = model_revision
     if detected.gpu_name:
@@ -221,4 +241,5 @@ def fingerprint(detected: Detected, model: str, model_revision: str | None = Non
         probe = kernel_stack.Probe(run=_run, env={**os.environ, **(server_env or {})})
     stack = kernel_stack.collect(probe, image=fp.get("image"), on_gpu=not on_cpu)
     fp.update(stack)  # type: ignore[typeddict-item]
+    fp["hardware"] = hardware.digest(fp)
     return fp

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from servegate.core.errors import ServegateError
-from servegate.core.paths import REPO_ROOT
+from servegate.core.paths import REPO_ROOT, cache_root
 
 CPU_REQUIREMENTS = REPO_ROOT / "ci" / "requirements-cpu.txt"
 COMPLETE_MARKER = ".servegate-complete.json"
@@ -39,12 +39,6 @@ COMPLETE_MARKER = ".servegate-complete.json"
 
 class EnvBuildError(ServegateError, RuntimeError):
     """An environment could not be built; the message names the failing step."""
-
-
-def cache_root() -> Path:
-    """Where shared environments, converted models and other caches live."""
-    configured = os.environ.get("SERVEGATE_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "servegate"
 
 
 def _digest(*parts: bytes) -> str:

@@ -21,6 +21,8 @@ Where each field comes from (sources checked 2026-12):
   joined by ``:``) and ``HIPBLASLT_TUNING_FILE``; the sha256 of the files, never their paths'
   other contents nor any other variable.
 - the image digest: ``SERVEGATE_IMAGE_DIGEST``, else the ``@sha256:`` of the image reference.
+- the VBIOS (hardware identity): ``amd-smi static --vbios --json`` (per GPU ``vbios``:
+  ``name``, ``build_date``, ``part_number``, ``version``), else ``nvidia-smi``'s.
 - GPU clocks at start: ``amd-smi metric --clock --json`` (ROCm 6.1+; the amdsmi CLI docs' JSON
   layout: per GPU ``clock.gfx_0`` / ``clock.mem_0`` with ``clk`` / ``max_clk`` as
   ``{"value", "unit"}`` or ``"N/A"``; ROCm 7 wraps the list in ``{"gpu_data": [...]}``), else
@@ -40,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servegate.core.stack import GEMM_CONFIGS, GPU_CLOCKS
+from servegate.core.stack import GEMM_CONFIGS, GPU_CLOCKS, uniform
 
 VERSIONS_TXT = Path("/app/versions.txt")
 # component -> its distribution names, the first installed wins
@@ -58,6 +60,8 @@ TUNING_FILE_ENVS = ("HIPBLASLT_TUNING_FILE",)
 IMAGE_DIGEST_ENV = "SERVEGATE_IMAGE_DIGEST"
 AMD_SMI_CLOCKS = ["amd-smi", "metric", "--clock", "--json"]
 ROCM_SMI_CLOCKS = ["rocm-smi", "--showclocks", "--json"]
+AMD_SMI_VBIOS = ["amd-smi", "static", "--vbios", "--json"]
+NVIDIA_SMI_VBIOS = ["nvidia-smi", "--query-gpu=vbios_version", "--format=csv,noheader"]
 NVIDIA_SMI_CLOCKS = ["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem",
                      "--format=csv,noheader,nounits"]
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
@@ -93,7 +97,8 @@ class Probe:
         return Path(self.env.get("ROCM_PATH") or self.env.get("ROCM_HOME") or "/opt/rocm")
 
 
-def _read(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """A file's text (a stray byte replaced); "" when it cannot be read."""
     try:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -233,6 +238,25 @@ def parse_nvidia_smi_clocks(text: str) -> dict[str, Any] | None:
     return _clocks(rows, "nvidia-smi")
 
 
+def parse_amd_smi_vbios(text: str) -> str:
+    """Each GPU's VBIOS ``version`` (else ``part_number``) from ``amd-smi static --vbios
+    --json`` (a list, or ``{"gpu_data": [...]}``)."""
+    data = _json(text)
+    gpus = data.get("gpu_data") if isinstance(data, dict) else data
+    found = []
+    for gpu in gpus if isinstance(gpus, list) else ():
+        vbios = gpu.get("vbios") if isinstance(gpu, Mapping) else None
+        if isinstance(vbios, Mapping) and (vbios.get("version") or vbios.get("part_number")):
+            found.append(str(vbios.get("version") or vbios["part_number"]))
+    return uniform(found) or ""
+
+
+def gpu_vbios(run: Callable[[list[str]], str]) -> str:
+    """The GPUs' VBIOS from the first vendor tool that answers ("" when none does)."""
+    return parse_amd_smi_vbios(run(AMD_SMI_VBIOS)) or uniform(
+        [line.strip() for line in run(NVIDIA_SMI_VBIOS).splitlines() if line.strip()]) or ""
+
+
 # ---------------------------------------------------------------- reading the machine
 
 
@@ -296,9 +320,9 @@ def gpu_clocks(run: Callable[[list[str]], str]) -> dict[str, Any] | None:
 def collect(probe: Probe, *, image: str | None = None, on_gpu: bool = True) -> dict[str, Any]:
     """The fingerprint's kernel stack fields (only those found): aiter / triton / tilelang
     versions and commits, hipBLASLt's, the image digest, the GEMM config hashes and, on a GPU
-    runner, the clocks at start."""
+    runner, the clocks at start and the VBIOS."""
     fp: dict[str, Any] = {}
-    image_versions = parse_versions_txt(_read(probe.versions_txt))
+    image_versions = parse_versions_txt(read_text(probe.versions_txt))
     for component, names in DISTRIBUTIONS.items():
         distribution, version = next(((n, v) for n in names if (v := probe.version(n))),
                                      ("", ""))
@@ -307,7 +331,7 @@ def collect(probe: Probe, *, image: str | None = None, on_gpu: bool = True) -> d
         commit = _commit(component, probe, image_versions, distribution, version)
         if version and commit:
             fp[f"{component}_commit"] = commit
-    header = _read(probe.rocm_root() / "include" / "hipblaslt" / "hipblaslt-version.h")
+    header = read_text(probe.rocm_root() / "include" / "hipblaslt" / "hipblaslt-version.h")
     version, commit = parse_hipblaslt_header(header)
     if version:
         fp["hipblaslt"] = version
@@ -323,4 +347,7 @@ def collect(probe: Probe, *, image: str | None = None, on_gpu: bool = True) -> d
     clocks = gpu_clocks(probe.run) if on_gpu else None
     if clocks:
         fp[GPU_CLOCKS] = clocks
+    vbios = gpu_vbios(probe.run) if on_gpu else ""
+    if vbios:
+        fp["gpu_vbios"] = vbios
     return fp

@@ -42,5 +42,5 @@ def test_replay_records_the_tree_it_replayed() -> None:
     assert out["sglang_version"] == "0.5.20"
     assert out["sglang_src"] == {"path": str(tree), "version": "0.5.20", "commit": None,
                                  "dirty": None, "import_root": str(tree), "has_gate": True}
-    # The same admission as 0.5.23 gives for the README's example (16384 tokens, forced).
+    # The same admission as 0.5.23 gives for docs/admission.md's example (16384 tokens, forced).
     assert out["rounds"][0]["extend_lens"] == [3000, 5000, 7000, 1384]

@@ -316,7 +316,7 @@ def test_dp_attention_divides_the_chunk(tmp_path: Path) -> None:
 
 def test_cpu_suite_prediction_matches_the_measured_server(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The `cpu` suite's real CPU server run (README, results/cpu-cpu-20261201T123945Z: one
+    """The `cpu` suite's real CPU server run (docs/measurements.md, results/cpu-cpu-20261201T123945Z: one
     server, 8 blocks of 2 prompts at c=2 per mode) read back from the server log per block: off
     (and on) 50 % of 2 saturated prefill batches at 256, smallest 236; forced 100 % of 2, in
     every block. The closed-loop replay of one block predicts it."""

@@ -8,7 +8,7 @@ from the installed sglang (its package under ``python/``, as in an sglang checko
   C (a scheduler that does not import), D (C undone), E (harmless), with the alarm's effect
   given (``--metric mean_ttft_ms=2``). The admission stage skips C, then one live pair finds B
   like bad: B is the first bad commit, with an interval above 1.
-- ``slow`` (the opt-in slow tier, SERVEGATE_SLOW_TESTS=1; ~10 min measured, docs/bisect.md):
+- ``slow`` (the opt-in slow tier, SERVEGATE_SLOW_TESTS=1; 263 s measured, docs/guide/bisect.md):
   A, B (harmless), C (the sleep), D (harmless), the alarm naming mean TTFT without an
   effect: the bad end is served first, its ratio is the effect, then B and C are served: C is
   named within 12 minutes. A..B, a range without a slowdown, ends with no culprit.

@@ -1,24 +1,31 @@
-"""The gfx95 path end to end on a CPU: ``servegate bench --suite cpu-gfx95 --runner cpu-gfx95``.
+"""The gfx95 path end to end on a CPU, served on the machine's two halves at once:
+``servegate bench --suite cpu-gfx95 --runner cpu-gfx95`` with ``[design] halves``.
 
-One real sglang CPU server (SmolLM2-135M) for both modes, switched in place, whose exact-fill
-device check sees an emulated gfx95 device (servegate's one device double,
-``SERVEGATE_EMULATE_GFX95``, set by the profile's ``[runners.cpu-gfx95]`` section). Asserted:
-in every ``on`` block exact fill is effective through sglang's real gate (its ``lru_cache``
-cleared at the switch, the double answering the device check) and in every ``off`` block it is
-not, acknowledged by every scheduler process; every saturated ``on`` prefill batch is exactly
-the chunk (256); the server's log carries the double's line, recorded on every point; and bench
-judges the run without a stored baseline, writing the gated TTFT claim (paired over blocks)
-into verdict.json. Its verdict is whatever the CPU measures (the path is under test, not a
-speed-up).
+Two real sglang CPU servers (SmolLM2-135M), one start each, loaded together and measuring
+together, each on half the cores (``OMP_NUM_THREADS``: the CPU's form of a half's devices), each
+switching both modes in place, their exact-fill device check seeing an emulated gfx95 device
+(servegate's one device double, ``SERVEGATE_EMULATE_GFX95``, set by the profile's
+``[runners.cpu-gfx95]`` section). Asserted per server and block: in every ``on`` block exact
+fill is effective through sglang's real gate (its ``lru_cache`` cleared at the switch, the double
+answering the device check) and in every ``off`` block it is not, acknowledged by every scheduler
+process of that server; every saturated ``on`` prefill batch is exactly the chunk (256); each
+server's log carries the double's line, recorded on every point. Asserted of the halves: one run
+folder, two server logs, each start's half and the halves' cores in run.json, the other half's
+batches over a block recorded on every point (the servers ran at once) and its CPU counted as the
+run's own; bench judges the run without a stored baseline, writing the gated TTFT claim (paired
+over the starts) into verdict.json, and the run judged against a baseline of its own blocks
+names the halves in every baseline check (a level per half). Its verdicts are whatever the CPU
+measures (the path is under test, not a speed-up).
 
-Smaller than the suite (2 blocks per mode, no GSM8K) to keep it short: a copy of
-``suites/cpu-gfx95.toml`` with only ``blocks`` changed. Run it alone (two CPU servers at once,
-or any other CPU-heavy process, slow a server several times).
+Smaller than the suite (one block per mode and start, no GSM8K): the serving of the one-server
+test it replaced (two blocks per mode), in parallel. Run it alone (any other CPU-heavy process
+slows a server several times).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -26,30 +33,16 @@ import pytest
 from repo_files import REPO_ROOT, edited_suite
 from servegate_cli import run_servegate
 
+from servegate.core.results import load_run
+from servegate.judge.baselines import baseline_from_run
+from servegate.judge.evaluate import judge
+
 REPO = REPO_ROOT
 
 
-@pytest.mark.e2e
-def test_cpu_gfx95_suite_end_to_end(tmp_path: Path) -> None:
-    pytest.importorskip("sglang")
-    suite = edited_suite(tmp_path, "cpu-gfx95", "\nblocks = 3\n", "\nblocks = 2\n")
-    started = time.monotonic()
-    proc = run_servegate(
-        "bench", "--suite", suite, "--runner", "cpu-gfx95", "--results-dir",
-        tmp_path / "results", "--skip-accuracy", cwd=REPO, timeout=1200,
-        unset=("SERVEGATE_EMULATE_GFX95",     # only the profile may set it
-               "SERVEGATE_RUNNER"))
-    seconds = time.monotonic() - started
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]       # judged: pass/inconclusive or not
-    run_dir = Path(proc.stdout.strip().splitlines()[-1])
-    run = json.loads((run_dir / "run.json").read_text())
-    assert run["complete"] is True and run["runner_class"] == "cpu-gfx95"
-    assert run["design"]["in_server"] is True and run["design"]["starts"] == 1
-    assert sorted((run_dir / "server").glob("*.log")) == [run_dir / "server" / "s0.log"]
-    assert "gfx95 emulated" in run["fingerprint"]["device_double"]
-    points = run["points"]
-    assert sorted((p["mode"], p["block"]) for p in points) == [
-        ("off", 0), ("off", 1), ("on", 0), ("on", 1)]
+def _check_server(run_dir: Path, points: list[dict], start: int) -> None:
+    """One half's server: the double ran in the processes that evaluated the real gate, every
+    block read back from every scheduler of this server."""
     pids = None
     for point in points:
         assert point["device_double"].startswith(
@@ -66,10 +59,48 @@ def test_cpu_gfx95_suite_end_to_end(tmp_path: Path) -> None:
             assert alignment["min_saturated_tokens"] == 256
         else:
             assert alignment["aligned_fraction"] < 1.0
-    # the server log: the double ran in the processes that evaluated the real gate
-    log = (run_dir / "server" / "s0.log").read_text()
+        assert point["files"]["server_log"] == f"server/s{start}.log"
+        assert "other_half_cpu_pct" in point["machine"]
+        assert set(point["other_half"]) == {f"s{1 - start}"}
+    log = (run_dir / "server" / f"s{start}.log").read_text()
     assert "servegate-hook: device double: gfx95 emulated" in log
     assert "exact chunk fill forced" not in log
+
+
+@pytest.mark.e2e
+def test_cpu_gfx95_suite_on_two_halves_end_to_end(tmp_path: Path) -> None:
+    pytest.importorskip("sglang")
+    suite = edited_suite(tmp_path, "cpu-gfx95", "\nstarts = 1\nblocks = 3\n",
+                         "\nstarts = 2\nblocks = 1\nhalves = true\n")
+    started = time.monotonic()
+    proc = run_servegate(
+        "bench", "--suite", suite, "--runner", "cpu-gfx95", "--results-dir",
+        tmp_path / "results", "--skip-accuracy", cwd=REPO, timeout=1200,
+        unset=("SERVEGATE_EMULATE_GFX95",     # only the profile may set it
+               "SERVEGATE_RUNNER"))
+    seconds = time.monotonic() - started
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]       # judged: pass/inconclusive or not
+    run_dir = Path(proc.stdout.strip().splitlines()[-1])
+    assert [p.name for p in (tmp_path / "results").iterdir()] == [run_dir.name]   # one folder
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["complete"] is True and run["runner_class"] == "cpu-gfx95"
+    design = run["design"]
+    assert design["in_server"] is True and design["starts"] == 2 and design["halves"] is True
+    assert design["start_halves"] == [0, 1]
+    per = max((os.cpu_count() or 1) // 2, 1)
+    assert design["devices"] == [{"s0": list(range(per)), "s1": list(range(per, 2 * per))}]
+    assert design["halves_note"] == f"halves: two servers at once on this CPU, {per} thread(s) each"
+    assert sorted(p.name for p in (run_dir / "server").glob("*.log")) == ["s0.log", "s1.log"]
+    assert [s["label"] for s in run["timings"]["server_starts"]] == ["s0", "s1"]
+    assert "gfx95 emulated" in run["fingerprint"]["device_double"]
+    points = run["points"]
+    assert sorted((p["mode"], p["start"], p["block"]) for p in points) == [
+        ("off", 0, 0), ("off", 1, 0), ("on", 0, 0), ("on", 1, 0)]
+    for start in (0, 1):
+        _check_server(run_dir, [p for p in points if p["start"] == start], start)
+    # the halves served at once: the other half ran batches during this half's blocks
+    assert sum(n for p in points for n in p["other_half"].values()) > 0, points
+
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert verdict["baseline"] is None and verdict["exit_code"] == proc.returncode
     claims = [c for c in verdict["checks"] if c["kind"] == "claim"
@@ -81,5 +112,14 @@ def test_cpu_gfx95_suite_end_to_end(tmp_path: Path) -> None:
     assert claim["verdict"] in ("pass", "regression", "inconclusive")
     assert claim["interval"] is not None and claim["interval"][0] <= claim["interval"][1]
     assert claim["name"] in verdict["family"]["checks"]
-    print(f"\ncpu-gfx95 e2e: {seconds:.0f} s, exit {proc.returncode}, claim {claim['verdict']} "
-          f"(ratio interval {claim['interval']})")
+    assert "blocks-paired (2 start(s) x 1 block pair(s)" in claim["method"]
+    # against a baseline of its own blocks: a level per half on both sides of every mode
+    doc = baseline_from_run(load_run(run_dir), run_dir)
+    assert doc["design"]["start_halves"] == [0, 1]
+    versus = [c for c in judge(run_dir, baseline_doc=doc).checks if c.kind == "baseline"]
+    assert versus and all("2 starts centred on 2 halves" in c.reason
+                          and "in 2 halves vs 2x1 in 2 halves" in c.interval.method
+                          for c in versus), [(c.name, c.reason) for c in versus]
+    print(f"\ncpu-gfx95 on two halves e2e: {seconds:.0f} s, exit {proc.returncode}, claim "
+          f"{claim['verdict']} (ratio interval {claim['interval']}), other half's batches "
+          f"over the blocks {[p['other_half'] for p in points]}")

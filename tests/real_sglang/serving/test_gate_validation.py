@@ -4,8 +4,8 @@ Judged against a fresh baseline (the suite's first run, recorded by servegate.co
 run with a servegate-injected decode delay of one baseline TPOT per step (a 2x decode slowdown;
 SERVEGATE_INJECT_DECODE_DELAY_MS, the exact-fill hook's mechanism, active only in the server
 process) must be called a regression of about that size, naming the metric, and can never become
-a baseline; an A/A run (opt-in) must not be called a regression. The measured figures are in the
-README. The verdicts are speed: each is asserted after the functional facts, and skipped naming
+a baseline; an A/A run (opt-in) must not be called a regression. The measured figures are in
+docs/measurements.md. The verdicts are speed: each is asserted after the functional facts, and skipped naming
 the measured share when the runs' own interference record (the baseline run's blocks with the
 judged run's) has more than a quarter of the blocks busy (``tests/contention.py``).
 """
@@ -20,12 +20,11 @@ import pytest
 from contention import excused_if_contended
 
 # The slowdown test is in the default tier (two server starts of 12 prompts: the baseline run and
-# the slowed run); the A/A adds a third start and is opt-in (`slow`): a baseline-path A/A runs by
-# default in the fresh-clone test (the README main job against the committed baseline, none may
-# regress), and the A/A false-alarm rate is calibrated over 1000s of simulated nights
-# (docs/judge.md), which one real pair cannot show. The suite's run_to_run_cv (0.07, 10 dof) was
-# measured on an idle machine; another CPU-heavy process during a run makes that server start
-# several times slower (suites/cpu-gate.toml), so these run, like every timing test, alone.
+# the slowed run); the A/A adds a third start and is opt-in (`slow`): the A/A false-alarm rate is
+# calibrated over 1000s of simulated nights (docs/judge.md), which one real pair cannot show. The
+# suite's run_to_run_cv (0.07, 10 dof) was measured on an idle machine; another CPU-heavy
+# process during a run makes that server start several times slower (suites/cpu-gate.toml), so
+# these run, like every timing test, alone.
 pytestmark = [pytest.mark.e2e, pytest.mark.timing]
 
 

@@ -4,6 +4,7 @@ figures (docs/judge.md, "Priors learned from the nights")."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from servegate import calibration as cb
-from servegate.calibration.history import claim_honesty, learn_priors
+from servegate.calibration.history import claim_honesty, learn_priors, runner_health
 from servegate.commands import calibrate as cal
 from servegate.config import load_suite, suite_path
 
@@ -42,16 +43,20 @@ def test_with_history_the_claim_is_honest_at_seven_times_the_prior(
     assert history["aa_false_alarm"] <= 0.01
     assert 0.0 <= history["claim_power"]["0.054"] < history["claim_power"]["0.095"]
     learned = history["learned"]
-    # starts - 1 degrees of freedom a night (the nightly's 3 starts: 2) over 14 nights
+    # starts - 1 degrees of freedom a night (the nightly's 4 starts: 3) over 14 nights
     assert learned["learned_dof_median"] == (design.starts - 1) * 14
     assert 0.014 < learned["learned_interaction_sd_median"] < 0.026
 
 
-def test_a_first_night_on_the_typed_prior_is_not_honest(
-        seven_times_the_prior: dict[str, Any]) -> None:
-    """What the history fixes: two starts measure the interaction with one dof, so on the
-    first night the typed prior (0.3 %, 4 dof) makes intervals too narrow even though the
-    stated-level test widens the nights that refute it."""
+def test_a_first_night_on_the_typed_prior_is_not_honest(design: cb.BlockDesign) -> None:
+    """What the history fixes: three starts on one half (the nightly before its halves)
+    measure the interaction with two dof, so on the first night the typed prior (0.3 %, 4 dof)
+    makes intervals too narrow even though the stated-level test widens the nights that
+    refute it."""
+    one_half = dataclasses.replace(design, starts=3, blocks=4, halves=False)
+    seven_times_the_prior = claim_honesty(one_half, cb.Noise(0.02, 0.01, 0.02), nights=NIGHTS,
+                                          seed=SEED)
+    assert seven_times_the_prior is not None
     first = seven_times_the_prior["first_night"]
     history = seven_times_the_prior["with_history"]
     assert first["claim_coverage"]["0.054"] < 0.9 < history["claim_coverage"]["0.054"]
@@ -129,3 +134,18 @@ def test_cli_reports_claim_honesty_and_checks_its_options(
         assert cal.main(["--suite", "nightly", "--nights", "5", *bad]) == 2
         assert "--history-nights must be >= 0 and --interaction-cv in [0, 1)" in \
             capsys.readouterr().err
+
+
+def test_the_runner_health_signal_is_quiet_on_heavy_tailed_bursts_and_names_a_broken_start(
+        design: cb.BlockDesign) -> None:
+    """The signal (a start level out of profile) on healthy nights of heavy-tailed, bursty
+    blocks stays under 1 %, and names a night whose first start ran 20 % slow in every mode
+    (run CV 2 %); with one start a night nothing measures it."""
+    for heavy in (False, True):
+        found = runner_health(design, cb.Noise(0.02, 0.01, 0.003, heavy=heavy), nights=60,
+                              seed=SEED)
+        assert found is not None and found["history_nights"] == 14
+        assert found["healthy_nights_named"] <= 0.01
+        assert found["broken_start_named"] >= 0.9
+    premerge = cb.block_design(load_suite(suite_path("premerge")), "mi355x")
+    assert runner_health(premerge, cb.Noise(0.02, 0.01, 0.003), nights=5, seed=SEED) is None

@@ -25,6 +25,7 @@ from servegate.calibration import Noise
 from servegate.calibration import designs as cb_designs
 from servegate.calibration import in_server as cb_nights
 from servegate.calibration import pairs as cp
+from servegate.calibration.history import runner_health
 from servegate.calibration.pairs import live_pair_calibration
 from servegate.commands import calibrate
 from servegate.commands.calibrate import main as calibrate_main
@@ -476,20 +477,24 @@ def test_paired_power_of_a_speed_up_is_no_regression() -> None:
 
 
 def test_block_design_of_the_nightly_suite_keeps_the_suites_settings() -> None:
-    """The shipped nightly ([design]: 3 starts x 4 blocks) as servegate.calibration simulates it: on
-    a gated class (MI355X) off and on, elsewhere every mode of the suite."""
+    """The shipped nightly ([design]: 4 starts x 3 blocks on the halves) as
+    servegate.calibration simulates it: on a gated class (MI355X) off and on, two starts at once
+    on its 8 GPUs; elsewhere every mode of the suite, on the 4-GPU MI325X one at a time."""
     from servegate.calibration import block_design
     from servegate.config import load_suite, suite_path
     suite = load_suite(suite_path("nightly"))
     gated = block_design(suite, "mi355x")
     assert (gated.suite, gated.runner, gated.starts, gated.blocks, gated.modes,
             gated.concurrencies, gated.questions, gated.gated) == (
-        "nightly", "mi355x", 3, 4, ("off", "on"), tuple(suite.load.concurrency), 1319, True)
+        "nightly", "mi355x", 4, 3, ("off", "on"), tuple(suite.load.concurrency), 1319, True)
+    assert gated.halves and gated.start_halves(4) == [0, 1, 0, 1]
+    assert gated.start_halves(8) is None            # a rolling baseline's starts: no halves
+    assert not block_design(suite, "mi325x").halves
     assert gated.concurrencies == (4, 16, 64)
     assert gated.config == suite.judge
     ungated = block_design(suite, "mi300x")
     assert (ungated.starts, ungated.blocks, ungated.modes, ungated.questions, ungated.gated) == (
-        3, 4, ("off", "on", "forced"), 1319, False)
+        4, 3, ("off", "on", "forced"), 1319, False)
 
 
 def test_a_shaped_suites_tpot_aggregate_leaves_out_its_prefill_shaped_point() -> None:
@@ -570,6 +575,11 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
         "gated_in_server": cb.calibrate_design(cb.block_design(nightly, "mi355x"),
                                                Noise(0.02, 0.01, 0.003), nights=30, seed=7,
                                                batch=20),
+        # two starts at once on the runner's halves: each half its own level a night, the
+        # baseline aggregates' start levels centred per half
+        "gated_halves": cb.calibrate_design(dataclasses.replace(
+            cb.block_design(nightly, "mi355x"), starts=4, blocks=3, halves=True),
+            Noise(0.05, 0.02, 0.01, half_cv=0.03), nights=30, seed=7, batch=20),
         # no-op gate at a true noise above the prior: some A/A alarms and no-op failures
         "noop_in_server": cb.calibrate_design(cb.block_design(nightly, "mi300x"),
                                               Noise(0.2, 0.02, 0.1), nights=30, seed=7,
@@ -585,7 +595,7 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
         "live_pair": live_pair_calibration(premerge.judge, 1, 4, 2, Noise(0.06, 0.02, 0.0),
                                            nights=200, seed=7),
         # 70 nights: rates with more places than printed; the second's curve is exactly 0.8
-        # at 15 % (its slowdown_80)
+        # at 8 % (its slowdown_80)
         "live_pair_70": live_pair_calibration(premerge.judge, 1, 4, 2, Noise(0.06, 0.02, 0.0),
                                               nights=70, seed=11),
         "live_pair_70_noisy": live_pair_calibration(premerge.judge, 1, 4, 2,
@@ -596,13 +606,26 @@ def test_seeded_simulations_reproduce_their_recorded_numbers(
             2, 4, effect, Noise(0.02, 0.02, 0.01), floor=0.02, prior_cv=0.02, prior_dof=10,
             nights=300) for effect in (0.0, 0.05, -0.05, 1.0)},
         "accuracy": [_rounded(side) for side in cb_nights._accuracy(np.random.default_rng(3), 4, 60)],
+        # issue 41: the heavy-tailed, bursty world (A/A PASS share, claim power), the
+        # runner-health signal's false alarms and power, a pair learned from 20 stored pairs
+        # (2 real changes) with its crossover
+        "gated_heavy": cb.calibrate_design(cb.block_design(nightly, "mi355x"),
+                                           Noise(0.02, 0.01, 0.003, heavy=True), nights=40,
+                                           seed=7, batch=20),
+        "runner_health_heavy": runner_health(cb.block_design(nightly, "mi355x"),
+                                             Noise(0.02, 0.01, 0.003, heavy=True), nights=20,
+                                             seed=7),
+        "live_pair_learned": live_pair_calibration(premerge.judge, 1, 4, 2,
+                                                   Noise(0.02, 0.01, 0.003), nights=100,
+                                                   seed=7, stored=20, changes=2,
+                                                   crossover=True),
     }
     noop = rows["noop_in_server"]                                  # the tallies are exercised
     assert noop["noop_false_failure"] > 0 and noop["noop_gating_nights"] > 0
     assert rows["live_pair"]["aa_false_alarm"] > 0
     assert 0 < rows["gated_many_batches"]["claim_false_confirmation"] < 1
     noisy = rows["live_pair_70_noisy"]
-    assert noisy["power_curve"]["0.15"] == 0.8 and noisy["slowdown_80"] == 0.15
+    assert noisy["power_curve"]["0.08"] == 0.8 and noisy["slowdown_80"] == 0.08
     two = rows["noop_two_batches"]
     assert two["noop_false_failure"] * 70 > 2 and two["noop_gating_nights"] * 70 > 2
     data_regression.check(rows)
@@ -646,7 +669,9 @@ def test_looks_stop_large_slowdowns_early_and_keep_the_a_a_and_the_claim(nightly
     assert row["claim_false_confirmation"] <= 0.01 and row["claim_power"]["0.095"] >= 0.95
     assert row["blocks_run_fraction"]["slowdown 0.50"] == 0.75       # (6 + 3) / 12
     assert row["stopped_early"]["slowdown 0.50"] == 1.0
-    assert row["blocks_run_fraction"]["aa"] == 1.0                    # nothing to stop for
+    # a healthy night that rules out a regression at its resolution may stop early too
+    assert 0.75 < row["blocks_run_fraction"]["aa"] < 1.0
+    assert row["aa_pass_share"] >= 0.9
     same = cb.calibrate_design(plain, noise, nights=400, seed=5)
     assert "looks" not in same and same["claim_power"] == cb.calibrate_design(
         dataclasses.replace(plain), noise, nights=400, seed=5)["claim_power"]
@@ -671,8 +696,8 @@ def test_calibrate_prices_each_world_at_the_blocks_its_nights_ran(tmp_path: Path
                            "0.02", "--block-cv", "0.01", "--nights", "200"]) == 0
     [row] = json.loads(capsys.readouterr().out)["designs"]
     minutes = row["expected_serving_minutes"]
-    assert minutes["aa"] == pytest.approx(minutes["max"], abs=0.2)
     assert minutes["slowdown 1.00"] < 0.85 * minutes["max"]
+    assert minutes["slowdown 1.00"] < minutes["aa"] < minutes["max"]  # some A/A nights pass early
     assert set(row["head_vs_base"]["expected_serving_minutes"]) >= {"max", "aa"}
 
 

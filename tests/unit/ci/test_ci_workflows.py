@@ -83,8 +83,9 @@ def walk(node: Any, trail: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], 
     return [(trail, node)]
 
 
-def test_the_three_workflows_exist() -> None:
-    assert {p.name for p in WORKFLOWS} == {"premerge.yml", "nightly.yml", "baselines.yml"}
+def test_the_four_workflows_exist() -> None:
+    assert {p.name for p in WORKFLOWS} == {"premerge.yml", "nightly.yml", "baselines.yml",
+                                           "bisect.yml"}
 
 
 # --------------------------------------------------------------------------- actionlint
@@ -179,6 +180,8 @@ def test_workflow_matrices_derive_from_the_runner_registry() -> None:
         "runner_class"]["options"]
     assert set(options) == {c.name for c in runner_classes.REGISTRY.values()
                             if c.ci_labels or c.arch == "cpu"}
+    bisect = load(WORKFLOW_DIR / "bisect.yml")["on"]["workflow_dispatch"]["inputs"]
+    assert set(bisect["runner_class"]["options"]) == set(options)
 
 
 def test_nightly_labels_match_their_gpu_type() -> None:
@@ -381,6 +384,50 @@ def test_nightly_publishes_the_history_site_after_the_history_is_saved() -> None
     assert steps[uses["deploy-pages"]]["id"] == "deployment"
 
 
+def test_nightly_alert_step_runs_after_the_store_has_tonights_runs() -> None:
+    """The alert step (docs/history.md, Alerts) runs after judge-runs.sh added tonight's runs
+    to the store, also after a red night, on the gating cells only, with the job's token for
+    gh (issues: write); a failed alert does not fail the night."""
+    judge = jobs(WORKFLOW_DIR / "nightly.yml")["judge"]
+    steps = judge["steps"]
+    judged = next(i for i, s in enumerate(steps) if "judge-runs.sh" in s.get("run", ""))
+    [alert] = [i for i, s in enumerate(steps)
+               if "servegate history alerts" in s.get("run", "")]
+    step = steps[alert]
+    assert judged < alert
+    assert "!cancelled()" in step["if"] and step["continue-on-error"] is True
+    assert step["env"]["GH_TOKEN"] == "${{ github.token }}"
+    assert "gathered/nightly-run-gate-*/" in step["run"]
+    assert '--store "$SERVEGATE_HISTORY"' in step["run"]
+    assert judge["permissions"]["issues"] == "write"
+
+
+def test_bisect_runs_on_the_alert_label_or_a_dispatch_on_the_same_runner_class() -> None:
+    """bisect.yml: the label `servegate-bisect` on an alert issue, or a dispatch with the
+    range; both read through `history bisect-range` (safe refs only), resolved to the runner
+    class's label, and no `${{ }}` inside a script (the issue body is untrusted text)."""
+    workflow = load(WORKFLOW_DIR / "bisect.yml")
+    assert workflow["on"]["issues"]["types"] == ["labeled"]
+    assert {"good", "bad", "runner_class", "suite", "issue"} <= set(
+        workflow["on"]["workflow_dispatch"]["inputs"])
+    plan, bisect, report = (workflow["jobs"][name] for name in ("plan", "bisect", "report"))
+    condition = " ".join(plan["if"].split())
+    assert "github.event.label.name == 'servegate-bisect'" in condition
+    assert "contains(github.event.issue.labels.*.name, 'servegate-alert')" in condition
+    [resolve] = [s for s in plan["steps"] if s.get("id") == "range"]
+    assert resolve["env"]["ISSUE_BODY"] == "${{ github.event.issue.body }}"
+    assert "python -m servegate history bisect-range --body-file -" in resolve["run"]
+    assert 'servegate runners --resolve "$runner_class"' in resolve["run"]
+    assert bisect["needs"] == "plan"
+    assert bisect["runs-on"] == "${{ needs.plan.outputs.label }}"
+    script = "\n".join(s.get("run", "") for s in bisect["steps"])
+    assert 'args=(--good "$GOOD" --bad "$BAD" --suite "$SUITE"' in script
+    assert '-s bisect -- "${args[@]}"' in script
+    assert report["permissions"] == {"contents": "read", "issues": "write"}
+    for job_id, run in run_scripts(WORKFLOW_DIR / "bisect.yml"):
+        assert "${{" not in run, f"bisect.yml:{job_id}: expression inside a script"
+
+
 def test_only_the_pull_request_job_can_write() -> None:
     for workflow in WORKFLOWS:
         data = load(workflow)
@@ -390,7 +437,10 @@ def test_only_the_pull_request_job_can_write() -> None:
             writes = {k for k, v in granted.items() if v == "write"}
             allowed = {"contents", "pull-requests"} if job_id == "pull-request" else {"checks"}
             if (workflow.name, job_id) == ("nightly.yml", "judge"):
-                allowed = {"checks", "contents"}   # pushes the servegate-history branch only
+                # pushes the servegate-history branch; opens/comments/closes the alert issues
+                allowed = {"checks", "contents", "issues"}
+            if (workflow.name, job_id) == ("bisect.yml", "report"):
+                allowed = {"issues"}               # one comment on the alert issue
             if (workflow.name, job_id) == ("nightly.yml", "pages"):
                 allowed = {"pages", "id-token"}    # deploys the history site, nothing else
             assert writes <= allowed, f"{workflow.name}:{job_id} may write {writes}"

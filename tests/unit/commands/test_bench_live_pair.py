@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
-from servegate.commands.bench_blocks import LiveServer
-from servegate.commands.bench_live_pair import _idle_batches
+import pytest
+
+from servegate.commands.bench_blocks import LiveServer, batches_since
 from servegate.measure.client_host import ClientHost
 from servegate.measure.logparse import batch_lines
 from servegate.plan.design import ServerSlot
@@ -44,8 +47,31 @@ def test_the_idle_check_counts_only_batches_logged_during_the_block(tmp_path: Pa
     since = other.server.log_offset()
     with other.server.log_path.open("a") as log:
         log.write('[2026-12-01 12:30:02] INFO:     127.0.0.1:4 - "GET /health HTTP/1.1" 200\n')
-    assert _idle_batches(other, since) == 0
+    assert batches_since(other.server, since) == 0
     with other.server.log_path.open("a") as log:
         log.write("[2026-12-01 12:30:03] Decode batch, #running-req: 1, #token: 300, ...\n")
-    assert _idle_batches(other, since) == 1
-    assert _idle_batches(other, 0) == 2
+    assert batches_since(other.server, since) == 1
+    assert batches_since(other.server, 0) == 2
+
+
+def test_a_crossover_start_runs_only_when_the_first_look_leaves_it_undecided(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """The second start of a crossover: the look after the first start is taken; when it
+    decides the run, the start is skipped (no server started) and its blocks recorded as
+    saved; the first start never looks."""
+    from servegate.commands import bench_live_pair
+    from servegate.plan.design import LivePair, PlannedPoint
+
+    looked: list[int] = []
+    saved: list[int] = []
+    monkeypatch.setattr(bench_live_pair, "take_look", lambda ctx, n: looked.append(n) or True)
+    monkeypatch.setattr(bench_live_pair, "skipped", lambda ctx, rest: saved.append(len(rest)))
+    points = tuple(PlannedPoint(mode="off", concurrency=2, num_prompts=2, repeat=1, order=i,
+                                seed=1, arm=arm, start=1, block=0)
+                   for i, arm in enumerate(("base", "head")))
+    ctx = SimpleNamespace(run={"design": {"crossover": True}}, suite=None)
+    bench_live_pair.run_live_pair(ctx, LivePair(1, (), points), None, None, False)
+    assert looked == [1] and saved == [2]
+    with pytest.raises(AttributeError):     # the first start goes on to start its servers
+        bench_live_pair.run_live_pair(ctx, LivePair(0, (), points), None, None, False)
+    assert looked == [1]

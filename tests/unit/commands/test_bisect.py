@@ -30,7 +30,7 @@ UNDECIDED = {"verdict": "inconclusive", "ratio": 1.6, "interval": [1.1, 2.3], "m
 
 
 def _args(*argv: str) -> object:
-    return bisect._parser().parse_args(list(argv))
+    return bisect.build_parser().parse_args(list(argv))
 
 
 def test_dry_run_prices_a_bisect_of_16_commits_on_mi355x_as_plan_prices_its_pair(

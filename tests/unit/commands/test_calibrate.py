@@ -98,6 +98,8 @@ class _BlockRecorder:
         self.pairs: list[tuple[int, int, int, Any, int, int]] = []
         self.pair_slowdown_80: float | None = 0.7
         self.honesty: list[tuple[str, Any, int, int, int, int]] = []
+        self.heavy: list[tuple[str, float, int, int, int]] = []
+        self.pair_options: list[dict[str, Any]] = []
         monkeypatch.setattr(cal.blocks, "calibrate_design", self.design)
         monkeypatch.setattr(cal.pairs, "live_pair_calibration", self.pair)
         monkeypatch.setattr(cal.honesty, "claim_honesty", self.claim)
@@ -114,8 +116,11 @@ class _BlockRecorder:
 
     def design(self, design: Any, noise: Any, *, nights: int, seed: int,
                batch: int) -> dict[str, Any]:
-        self.designs.append((design.runner, noise, nights, seed, batch))
-        self.shapes.append((design.starts, design.blocks))
+        if noise.heavy:                     # the same design in the heavy-tailed world
+            self.heavy.append((design.runner, noise.run_cv, nights, seed, batch))
+        else:
+            self.designs.append((design.runner, noise, nights, seed, batch))
+            self.shapes.append((design.starts, design.blocks))
         return {"suite": design.suite, "runner": design.runner, "runner_class": design.runner,
                 "starts": design.starts,
                 "blocks": design.blocks, "run_cv": noise.run_cv, "block_cv": noise.block_cv,
@@ -124,8 +129,10 @@ class _BlockRecorder:
                 "slowdown_80": 0.1, "claim_power": {"0.054": 0.81, "0.095": 0.996}}
 
     def pair(self, config: JudgeConfig, starts: int, blocks: int, modes: int, noise: Any, *,
-             nights: int, seed: int, looks: tuple[int, ...] = ()) -> dict[str, Any]:
+             nights: int, seed: int, looks: tuple[int, ...] = (), **options: Any
+             ) -> dict[str, Any]:
         self.pairs.append((starts, blocks, modes, noise, nights, seed))
+        self.pair_options.append(options)
         return {"design": "live-pair", "starts": starts, "blocks": blocks,
                 "server_starts": 2 * starts, "family_size": 2 * modes,
                 "aa_false_alarm": 0.004, "aa_false_alarm_ci": [0.0005, 0.0144],
@@ -147,8 +154,11 @@ def test_an_in_server_row_and_its_live_pair_in_the_table(
     assert lines[1:3] == [
         f"nightly    mi355x      {design.starts}x{design.blocks}   2.0%   6.5%      6   0.0125 "
         "[0.0010, 0.2500]          -    0.500     0.875     10%      0.81/1.00",
-        f"           head vs base, live pair ({2 * design.starts} server starts, 4 gated): "
-        "A/A 0.0040 [0.0005, 0.0144], 80 % power at a 70% TTFT slowdown"]
+        f"           head vs base, live pair ({2 * design.starts} server starts at most, 4 "
+        "gated): A/A 0.0040 [0.0005, 0.0144], 80 % power at a 70% TTFT slowdown"]
+    # the same design in the heavy-tailed, bursty world; a nightly runs no crossover
+    assert sims.heavy == [("mi355x", 0.02, 7, 3, 5)]
+    assert sims.pair_options == [{"stored": 0, "changes": 0, "crossover": False}]
     assert lines[3] == (
         "           claim (first night | 14 nights of history): coverage at 5.4% 0.500 | "
         "0.500, false refutation at 4% 0.250 | 0.250, power at 5.4% 0.125 | 0.125, A/A "
@@ -161,6 +171,20 @@ def test_an_in_server_row_and_its_live_pair_in_the_table(
     assert cal.main(["--suite", "nightly", "--runner", "mi355x", "--run-cv", "0.02",
                      "--nights", "7"]) == 0
     assert capsys.readouterr().out.splitlines()[2].endswith("80 % power at a - TTFT slowdown")
+
+
+def test_premerge_on_a_gpu_class_learns_its_pair_and_plans_a_crossover(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """One start per tree on GPU halves: the pair's start level from --stored-pairs (some of
+    them real changes), the second start with the halves swapped only when undecided."""
+    sims = _BlockRecorder(monkeypatch)
+    assert cal.main(["--suite", "premerge", "--runner", "gfx95", "--run-cv", "0.02",
+                     "--nights", "3", "--stored-pairs", "20", "--stored-changes", "2"]) == 0
+    assert sims.pair_options == [{"stored": 20, "changes": 2, "crossover": True}]
+    assert cal.main(["--suite", "premerge", "--runner", "gfx95", "--stored-pairs", "2",
+                     "--stored-changes", "3"]) == 2
+    assert "--stored-changes must be in [0, --stored-pairs], got 3 of 2" in \
+        capsys.readouterr().err
 
 
 def test_in_server_defaults_pick_a_class_per_gate_and_the_measured_block_noise(

@@ -123,6 +123,46 @@ def test_compare_against_five_stored_nights(tmp_path: Path,
     assert code == 1
 
 
+def test_compare_reads_the_runs_run_json_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42: ``servegate compare RUN --baseline history:N`` has four readers of the run
+    (the rolling baseline, the learned noise profile, the judge, its error path); the command
+    parses RUN/run.json once and hands the typed run down."""
+    import builtins
+    import pathlib
+
+    from servegate.commands import dispatch
+
+    store = tmp_path / "store"
+    _nights(store, tmp_path, 3)
+    current = make_run(tmp_path / "tonight", modes=("off", "on"), repeats=3, seed=7)
+    target = (current / "run.json").resolve()
+    opened: list[str] = []
+    path_open, builtin_open = pathlib.Path.open, builtins.open
+
+    def counting_path_open(self: pathlib.Path, *args: object, **kwargs: object) -> object:
+        if self.resolve() == target:
+            opened.append(str(args[0] if args else kwargs.get("mode", "r")))
+        return path_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    def counting_open(file: object, *args: object, **kwargs: object) -> object:
+        if isinstance(file, str | pathlib.Path) and pathlib.Path(file).resolve() == target:
+            opened.append(str(args[0] if args else kwargs.get("mode", "r")))
+        return builtin_open(file, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(pathlib.Path, "open", counting_path_open)
+    monkeypatch.setattr(builtins, "open", counting_open)
+    code = dispatch.main(["compare", str(current), "--baseline", "history:3", "--history-store",
+                          str(store), "--no-plots"])
+    monkeypatch.undo()
+    out = capsys.readouterr().out
+    verdict = json.loads((current / "verdict.json").read_text())
+    assert verdict["baseline"]["source_run"] == "history:3", out       # the rolling baseline
+    assert any(c["kind"] == "baseline" for c in verdict["checks"]), out
+    assert code in (0, 1)
+    assert [mode for mode in opened if "w" not in mode] == ["r"]
+
+
 def test_history_spec_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = make_run(tmp_path / "run")
     assert compare.main([str(run_dir), "--baseline", "history:1", "--history-store",

@@ -45,7 +45,30 @@ def test_text_output_names_starts_minutes_and_gpu_minutes(
     monkeypatch.delenv("SERVEGATE_HISTORY", raising=False)
     assert plan.main(["--suite", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert "1 server start(s), 24 blocks" in out and "GPU-minutes" in out
+    assert "1 server start(s), 24 blocks" in out and "no GPUs held (a CPU runner)" in out
+    assert plan.main(["--suite", "nightly", "--runner", "gfx95"]) == 0
+    out = capsys.readouterr().out
+    assert "one tree, two starts at once (halves): 4 server start(s)" in out
+    assert "serving 32.4 min (server-minutes, two at once: blocks 47.4" in out
+    assert "8 GPUs held: 435.1 GPU-minutes held, 259.1 used serving, 0 % idle while serving" \
+        in out
+
+
+def test_the_nightly_serves_both_halves_of_its_8_gpu_runner(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41: the gfx95 nightly cell within the hour and 500 GPU-minutes, its 8 GPUs idle
+    for at most a tenth of the serving time; a 4-GPU MI325X cell runs its starts one after
+    another, every GPU it holds in use."""
+    monkeypatch.delenv("SERVEGATE_HISTORY", raising=False)
+    [cell] = _json(capsys, "--suite", "nightly", "--runner", "gfx95")["cells"]
+    assert cell["halves"] is True and cell["gpus_held"] == 8
+    assert cell["wall_minutes"] <= 60 and cell["gpu_minutes"] <= 500
+    assert cell["idle_share"] <= 0.10
+    assert cell["gpu_minutes_used"] == pytest.approx(4 * cell["serving_minutes"] * 2, abs=0.2)
+    assert cell["minutes"]["model_loads"] == pytest.approx(2 * 11.0)     # two rounds
+    for mi325x in _json(capsys, "--suite", "nightly", "--runner", "gfx942")["cells"]:
+        assert mi325x["halves"] is False and mi325x["gpus_held"] == 4
+        assert mi325x["idle_share"] == 0.0
 
 
 @pytest.mark.parametrize(("argv", "message"), [

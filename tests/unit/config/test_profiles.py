@@ -56,7 +56,7 @@ def test_shipped_suites_load() -> None:
         "cpu": (Design(starts=1, blocks=8), 1, ()),
         "cpu-gfx95": (Design(starts=1, blocks=3), 1, ()),
         "premerge": (Design(starts=1, blocks=4, warmup_blocks=1), 1, ()),
-        "nightly": (Design(starts=3, blocks=4, warmup_blocks=1), 1, ())}
+        "nightly": (Design(starts=4, blocks=3, warmup_blocks=1, halves=True), 1, ())}
     assert all(s.effective_design is s.design and s.design.in_server for s in designs.values())
     assert designs["nightly"].effective_design.starts > 1
     # the judge's validation suite is on [design] too (issue 30): one start of one block

@@ -18,7 +18,8 @@ def test_design_table_is_parsed(tmp_path: Path) -> None:
     assert suite.effective_design is suite.design
     assert suite.repeats == 1 and suite.notes == ()
     assert suite.design.record() == {"in_server": True, "starts": 3, "blocks": 6,
-                                     "warmup_blocks": 0, "looks": [], "unit": "block"}
+                                     "warmup_blocks": 0, "looks": [], "halves": False,
+                                     "unit": "block"}
 
 
 def test_warmup_blocks_are_read_and_never_negative(tmp_path: Path) -> None:
@@ -41,7 +42,8 @@ def test_legacy_repeats_are_read_as_starts_of_one_block_with_a_note(tmp_path: Pa
     assert suite.design == Design(starts=repeats, blocks=1, in_server=True)
     assert suite.effective_design is suite.design and suite.repeats == 1
     assert suite.design.record() == {"in_server": True, "starts": repeats, "blocks": 1,
-                                     "warmup_blocks": 0, "looks": [], "unit": "block"}
+                                     "warmup_blocks": 0, "looks": [], "halves": False,
+                                     "unit": "block"}
     assert suite.notes == (f"{path}: suite.repeats = {repeats} read as [design] starts = "
                            f"{repeats}, blocks = 1 (every mode inside each start); write a "
                            "[design] table instead",)
@@ -121,6 +123,18 @@ def test_family_defaults(tmp_path: Path) -> None:
 def test_looks_are_read_and_recorded(tmp_path: Path) -> None:
     suite = load(write_suite(tmp_path, tail="[design]\nstarts = 1\nblocks = 6\nlooks = [2, 4]\n"))
     assert suite.design.looks == (2, 4) and suite.design.record()["looks"] == [2, 4]
+
+
+def test_halves_are_read_and_recorded(tmp_path: Path) -> None:
+    suite = load(write_suite(tmp_path, tail="[design]\nstarts = 4\nblocks = 3\nhalves = true\n"))
+    assert suite.design.halves and suite.design.record()["halves"] is True
+
+
+@pytest.mark.parametrize("design", ["starts = 3\nblocks = 4\nhalves = true",
+                                    "starts = 2\nblocks = 4\nhalves = true\nlooks = [2]"])
+def test_halves_need_even_starts_and_no_looks(tmp_path: Path, design: str) -> None:
+    with pytest.raises(ConfigError, match=r"design.halves: expected an even design.starts"):
+        load(write_suite(tmp_path, tail=f"[design]\n{design}\n"))
 
 
 @pytest.mark.parametrize("looks", ["[1, 3]", "[3, 2]", "[2, 2]", "[2, 6]", "[7]"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,15 @@ NIGHTS, STEP_AT, STEP = 40, 20, 1.08
 
 
 def night_run(root: Path, night: int, seed: int, *, step_mode: str = "off", step_at: int = STEP_AT,
-           repeats: int = 1, factor: float = STEP) -> Path:
+              repeats: int = 1, factor: float = STEP, slow: Callable[[int], bool] | None = None
+              ) -> Path:
     """Night ``night`` of a synthetic nightly: 2 % run-to-run noise, ``step_mode`` slower from
-    ``step_at`` on; its own start time and sglang commit."""
+    ``step_at`` on (or on the nights ``slow`` says); its own start time and sglang commit."""
+    stepped = slow(night) if slow is not None else night >= step_at
     run_dir = make_run(
         root / f"nightly-cpu-{seed}-{night:03d}", suite="nightly-synthetic", run_cv=0.02,
         repeats=repeats, seed=seed * 1000 + night,
-        effect=lambda mode, _c: factor if mode == step_mode and night >= step_at else 1.0,
+        effect=lambda mode, _c: factor if mode == step_mode and stepped else 1.0,
         accuracy={"off": {"n": 50, "correct": 40 + night % 3}})
     run = json.loads((run_dir / "run.json").read_text())
     run["started_at"] = f"2026-{1 + night // 28:02d}-{1 + night % 28:02d}T02:00:00+00:00"

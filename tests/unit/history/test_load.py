@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from judge_runs import hardware_fields, on
 from unit.judge.block_runs import write_block_run
 
 from servegate.commands.compare import history_baseline, noise_profile
 from servegate.core.results import load_run
 from servegate.history.health import health, render
-from servegate.history.load import regimes, run_load_ids, series_changes
+from servegate.history.load import judged_run_filters, regimes, run_load_ids, series_changes
 from servegate.history.profile import learn_profile
 from servegate.history.records import (
     ACCURACY_METRIC,
@@ -113,12 +114,42 @@ def test_history_n_pools_only_nights_of_the_judged_runs_load(tmp_path: Path) -> 
     with pytest.raises(HistoryError, match="too few nights on the judged run's load"):
         rolling_from_store(store, RUNNER, MODEL, SUITE, nights=6, full_window=True, loads=new)
     with pytest.raises(HistoryError, match=r"on@c4 mean_ttft_ms: 4 night\(s\) on load"):
-        history_baseline(tmp_path / "night-08", "history:6", store)   # compare's, run excluded
+        history_baseline(load_run(tmp_path / "night-08"), tmp_path / "night-08", "history:6",
+                         store)                                       # compare's, run excluded
     assert rolling_from_store(store, RUNNER, MODEL, SUITE, nights=5, full_window=True,
                               loads=new).short == ()
     unfiltered = rolling_baseline(records, RUNNER, MODEL, SUITE, nights=6)
     assert all({"night-05", "night-06"} <= set(s.run_ids)             # what it did before
                for s in unfiltered.series if s.concurrency == 4)
+
+
+def test_history_n_and_the_noise_profile_pool_only_the_judged_runs_hardware(
+        tmp_path: Path) -> None:
+    """Issue 39: 2 nights of unknown hardware (stored before lines carried it), 3 on a cpu of
+    family 23, 3 on this one (25): judged on the last, both readers pool this hardware's and the
+    unknown nights, never family 23's; the unknown ones are said."""
+    store = tmp_path / "store"
+    for night in range(8):
+        run_dir = _night(tmp_path, night, out_c4=16)
+        if night >= 2:
+            on(run_dir, hardware_fields("23" if night < 5 else "25"))
+        add_run(run_dir, store)
+    records = read_store(store).records
+    here = hardware_fields()["hardware"]
+    assert {r.run_id: r.hardware for r in records if r.run_id in ("night-01", "night-07")} == {
+        "night-01": None, "night-07": here}                     # every line of the run has it
+    judged = load_run(tmp_path / "night-07")
+    assert judged_run_filters(judged, tmp_path / "night-07")[2] == here
+    window = history_baseline(judged, tmp_path / "night-07", "history:4", store)
+    assert window["provenance"]["run_ids"] == ["night-00", "night-01", "night-05", "night-06"]
+    assert window["provenance"]["fingerprint"] == {}            # unknown nights: not known
+    recent = rolling_baseline(records, RUNNER, MODEL, SUITE, nights=2, hardware=here,
+                              exclude_run_ids=["night-07"])
+    assert recent.run_ids == ("night-05", "night-06") and recent.hardware == here
+    profile = noise_profile(judged, tmp_path / "night-07", store, 30)
+    assert profile is not None
+    assert [n.run_id for n in profile.nights] == ["night-00", "night-01", "night-05", "night-06"]
+    assert profile.unknown_hardware == 2
 
 
 def test_a_load_change_starts_a_new_regime_and_is_named() -> None:
@@ -157,7 +188,8 @@ def test_a_load_change_is_named_not_flagged_as_a_sustained_shift(tmp_path: Path)
     profile = learn_profile(records, RUNNER, MODEL, SUITE)
     assert profile is not None and [n.run_id for n in profile.nights] == [
         f"night-{n}" for n in range(15, 20)]
-    older = noise_profile(tmp_path / "night-00", store, 30)     # compare's, judged on 32
+    older = noise_profile(load_run(tmp_path / "night-00"), tmp_path / "night-00", store,
+                          30)                                   # compare's, judged on 32
     assert older is not None and len(older.nights) == 14          # the old load's own nights
 
 

@@ -4,6 +4,7 @@ it in place of the suite's typed interaction prior (naming it), through ``compar
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,11 @@ def test_a_night_out_of_profile_is_named_and_not_averaged_in(tmp_path: Path) -> 
     assert prior is not None and prior.dof == 14
     assert "1 out of profile left out: night-06" in prior.source
     assert prior.var < 2 * 0.02 ** 2 * 2.5
-    assert any(n.startswith("out of profile (interaction on off mean_ttft_ms 4): night-06")
-               for n in profile.notes())
+    # a mode apart in a start is left out of the learned interaction, not a runner-health
+    # signal (that is a start level out of profile: bursts do not make it, runner_health)
+    assert any(n.startswith("left out of the learned interaction on off mean_ttft_ms 4: "
+                            "night-06") for n in profile.notes())
+    assert not profile.out_of_profile
 
 
 def test_pooling_by_hand_and_too_few_nights_name_nothing() -> None:
@@ -237,3 +241,63 @@ def test_history_health_spread_comes_from_the_nights_starts_unless_the_nights_re
     for agg in noisy["aggregates"]:
         assert "the nights vary more than their starts predict" in agg["spread"]
         assert "(13 dof)" in agg["spread"] and agg["flagged"] == []
+
+
+# ------------------------------------------------- a live pair learned from earlier pairs
+
+PAIR_TTFT = "off mean_ttft_ms at all concurrencies (geometric mean) vs base"
+
+
+def _pair(tmp: Path, name: str, seed: int, head: float = 1.0, day: int = 1) -> Path:
+    """A premerge-style live pair: one start per tree (start log-sd 2 %), 4 block pairs."""
+    run_dir = write_block_run(
+        tmp / name, runner_class=RUNNER, arms=("base", "head"), modes=("off",), starts=1,
+        blocks=4, start_sd=0.02, block_sd=0.005, seed=seed,
+        table=judge_table(family=["ab-aggregate"], run_to_run_cv=0.04, run_to_run_cv_dof=10),
+        effect=lambda label, *_: head if label.startswith("head-") else 1.0,
+        started_at=f"2026-11-{day:02d}T12:00:00+00:00")
+    run = json.loads((run_dir / "run.json").read_text())
+    run["design"]["live_pair"] = True
+    (run_dir / "run.json").write_text(json.dumps(run))
+    return run_dir
+
+
+def test_a_live_pair_learns_its_start_level_from_the_classs_earlier_pairs(
+        tmp_path: Path) -> None:
+    """20 stored pairs of the class (two of them real 25 % changes, left out) replace the
+    typed 2 x 4 % prior: tonight's 15 % slowdown is a regression with the learned level and
+    undecided on the typed one; with 5 pairs the prior stands and the verdict says so."""
+    store = tmp_path / "store"
+    for i in range(20):
+        add_run(_pair(tmp_path, f"pair-{i:02d}", i, 1.25 if i in (3, 11) else 1.0, i + 1),
+                store)
+    records = read_store(store).records
+    assert {r.arm for r in records} == {"base", "head"}             # each tree its own lines
+    assert {r.identity[2] for r in records} == {"blocks-synthetic:base",
+                                                "blocks-synthetic:head"}
+    profile = profile_from_store(store, RUNNER, "smollm2-135m", "blocks-synthetic")
+    assert profile is not None and not profile.nights and len(profile.pairs) == 20
+    prior = profile.pair("off", "mean_ttft_ms", (2, 4))
+    assert prior is not None and prior.learned and prior.dof == 18
+    assert prior.source == ("18 live pairs of mi355x history (2 out of profile left out: "
+                            "pair-03, pair-11)")
+    assert 0.4 < math.sqrt(prior.var) / (math.sqrt(2) * 0.02) < 1.6
+    assert not profile.out_of_profile          # a pair that moved is no runner-health signal
+    tonight = _pair(tmp_path, "tonight", 99, head=1.15, day=28)
+    typed = {c.name: c for c in judge(tonight).checks}[PAIR_TTFT]
+    learned_judgement = judge(tonight, priors=profile)
+    learned = {c.name: c for c in learned_judgement.checks}[PAIR_TTFT]
+    assert typed.verdict == "inconclusive" and learned.verdict == "regression"
+    assert "2 x [judge] run_to_run_cv^2" in typed.reason
+    assert "(18 dof) from 18 live pairs of mi355x history" in learned.reason
+    assert any(n.startswith("left out of the learned pair off mean_ttft_ms 2 4: pair-03, "
+                            "pair-11") for n in learned_judgement.notes)
+    few = learn_profile(records, RUNNER, "smollm2-135m", "blocks-synthetic", nights=5)
+    assert few is not None and len(few.pairs) == 5
+    stands = judge(tonight, priors=few)
+    check = {c.name: c for c in stands.checks}[PAIR_TTFT]
+    assert "2 x [judge] run_to_run_cv^2" in check.reason
+    assert any(n.startswith("learned pair off mean_ttft_ms 2 4: log-sd") and n.endswith(
+        "(taken once worth more dof than the suite's prior)") for n in stands.notes)
+    assert stands.notes[0].startswith(PAIR_TTFT) and "rests on the prior log-sd 0.0566 (10 " \
+        "dof) from 2 x [judge] run_to_run_cv^2" in stands.notes[0]

@@ -93,6 +93,7 @@ def test_a_record_without_levels_is_each_value_its_own_start() -> None:
     ({"design": None}, "design must be an object"),
     ({"schema_version": "2"}, "schema_version must be an integer"),
     ({"timings": [1.0]}, "timings must be an object"),
+    ({"arm": "left"}, "arm must be head, base or absent"),
     ({"schema_version": STORE_SCHEMA_VERSION + 1}, f"schema_version {STORE_SCHEMA_VERSION + 1} "
                                                    "is newer"),
 ])
@@ -133,3 +134,20 @@ def test_a_line_without_timings_still_reads(tmp_path: Path) -> None:
     assert records and all(r.timings is None for r in records)
     parsed = parse_line(dumps_records(records[:1]), tmp_path / "x.jsonl", "cpu-cpu-1")
     assert not isinstance(parsed, str) and parsed[0].timings is None
+
+
+def test_a_head_vs_base_runs_lines_are_each_trees_own(tmp_path: Path) -> None:
+    """Each tree's values on lines of their own (``arm``), never one line mixing the two
+    servers; they read back with their tree and are a series apart from one-tree nights."""
+    run_dir = write_block_run(tmp_path / "ab-1", arms=("base", "head"), starts=1, blocks=2,
+                              concurrencies=(2,),
+                              effect=lambda label, *_: 2.0 if label.startswith("head-") else 1.0)
+    records = _lines(run_dir)
+    ttft = {r.arm: r for r in records if (r.mode, r.metric) == ("off", "mean_ttft_ms")}
+    assert set(ttft) == {"base", "head"} and len(ttft["head"].values) == 2
+    assert min(ttft["head"].values) > 1.5 * max(ttft["base"].values)
+    assert ttft["head"].identity[2] == "blocks-synthetic:head"
+    back = parse_line(dumps_records([ttft["head"]]), tmp_path / "ab-1.jsonl", "ab-1")
+    assert not isinstance(back, str) and back[0].arm == "head"
+    assert "arm" not in json.loads(dumps_records(_lines(write_block_run(tmp_path / "one")))
+                                   .splitlines()[0])

@@ -45,7 +45,8 @@ def write_block_run(run_dir: Path, *, runner_class: str = "mi300x", starts: int 
                     effective: set[tuple[str, int, int, int]] | None = None,
                     accuracy: dict[str, dict[str, int]] | None = None,
                     arms: tuple[str, ...] = ("",),
-                    started_at: str = "2026-12-01T12:00:00+00:00") -> Path:
+                    started_at: str = "2026-12-01T12:00:00+00:00",
+                    halves: bool = False) -> Path:
     """Write ``run_dir/run.json``: ``starts`` x ``blocks`` blocks per mode and concurrency.
 
     Every value is ``BASE[metric] * start factor * block noise * effect``: the start factor
@@ -53,7 +54,8 @@ def write_block_run(run_dir: Path, *, runner_class: str = "mi300x", starts: int 
     (log-sd ``block_sd``) is drawn per block, mode, concurrency and metric. ``effective`` lists
     the (mode, conc, start, block) read back with exact fill active. ``arms`` ("base", "head"):
     a head-vs-base run, each tree in its own server starts (its own start factors); ``effect``
-    then gets the mode as ``head-on`` / ``base-off``."""
+    then gets the mode as ``head-on`` / ``base-off``. ``halves``: start s served on half s % 2
+    (run.json ``design.start_halves``, as bench records a ``[design] halves`` run)."""
     rng = np.random.default_rng(seed)
     points: list[dict[str, Any]] = []
     for start in range(starts):
@@ -82,6 +84,8 @@ def write_block_run(run_dir: Path, *, runner_class: str = "mi300x", starts: int 
         "suite_source": {"path": f"suites/{SUITE}.toml"},
         "judge_table": judge_table() if table is None else table,
     }
+    if halves:
+        run["design"]["start_halves"] = [start % 2 for start in range(starts)]
     if arms != ("",):
         run["ab"] = {arm: {"path": f"/src/sglang-{arm}", "version": "0.5.23"} for arm in arms}
     if accuracy:

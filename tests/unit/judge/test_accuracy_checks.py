@@ -24,6 +24,7 @@ from servegate.judge.accuracy_checks import (
     head_vs_base_accuracy_pendings,
     paired_accuracy_interval,
 )
+from servegate.judge.stats import tost_confidence
 
 # ------------------------------------------------------------ the paired on-vs-off interval
 
@@ -385,3 +386,21 @@ def test_head_vs_base_records_that_cannot_be_paired_are_an_error(tmp_path: Path)
 def test_no_head_vs_base_check_without_both_labels(tmp_path: Path) -> None:
     run, run_dir = _ab_dir(tmp_path, labels=("head-off", "base-on"))
     assert not head_vs_base_accuracy_pendings(run, run_dir, JudgeConfig())  # type: ignore[arg-type]
+
+
+def test_the_full_split_passes_at_its_resolution_when_it_cannot_rule_out_the_margin() -> None:
+    """1319 questions with 2 % discordant, -0.5 point: the one-sided interval reaches below
+    -1 point, but rules out the loss the design resolves (under 2 points): pass, saying so;
+    a run wholly below -1 point is still a regression."""
+    config = JudgeConfig(accuracy_noninferiority_margin=0.01)
+    run = {"paired_accuracy": {"on_vs_off": {"both_correct": 1210, "a_only": 10,
+                                             "b_only": 16, "both_wrong": 83}}}
+    check = accuracy_claim(run, config, tost_confidence(0.99))   # type: ignore[arg-type]
+    assert check.interval is not None and check.interval.low < -0.01
+    assert check.verdict == "pass" and 0.01 < check.resolution < 0.02
+    assert check.interval.low >= -check.resolution
+    assert check.reason.startswith(f"no loss > {100 * check.resolution:.1f} pp (this design's")
+    worse = {"paired_accuracy": {"on_vs_off": {"both_correct": 1150, "a_only": 0,
+                                               "b_only": 60, "both_wrong": 109}}}
+    assert accuracy_claim(worse, config,  # type: ignore[arg-type]
+                          tost_confidence(0.99)).verdict == "regression"

@@ -41,7 +41,7 @@ def test_round_trip_and_layout(tmp_path):
     assert path == tmp_path / "baselines" / "cpu" / "smollm2-135m" / "synthetic.json"
     loaded = bl.load_baseline(path)
     assert loaded == json.loads(json.dumps(doc))
-    point = bl.baseline_point(loaded, "on", 4)
+    [point] = [p for p in loaded["points"] if (p["mode"], p["concurrency"]) == ("on", 4)]
     entry = point["metrics"]["mean_ttft_ms"]
     run = load_run(tmp_path / "run")
     values = [p["metrics"]["mean_ttft_ms"] for p in run["points"]

@@ -262,6 +262,33 @@ def test_baseline_aggregates_measure_the_start_variance_with_three_starts(tmp_pa
         assert check.interval.n_starts == 3
 
 
+def test_a_halves_run_judges_its_baseline_aggregates_with_a_level_per_half(
+        tmp_path: Path) -> None:
+    """Four starts on two halves, the second half 20 % slower in both sittings: recorded as
+    halves, each start's level is centred on its half's, so the pass rests on the starts'
+    own spread; the same blocks without the record read the halves' offset as start noise,
+    refute the 1 % start prior and cannot rule out the floor."""
+    table = judge_table(family=["baseline-aggregate"], run_to_run_cv=0.01)
+
+    def slow_half(_label: str, _conc: int, start: int, _block: int) -> float:
+        return 1.2 if start % 2 else 1.0
+
+    def judged(halves: bool, name: str) -> dict[str, Check]:
+        kwargs: dict[str, Any] = dict(starts=4, blocks=3, table=table, start_sd=0.005,
+                                      effect=slow_half, halves=halves)
+        doc = baseline_doc(tmp_path / name, **kwargs)
+        assert ("start_halves" in doc["design"]) is halves
+        return by_name(run_judge(write_block_run(tmp_path / name / "run", **kwargs),
+                                 baseline_doc=doc))
+
+    centred, plain = judged(True, "halves"), judged(False, "plain")
+    name = aggregate("off", "mean_ttft_ms")
+    assert centred[name].verdict == "pass" and plain[name].verdict == "inconclusive"
+    assert "over 4 starts centred on 2 halves" in centred[name].reason
+    assert "4x3 in 2 halves vs 4x3 in 2 halves" in centred[name].interval.method
+    assert "halves" not in plain[name].reason and "widened" in plain[name].reason
+
+
 def test_baseline_slower_than_the_run_by_a_third_is_a_gated_regression(tmp_path: Path) -> None:
     table = judge_table(family=["claims", "baseline-aggregate"], run_to_run_cv=0.02)
     doc = baseline_doc(tmp_path, table=table)
@@ -953,3 +980,35 @@ def test_a_legacy_claim_names_the_mode_that_lacks_its_metric(tmp_path: Path, mod
     check = legacy_checks(run_dir)["claim: on vs off mean_ttft_ms at c4 improves >= 4.0%"]
     assert check.verdict == "inconclusive" and check.interval is None
     assert check.reason == f"mean_ttft_ms: no blocks for {mode} at concurrency [4]"
+
+
+# ------------------------------------------- a one-night check's resolution (issue 41)
+
+
+def test_a_healthy_night_passes_at_its_designs_resolution_and_says_so(tmp_path: Path) -> None:
+    """Three starts a side under run_to_run_cv 4 %: the interval cannot rule out the 2 %
+    floor, but it rules out the regression the design resolves, so the night reads PASS and
+    names that resolution; a 40 % slower night is still a regression."""
+    from servegate.report.headline import check_line
+
+    table = judge_table(family=["baseline-aggregate"], run_to_run_cv=0.04,
+                        floors={"mean_ttft_ms": 0.02, "median_tpot_ms": 0.01})
+    kwargs = {"starts": 3, "blocks": 4, "start_sd": 0.01, "block_sd": 0.005, "table": table}
+    doc = baseline_doc(tmp_path, **kwargs)
+    healthy = run_judge(write_block_run(tmp_path / "run", seed=3, **kwargs), baseline_doc=doc)
+    check = by_name(healthy)[aggregate("off", "mean_ttft_ms")]
+    assert check.verdict == "pass" and healthy.overall == "pass"
+    assert check.interval is not None and check.interval.high > 1.02        # not the floor
+    assert check.resolution is not None and 0.1 < check.resolution < 0.25
+    assert check.interval.high <= 1 + check.resolution
+    assert check.reason.startswith(f"no regression > {100 * check.resolution:.1f}% (this "
+                                   "design's resolution")
+    assert f"no regression > {100 * check.resolution:.1f} % (this design's resolution)" \
+        in check_line(check).replace(".0 %", " %")
+    assert check.to_dict()["resolution"] == round(check.resolution, 6)
+    slow = run_judge(write_block_run(tmp_path / "slow", seed=3, effect=lambda *_: 1.4,
+                                     **kwargs), baseline_doc=doc)
+    assert by_name(slow)[aggregate("off", "mean_ttft_ms")].verdict == "regression"
+    # reported (not gated) per-point checks keep the floor: no resolution of their own
+    point = by_name(healthy)["off@c2 mean_ttft_ms vs baseline"]
+    assert point.resolution is None and point.verdict == "inconclusive"

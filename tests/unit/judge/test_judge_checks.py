@@ -79,7 +79,7 @@ def test_verdict_json_entry_of_a_ratio_check() -> None:
         "mde": round(RATIO.minimal_detectable_effect(0.1), 6),
         "samples_factor": None, "prompts_factor": None, "guidance": None, "se": 0.02,
         "df": 30.0, "current_value": 123.456789, "reference_value": 100.0, "reason": "r",
-        "primary": True, "claim": None}
+        "primary": True, "claim": None, "resolution": None}
 
 
 def test_the_check_schema_is_the_verdict_json_entrys_keys_in_order() -> None:
@@ -88,7 +88,7 @@ def test_the_check_schema_is_the_verdict_json_entrys_keys_in_order() -> None:
     assert tuple(_check().to_dict()) == CHECK_KEYS
     assert tuple(_check(interval=None, floor=None, mode=None).to_dict()) == CHECK_KEYS
     assert verdict_json.CHECK_KEYS is CHECK_KEYS
-    assert CHECK_KEYS[:2] == ("kind", "name") and CHECK_KEYS[-1] == "claim"
+    assert CHECK_KEYS[:2] == ("kind", "name") and CHECK_KEYS[-1] == "resolution"
     assert len(set(CHECK_KEYS)) == len(CHECK_KEYS)
 
 

@@ -16,6 +16,7 @@ from servegate.judge.nested import (
     nested_mean,
     paired_difference,
     satterthwaite,
+    start_weights,
     trimmed,
 )
 
@@ -428,3 +429,61 @@ def test_simulated_nights_take_a_prior_per_night() -> None:
         single = nested_mean(logs[night], prior_var=[0.05 ** 2, 1e-6, 0.05 ** 2][night],
                              prior_dof=[14.0, 14.0, 0.0][night])
         assert single.scalar("se") == pytest.approx(float(est.se[night]))
+
+
+# ------------------------------------------------------------------------------ the halves
+
+
+def test_a_halfs_own_level_is_a_fixed_effect_not_start_noise() -> None:
+    """Four starts on two halves, the second half 10 % slower all night: centred per half the
+    starts agree exactly (the start level measured 0 on S - 2 = 2 dof), while the same
+    values taken as four plain starts read the half's offset as start noise; the estimate is
+    the mean of the two halves either way (balanced)."""
+    blocks = np.array([0.0, 0.01, -0.01])
+    logs = np.stack([blocks + (0.1 if half else 0.0) for half in (0, 1, 0, 1)])[None]
+    centred = nested_mean(logs, prior_var=0.0, prior_dof=0.0, halves=[0, 1, 0, 1])
+    plain = nested_mean(logs, prior_var=0.0, prior_dof=0.0)
+    assert centred.groups == 2 and plain.groups == 1
+    assert centred.scalar("measured_between_var") == 0.0
+    assert centred.scalar("between_df") == 2.0 and plain.scalar("between_df") == 3.0
+    assert plain.scalar("measured_between_var") > 0.002
+    assert centred.scalar("theta") == pytest.approx(plain.scalar("theta")) \
+        == pytest.approx(0.05)
+    assert centred.share == pytest.approx(1 / 4) == plain.share
+
+
+def test_unbalanced_halves_weigh_each_half_alike() -> None:
+    """Three starts, two on half 0 and one on half 1: each half weighs one half of the mean
+    (the lone start 1/2, the pair 1/4 each), and the start variance's share of the mean's is
+    the weights' squares (1/4 + 2/16 = 3/8, not 1/3)."""
+    weights, onehot = start_weights([0, 0, 1], 3)
+    assert weights.tolist() == [0.25, 0.25, 0.5] and onehot.shape == (3, 2)
+    logs = np.array([[[0.0, 0.0], [0.2, 0.2], [1.0, 1.0]]])
+    est = nested_mean(logs, prior_var=0.01, prior_dof=0.0, halves=[0, 0, 1])
+    assert est.scalar("theta") == pytest.approx(0.25 * 0.0 + 0.25 * 0.2 + 0.5 * 1.0)
+    assert est.share == pytest.approx(3 / 8)
+    assert est.scalar("between_df") == 1.0                 # S - halves
+
+
+def test_one_start_a_half_measures_no_start_level_and_names_a_bad_length() -> None:
+    logs = np.array([[[0.0, 0.1], [0.5, 0.6]]])
+    est = nested_mean(logs, prior_var=0.04, prior_dof=0.0, halves=[0, 1])
+    assert est.between_source == "prior" and est.scalar("between_var") == 0.04
+    with pytest.raises(ValueError, match="3 halves for 2 starts"):
+        nested_mean(logs, prior_var=0.04, prior_dof=0.0, halves=[0, 1, 0])
+
+
+def test_a_halves_run_against_its_baseline_pools_the_starts_within_halves() -> None:
+    """Tonight's halves differ by 20 %, the baseline's by nothing: centred per half tonight
+    adds S - 2 dof of start level, not the halves' offset, to the pooled start level; the
+    method names the halves."""
+    rng = np.random.default_rng(5)
+    tonight = rng.normal(0.0, 0.01, (1, 4, 3)) + np.array([0.0, 0.2, 0.0, 0.2])[None, :, None]
+    baseline = rng.normal(0.0, 0.01, (1, 4, 3))
+    centred = independent_difference(tonight, baseline, start_var=0.0, start_dof=0.0,
+                                     halves=([0, 1, 0, 1], None))
+    plain = independent_difference(tonight, baseline, start_var=0.0, start_dof=0.0)
+    assert centred.parts[0].scalar("between_df") == 2.0 + 3.0          # (4 - 2) + (4 - 1)
+    assert centred.scalar("se") < plain.scalar("se") / 3
+    assert centred.scalar("theta") == pytest.approx(plain.scalar("theta"))
+    assert "4x3 in 2 halves vs 4x3 starts" in centred.method

@@ -101,3 +101,18 @@ def test_each_simulated_night_is_kept_at_the_first_look_that_stops_it() -> None:
     assert walk.take(3, np.array([[0], [0], [3]]), gating).tolist() == [False, True, False]
     assert walk.take(4, np.array([[3], [3], [3]]), gating).tolist() == [False, False, True]
     assert walk.ran.tolist() == [2, 3, 4]
+
+
+def test_a_crossover_looks_after_its_first_start_then_at_both() -> None:
+    """A one-start live pair's crossover: two looks over starts at O'Brien-Fleming levels,
+    the first judging start 0 alone."""
+    design = {"in_server": True, "blocks": 4, "starts": 1, "crossover": True}
+    first = sequential.look_at(design, 0.05, 1)
+    assert first is not None and (first.index, first.count, first.unit) == (0, 2, "starts")
+    assert first.level == pytest.approx(sequential.nominal_levels([1], 2, 0.05)[0])
+    assert "the second (a crossover) only when the first is undecided" in first.note()
+    final = sequential.look_at(design, 0.05, None)
+    assert final is not None and final.final and final.blocks == 2
+    run = {"points": [{"start": s, "block": b} for s in (0, 1) for b in range(4)]}
+    assert {p["start"] for p in sequential.at_look(run, first)["points"]} == {0}
+    assert len(sequential.at_look(run, final)["points"]) == 8

@@ -466,3 +466,21 @@ def test_paired_accuracy_difference_by_hand() -> None:
 
 
 
+
+
+def test_a_designs_resolution_by_hand_and_the_pass_it_allows() -> None:
+    """(t_level + t_0.975) * se as a change, never below the floor; beyond 25 % (5 points of
+    accuracy) the floor itself must be ruled out."""
+    se, df = 0.03, 14.0
+    expected = math.expm1((float(sps.t.ppf(0.995, df)) + float(sps.t.ppf(0.975, df))) * se)
+    assert float(stats.resolution(se, df, 0.99, 0.02)) == pytest.approx(expected)
+    assert float(stats.resolution(1e-4, df, 0.99, 0.02)) == 0.02
+    assert float(stats.resolution(0.2, df, 0.99, 0.02)) == 0.02             # beyond 25 %
+    assert float(stats.resolution(0.005, math.inf, 0.9, 0.01, "difference")) == pytest.approx(
+        (float(sps.norm.ppf(0.95)) + Z95) * 0.005)                  # points: no exp
+    assert float(stats.resolution(0.02, math.inf, 0.9, 0.01, "difference")) == 0.01
+    # pass when the interval rules out the resolution (not the floor); regression unchanged
+    assert classify(0.0, 0.1, 0.02, "lower", 0.12) == 0
+    assert classify(0.0, 0.1, 0.02, "lower") == 3
+    assert classify(0.03, 0.1, 0.02, "lower", 0.12) == 1
+    assert classify(-0.1, 0.0, 0.02, "higher", 0.12) == 0        # throughput: flipped

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import namedtuple
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -194,7 +195,7 @@ def test_tree_cpu_sums_every_descendant_past_one_that_is_gone(
         Process=_FakeProcess, Error=psutil.Error))
     assert _tree_cpu(1) == 3.75
     monitor = BlockMonitor.__new__(BlockMonitor)      # no snapshot: only the tree is asked
-    monitor.server_pid = 1
+    monitor.server_pid, monitor.siblings = 1, ()
     assert monitor._server_pids() == {1, 2, 3}
 
 
@@ -333,3 +334,21 @@ def test_only_blocks_with_other_gpu_processes_are_counted_as_such() -> None:
     assert note is not None and note.endswith(
         "(worst 30 % in off@c2 s0 b0), other GPU processes in 1: their timings are suspect "
         "(points[*].machine)")
+
+
+def test_the_other_halfs_cpu_is_the_runs_own_and_recorded_apart() -> None:
+    """A halves design's other server (here a process burning a core) is busy by design: its
+    CPU is counted as the run's, recorded as ``other_half_cpu_pct``, and its tree is no other
+    GPU user."""
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)                          # past the interpreter's start
+        monitor = BlockMonitor(None, siblings=(burner.pid,))
+        time.sleep(1.5)
+        record = monitor.finish()
+        assert burner.pid in monitor._server_pids()
+    finally:
+        burner.kill()
+        burner.wait()
+    assert record["other_half_cpu_pct"] > 1.0, record
+    assert "other_half_cpu_pct" not in BlockMonitor(None).finish()

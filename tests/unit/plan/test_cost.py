@@ -41,7 +41,7 @@ def test_cpu_cell_is_the_speed_models_arithmetic_over_the_suites_blocks_and_gsm8
     serving = points * point + modes * gsm8k
     assert got["serving_minutes"] == round(serving / 60, 1)
     assert got["wall_minutes"] == round((serving + speed.model_load_s) / 60, 1)
-    assert got["gpus_booked"] == 0 and got["gpu_minutes"] == 0
+    assert got["gpus_held"] == 0 and got["gpu_minutes"] == 0
     assert got["speed"]["model_load_s"]["value"] == speed.model_load_s
 
 
@@ -67,7 +67,7 @@ def test_premerge_counts_every_block_wave_token_and_step_of_both_trees() -> None
     assert got["decode_steps"] == rounds * steps == rounds * (255 + 31 + 2 * 15 + 15)
     assert got["warmup_points"] == 2 * 2 * design.warmup_blocks   # trees x modes per start
     assert got["gsm8k_questions"] == 2 * 2 * 560
-    assert got["live_pair"] is True and got["gpus_booked"] == 8
+    assert got["live_pair"] is True and got["gpus_held"] == 8
     assert got["gpu_minutes"] == pytest.approx(8 * got["wall_minutes"], abs=0.5)
 
 
@@ -158,6 +158,7 @@ def test_warm_up_blocks_are_priced_per_start_and_mode_in_serving_and_wall_minute
     before its measured ones, each as long as that mode's first block; plan's minutes carry
     exactly them (the serving, the wall and the warm-up figures), at one and at two starts."""
     suite = load_suite(suite_path(suite_name))
+    suite = dataclasses.replace(suite, design=dataclasses.replace(suite.design, halves=False))
     runner = "cpu" if suite_name == "cpu" else "mi355x"
     speed = suite.server_for(runner).speed
     cell = Cell(runner, suite.modes, "run", 1)
@@ -179,3 +180,24 @@ def test_warm_up_blocks_are_priced_per_start_and_mode_in_serving_and_wall_minute
         assert grown == pytest.approx(expected_s / 60, abs=0.11)
         assert with_warmups["wall_minutes"] - without["wall_minutes"] == pytest.approx(
             expected_s / 60, abs=0.11)
+def test_halves_price_two_starts_at_once_and_the_gpus_they_leave_idle() -> None:
+    """The nightly's 4 starts on an 8-GPU runner: rounds of two (two loads, serving the
+    longer start of each round, GSM8K's two modes one per half), every held GPU busy while
+    serving; the same design one start at a time holds the same 8 GPUs with half of them idle
+    and pays four loads and every start's serving in series."""
+    suite = load_suite(suite_path("nightly"))
+    cell = Cell("mi355x", ("off", "on"), "gate", 1)
+    halves = estimate(suite, cell)
+    serial = estimate(dataclasses.replace(suite, design=dataclasses.replace(
+        suite.design, halves=False)), cell)
+    load = suite.server_for("mi355x").speed.model_load_s / 60   # type: ignore[union-attr]
+    assert (halves["halves"], serial["halves"]) == (True, False)
+    assert halves["minutes"] == {**serial["minutes"], "model_loads": round(2 * load, 1)}
+    assert serial["minutes"]["model_loads"] == round(4 * load, 1)
+    assert halves["serving_minutes"] == pytest.approx(serial["serving_minutes"] / 2, abs=0.1)
+    assert halves["gpu_minutes_used"] == serial["gpu_minutes_used"]
+    assert (halves["idle_share"], serial["idle_share"]) == (0.0, 0.5)
+    assert halves["gpu_minutes"] == pytest.approx(8 * halves["wall_minutes"], abs=0.5)
+    no_gsm8k = estimate(suite, cell, with_accuracy=False)
+    assert no_gsm8k["serving_minutes"] == pytest.approx(
+        halves["serving_minutes"] - halves["minutes"]["gsm8k"] / 2, abs=0.1)

@@ -14,9 +14,12 @@ from servegate.plan.design import (
     PlannedPoint,
     block_mode_orders,
     build_block_plan,
+    build_halves_plan,
     build_live_pair_plan,
     build_plan,
+    device_env,
     device_split,
+    halves_layout,
     live_pair_layout,
     mode_order,
     pair_block_order,
@@ -408,3 +411,31 @@ def test_flag_value_is_the_last_occurrence_and_none_when_absent() -> None:
     assert flag_value(args, ("--dp-size", "--dp")) == "2"
     assert flag_value(args, ("--ep-size",)) is None
     assert flag_value(["--tp"], ("--tp",)) is None            # a flag without its value
+
+
+# ------------------------------------------------------------- two starts at once (halves)
+
+def test_halves_run_the_in_server_starts_two_at_a_time_on_fixed_halves() -> None:
+    """Rounds of two starts (s0 + s1, s2 + s3), start s on half s % 2, each start exactly
+    the in-server plan's slot; the halves keep their devices every round."""
+    devices = ((0, 1, 2, 3), (4, 5, 6, 7))
+    rounds = build_halves_plan(MODES, [2, 4], [2, 4], 4, 3, 7, devices)
+    slots = build_block_plan(MODES, [2, 4], [2, 4], 4, 3, 7)
+    assert [[s.repeat for s in r.slots] for r in rounds] == [[0, 1], [2, 3]]
+    assert [s for r in rounds for s in r.slots] == slots
+    assert all(r.devices == devices for r in rounds)
+    assert rounds[1].points == slots[2].points + slots[3].points
+    assert total_points(rounds) == total_points(slots)
+
+
+def test_the_halves_layout_splits_gpus_or_a_cpus_cores_and_says_where_it_cannot() -> None:
+    suite = load_suite(suite_path("nightly"))
+    layout, devices = halves_layout(suite, "mi355x")
+    assert layout.live and devices == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert layout.note == "halves: two starts at once, 4 of 8 GPUs each"
+    layout, devices = halves_layout(suite, "mi325x")
+    assert not layout.live and devices == ()
+    assert "no halves: mi325x has 4 GPUs, two servers need 8" in layout.note
+    layout, devices = halves_layout(load_suite(suite_path("cpu")), "cpu", cpus=2)
+    assert layout.live and devices == ((0,), (1,)) and "1 thread(s) each" in layout.note
+    assert device_env("cpu", (2, 3)) == {"OMP_NUM_THREADS": "2"}

@@ -16,6 +16,7 @@ import pytest
 from fake_torch import FakeTorch
 from hung_tool import timing_out_subprocess
 
+from servegate.core import hardware
 from servegate.serve import detect
 
 
@@ -450,3 +451,53 @@ def test_fingerprint_names_the_double(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "gfx95 emulated" in fp["device_double"] and fp["gpu_name"].startswith("none (CPU")
     real = detect.fingerprint(detect.Detected("cpu", "override"), "m", torch_module=None)
     assert "device_double" not in real
+
+
+# The hardware identity (issue 39): what kernels dispatch on and what sets their speed.
+
+EPYC_CPUINFO = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+                "model name\t: AMD EPYC\nstepping\t: 1\nmicrocode\t: 0x1000065\nflags\t\t: fpu "
+                "sse4_2 avx f16c avx2 avx512f avx512bw avx512vl avx512_bf16 avx512_vnni fma\n\n"
+                "processor\t: 1\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n")
+
+
+def test_cpu_hardware_reads_the_first_processor_its_isa_and_memory() -> None:
+    found = detect.cpu_hardware(EPYC_CPUINFO, "MemTotal:       24683664 kB\nMemFree: 1 kB\n")
+    assert found == {"cpu_vendor": "AuthenticAMD", "cpu_family": "25",
+                     "cpu_model_number": "17", "cpu_stepping": "1", "memory_gib": 24,
+                     # the registry's features, in its order; fpu / sse4_2 / avx are not in it
+                     "cpu_isa": ["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                                 "avx512_vnni", "avx512_bf16"]}
+    graviton = ("processor\t: 0\nBogoMIPS\t: 243.75\nFeatures\t: fp asimd sve i8mm bf16 "
+                "sve2\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x1\n"
+                "CPU part\t: 0xd40\nCPU revision\t: 1\n")
+    assert detect.cpu_hardware(graviton, "") == {
+        "cpu_vendor": "0x41", "cpu_family": "8", "cpu_model_number": "0xd40",
+        "cpu_stepping": "1", "cpu_isa": ["asimd", "sve", "sve2", "i8mm", "bf16"]}
+    assert detect.cpu_hardware("", "") == {}
+
+
+def test_the_hardware_digest_is_the_machine_not_its_name_or_idle_clocks(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    info, mem = tmp_path / "cpuinfo", tmp_path / "meminfo"
+    info.write_text(EPYC_CPUINFO)
+    mem.write_text("MemTotal: 24683664 kB\n")
+    monkeypatch.setattr(detect, "CPUINFO", info)
+    monkeypatch.setattr(detect, "MEMINFO", mem)
+    monkeypatch.setattr(detect, "_cpu_model", lambda: "AMD EPYC")
+    fp = detect.fingerprint(detect.Detected("cpu", "override"), "m", torch_module=None)
+    assert (fp["cpu_family"], fp["cpu_model_number"], fp["memory_gib"]) == ("25", "17", 24)
+    assert fp["hardware"] == hardware.digest(fp) and len(fp["hardware"]) == 12
+    renamed = {**fp, "host": "another-node", "sglang": "0.6",
+               "gpu_clocks": {"sclk_mhz": [900], "sclk_max_mhz": [2400]}}
+    slower = {**renamed, "gpu_clocks": {"sclk_mhz": [900], "sclk_max_mhz": [2100]}}
+    assert hardware.digest(renamed) == hardware.digest({**fp, "gpu_clocks": {
+        "sclk_mhz": [132], "sclk_max_mhz": [2400]}})        # clocks at start: not hardware
+    assert hardware.digest(renamed) != hardware.digest(slower)      # a clock cap is
+    info.write_text(EPYC_CPUINFO.replace("avx512_bf16 ", ""))
+    other = detect.fingerprint(detect.Detected("cpu", "override"), "m", torch_module=None)
+    assert other["hardware"] != fp["hardware"]
+    assert hardware.compare(fp, other) == ("other", "other hardware: isa \"avx2 fma f16c "
+                                           "avx512f avx512bw avx512vl avx512_vnni avx512_bf16\" "
+                                           "-> \"avx2 fma f16c avx512f avx512bw avx512vl "
+                                           "avx512_vnni\"")

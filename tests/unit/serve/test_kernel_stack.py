@@ -44,10 +44,11 @@ def image_env() -> dict[str, str]:
 
 
 def replay(outputs: dict[str, str], calls: list[list[str]]) -> Any:
-    """A vendor-tool runner answering each argv (by its first word) from a recorded file."""
+    """A vendor-tool runner answering each argv (by its first two words, else its first) from a
+    recorded file."""
     def run(argv: list[str]) -> str:
         calls.append(argv)
-        name = outputs.get(argv[0])
+        name = outputs.get(" ".join(argv[:2])) or outputs.get(argv[0])
         return (DATA / name).read_text() if name else ""
     return run
 
@@ -61,7 +62,8 @@ def rocm_root(tmp_path: Path) -> Path:
 
 def gfx950_probe(tmp_path: Path, calls: list[list[str]], **env: str) -> Probe:
     version, direct_url = recorded_pip()
-    return Probe(run=replay({"amd-smi": "amd-smi-metric-clock-mi355x.json"}, calls),
+    return Probe(run=replay({"amd-smi metric": "amd-smi-metric-clock-mi355x.json",
+                             "amd-smi static": "amd-smi-static-vbios-mi355x.json"}, calls),
                  env={**image_env(), "ROCM_PATH": str(rocm_root(tmp_path)), **env},
                  version=version, direct_url=direct_url, versions_txt=tmp_path / "absent.txt")
 
@@ -101,7 +103,8 @@ def test_a_gpu_runs_fingerprint_carries_the_kernel_stack(monkeypatch: pytest.Mon
                                 "mclk_max_mhz": [1600] * 8}
     # the existing fields are untouched, the tools were asked through argv lists, no secret kept
     assert (fp["rocm"], fp["driver"], fp["gpu_count"]) == ("7.0.51831", "amdgpu 6.14.14", 8)
-    assert calls == [kernel_stack.AMD_SMI_CLOCKS]
+    assert fp["gpu_vbios"] == "022.050.000.011.000001"          # one: every GPU agrees
+    assert calls == [kernel_stack.AMD_SMI_CLOCKS, kernel_stack.AMD_SMI_VBIOS]
     assert SECRET not in json.dumps(fp) and str(configs) not in json.dumps(fp)
 
 
@@ -130,6 +133,23 @@ def test_the_profiles_server_env_names_the_gemm_config_in_use(monkeypatch: pytes
                             server_env={"AITER_CONFIG_GEMM_BF16": str(config)})
     assert fp["gemm_configs"] == {
         "AITER_CONFIG_GEMM_BF16": hashlib.sha256(config.read_bytes()).hexdigest()}
+
+
+def test_the_vbios_is_each_gpus_when_they_differ_and_nvidia_smi_answers_without_amd_smi(
+        ) -> None:
+    text = (DATA / "amd-smi-static-vbios-mi355x.json").read_text()
+    gpus = json.loads(text)
+    gpus[3]["vbios"] = {"part_number": "113-M3550100-103"}          # no version: its part
+    mixed = kernel_stack.parse_amd_smi_vbios(json.dumps({"gpu_data": gpus[2:5]}))
+    assert mixed == "022.050.000.011.000001/113-M3550100-103/022.050.000.011.000001"
+    assert kernel_stack.parse_amd_smi_vbios("WARNING: not root\n" + text) == \
+        "022.050.000.011.000001"
+    assert kernel_stack.parse_amd_smi_vbios('[{"gpu": 0, "vbios": {"name": "x"}}]') == ""
+    calls: list[list[str]] = []
+    nvidia = {"nvidia-smi": "96.00.74.00.1C\n96.00.74.00.1C\n"}
+    assert kernel_stack.gpu_vbios(lambda argv: calls.append(argv) or nvidia.get(argv[0], "")
+                                  ) == "96.00.74.00.1C"
+    assert calls == [kernel_stack.AMD_SMI_VBIOS, kernel_stack.NVIDIA_SMI_VBIOS]
 
 
 # ---------------------------------------------------------------- clocks
