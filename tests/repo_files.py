@@ -22,12 +22,16 @@ def packaged_gsm8k() -> Path:
     return PACKAGED_DIR
 
 
-def edited_suite(tmp_path: Path, name: str, old: str, new: str) -> Path:
+def edited_suite(tmp_path: Path, name: str, old: str, new: str,
+                 *more: tuple[str, str]) -> Path:
     """A copy of the shipped ``suites/<name>.toml`` in ``tmp_path`` (same file name: a suite's name
-    is its file's) with ``old`` replaced by ``new``; ``old`` must be there, so a suite edit that
-    drops it fails the test instead of silently testing the shipped file."""
+    is its file's) with ``old`` replaced by ``new`` (and each further ``(old, new)`` pair); each
+    ``old`` must be there, so a suite edit that drops it fails the test instead of silently
+    testing the shipped file."""
     text = (REPO_ROOT / "suites" / f"{name}.toml").read_text()
-    assert old in text, f"suites/{name}.toml no longer contains {old!r}"
+    for before, after in ((old, new), *more):
+        assert before in text, f"suites/{name}.toml no longer contains {before!r}"
+        text = text.replace(before, after)
     path = tmp_path / f"{name}.toml"
-    path.write_text(text.replace(old, new))
+    path.write_text(text)
     return path

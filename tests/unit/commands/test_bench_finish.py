@@ -1,9 +1,9 @@
 """What bench does after the last point: judge the run by what it has (a stored baseline or the
 suite's in-run claims), or say that it is not judged (no server: the executors are replaced).
 
-The suite is ``cpu-gfx95`` (a CPU server whose exact-fill device check sees gfx95; its real-server
-path is ``tests/real_sglang/serving/test_emulated_gfx95_e2e.py``): no stored baseline exists for
-its runner class, and it has a ``[judge.claims]`` table.
+The suite is ``cpu-gfx95`` (a CPU server whose exact-fill device check sees gfx95; that runner
+class's real-server path is ``tests/real_sglang/serving/test_cpu_suite_on_two_halves_e2e.py``): no
+stored baseline exists for its runner class, and it has a ``[judge.claims]`` table.
 """
 
 from __future__ import annotations
