@@ -222,7 +222,8 @@ def print_table(result: dict[str, Any], rows: list[Row]) -> None:
     for row in rows:
         if row.identical is False:
             gate = "FAIL" if row.failing else ("expected" if row.expected else "reported")
-            first = row.rounds_moved[0].split(": ", 1)[-1]
+            # the round that moved (the scenario and mode have their own columns)
+            first = row.rounds_moved[0].removeprefix(f"{row.name} [{row.mode}]").lstrip(": ")
             table.add_row(row.name, row.mode, f"{len(row.rounds_moved)} moved", gate, first[:90])
     for (only_in, reason), modes in one_sided(rows).items():
         listed = [(name, "/".join(ms)) for name, ms in modes.items()]

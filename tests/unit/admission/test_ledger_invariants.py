@@ -202,3 +202,209 @@ def test_a_dllm_round_with_exact_fill_on_is_named() -> None:
     assert report.failures == [
         "p64-c2048-dllm-radix-blk32 [forced]: dllm-excludes-exact-fill: forced exact fill stayed "
         "on with a DllmConfig"]
+
+
+# ---- what a failure says: the whole line, with the numbers a reader needs --------------------
+
+def _lines(traces: dict[str, Trace], *details: tuple[str, str | None, str, str]) -> list[str]:
+    """Failure lines as (mode, round or None, invariant, detail), the scenario's id in front."""
+    sid = next(iter(traces.values())).scenario.scenario_id
+    return sorted(f"{sid} [{mode}]" + (f" round {rnd}" if rnd is not None else "")
+                  + f": {name}: {detail}" for mode, rnd, name, detail in details)
+
+
+EXPECTED: dict[int, list[tuple[str, str | None, str, str]]] = {
+    0: [("off", "0", "batch-within-chunk", "3424 tokens > chunk 2048")],
+    1: [("off", "0", "kv-page-ceiled",
+         "r0 grew the KV offset by 1064, expected ceil_page(1000) + page 64 = 1088")],
+    2: [("off", None, "slots-and-rows-return", "free 96 + evictable 0 != pool 100")],
+    3: [("off", None, "slots-and-rows-return", "2 of 3 rows free")],
+    4: [("forced", "0", "forced-not-below-off-unless-named-budget",
+         "forced admits 1000 tokens, off 2024, and no named budget refused"),
+        ("forced", None, "tile-budget-binds-when-forced",
+         "budget 16 refused nothing: the scenario no longer exercises the tile budget")],
+    5: [("forced", None, "tile-budget-binds-when-forced",
+         "budget 16 refused nothing: the scenario no longer exercises the tile budget")],
+    6: [("forced", "0", "swa-capped-chunk-taken-at-cap",
+         "r0 cut at 1088 under an SWA chunk_tokens_limit of 1024"),
+        ("forced", "0", "kv-page-ceiled",
+         "r0 grew the KV offset by 1088, expected ceil_page(1088) + page 64 = 1152")],
+    7: [("off", None, "continuations-replayed", "no chunked continuation")],
+    8: [("off", "1", "swa-continuation-charged-to-ring-once",
+         "r0 charged 512 to the SWA ring, expected 0")],
+    9: [("off", None, "swa-cap-below-chunk",
+         "chunk_tokens_limit never went below the chunk: the SWA pool does not bind")],
+    10: [("off", "1", "mamba-gap-reserve-per-new-state", "r0 debited 1 mamba slots, expected 0")],
+    11: [("forced", None, "mamba-prefix-sharing-excludes-exact-fill",
+          "exact fill effective True with prefix sharing True")],
+    13: [("off", "0", "dllm-budget-page-ceiled",
+          "r0 took 1000 off rem_dllm_tokens, expected ceil_page(1000) = 1024")],
+    14: [("forced", None, "dllm-excludes-exact-fill",
+          "forced exact fill stayed on with a DllmConfig")],
+}
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=[c[0] for c in CASES])
+def test_a_healthy_trace_fails_no_invariant_at_all(index: int) -> None:
+    report = check_ledger(CASES[index][1]())
+    assert report.failures == [] and all(i.holds for i in report.invariants.values())
+
+
+@pytest.mark.parametrize("index", sorted(EXPECTED), ids=[CASES[i][0] for i in sorted(EXPECTED)])
+def test_a_broken_trace_fails_with_lines_naming_where_and_the_numbers(index: int) -> None:
+    traces = CASES[index][2]()
+    assert sorted(check_ledger(traces).failures) == _lines(traces, *EXPECTED[index])
+
+
+def test_a_forced_replay_differing_from_off_where_exact_fill_is_excluded_says_where() -> None:
+    """A mamba forced replay with exact fill off (excluded) that differs from off: the line gives
+    the first difference (and the shorter forced chunk's KV growth is named too)."""
+    from servegate.admission.checks import first_difference
+
+    traces = CASES[12][2]()
+    diff = first_difference(traces["off"], traces["forced"])
+    assert diff is not None and diff.startswith("round 0: off extend [2048]")
+    assert sorted(check_ledger(traces).failures) == _lines(
+        traces, ("forced", None, "excluded-forced-equals-off", diff),
+        ("forced", "0", "kv-page-ceiled", "r0 grew the KV offset by 2120, expected "
+                                          "ceil_page(1984) + page 64 + mamba gap 8 = 2056"))
+
+
+def test_a_note_left_by_the_replay_is_a_leak_named_by_it() -> None:
+    trace = _tile("off")
+    trace.notes.append("request r1 still holds 3 pages")
+    assert check_ledger({"off": trace}).failures == _lines(
+        {"off": trace}, ("off", None, "slots-and-rows-return", "request r1 still holds 3 pages"))
+
+
+def test_evictable_tokens_count_as_returned() -> None:
+    trace = _tile("off")
+    trace.free_after, trace.evictable_after = 90, 10
+    assert check_ledger({"off": trace}).failures == []
+
+
+def test_a_batch_of_exactly_the_chunk_is_within_it_and_dllm_rounds_are_not_held_to_it() -> None:
+    full = _trace("tile-budget", "off", [[_adm("r0", 1024), _adm("r1", 1024)]])
+    assert check_ledger({"off": full}).failures == []
+    dllm = _trace("dllm", "off", [[_adm("r0", 1500, dllm_charge=1536),
+                                   _adm("r1", 1000, dllm_charge=1024)]])
+    assert dllm.rounds[0].batch_tokens == 2500 > CHUNK
+    assert check_ledger({"off": dllm}).failures == []
+
+
+def test_forced_is_compared_with_off_only_while_their_rounds_agree() -> None:
+    """Round 0 identical, round 1 forced below off without a refusal: a failure; once a round's
+    admissions differ, later rounds start from other states and are not compared; forced
+    needing fewer rounds than off is compared on the rounds both have."""
+    off = _trace("tile-budget", "off", [[_adm("r0", 1000)], [_adm("r1", 1024), _adm("r2", 512)]])
+    below = _trace("tile-budget", "forced", [[_adm("r0", 1000)], [_adm("r1", 1024)]],
+                   round_ledger={"tile_refusals": []})
+    below.rounds[0].ledger["tile_refusals"] = [_REFUSAL]       # the budget bound in round 0
+    report = check_ledger({"off": off, "forced": below})
+    assert not report.invariants["forced-not-below-off-unless-named-budget"].holds
+    moved = _trace("tile-budget", "forced", [[_adm("r0", 960)], [_adm("r1", 64)]])
+    moved.rounds[0].ledger["tile_refusals"] = [_REFUSAL]
+    moved.rounds[0].batch_tokens = 1000                        # same tokens, other split
+    report = check_ledger({"off": off, "forced": moved})
+    assert report.invariants["forced-not-below-off-unless-named-budget"].holds
+    shorter = _trace("tile-budget", "forced", [[_adm("r0", 1000)]],
+                     round_ledger={"tile_refusals": [_REFUSAL]})
+    report = check_ledger({"off": off, "forced": shorter})
+    assert report.invariants["forced-not-below-off-unless-named-budget"].holds
+
+
+def test_a_tile_refusal_finding_carries_every_number_in_the_report_json() -> None:
+    traces = {"off": _tile("off"), "forced": _tile("forced")}
+    report = check_ledger(traces)
+    sid = traces["off"].scenario.scenario_id
+    data = report.to_json()
+    assert (data["scenario"], data["kind"], data["modes"]) == (sid, "tile-budget", ["off", "forced"])
+    assert {i["name"]: (i["holds"], i["failures"]) for i in data["invariants"]} == {
+        "kv-page-ceiled": (True, []), "batch-within-chunk": (True, []),
+        "slots-and-rows-return": (True, []), "tile-budget-binds-when-forced": (True, []),
+        "forced-not-below-off-unless-named-budget": (True, [])}
+    assert data["findings"] == [{
+        "name": "tile-budget-refusal",
+        "detail": f"{sid} round 0: compact tile budget 16 refused forced's 1048-token chunk "
+                  f"(17 tiles > 16) with no smaller page-aligned retry: forced admits 1000 "
+                  f"(1000), off admits 2024 (1000 + 1024)",
+        "round": 0, "refused_len": 1048, "tiles": 17, "budget": 16, "tile_mode": "compact",
+        "forced_tokens": 1000, "off_tokens": 2024, "forced_extend_lens": [1000],
+        "off_extend_lens": [1000, 1024]}]
+
+
+def test_a_failed_invariant_is_reported_not_holding_in_the_json() -> None:
+    data = check_ledger({"off": _break(_tile("off"), _leak_row)}).to_json()
+    [leak] = [i for i in data["invariants"] if i["name"] == "slots-and-rows-return"]
+    assert leak["holds"] is False and leak["failures"] == [
+        f"{data['scenario']} [off]: slots-and-rows-return: 2 of 3 rows free"]
+
+
+def test_a_tile_budget_that_ignores_admitted_requests_is_a_finding_at_its_first_round() -> None:
+    """sglang's _admitted_extend_lens reading a Req attribute this sglang lacks: rounds of
+    several requests over the budget (a round's single first request is never checked, a
+    round at the budget is within it) make one finding, at the first such round."""
+    rounds = [[_adm("r0", 1000)], [_adm("r1", 512), _adm("r2", 512)],
+              [_adm("r3", 1000), _adm("r4", 1024)], [_adm("r5", 640), _adm("r6", 640)]]
+    tiles = [20, 16, 17, 18]
+
+    def trace(missing: bool) -> Trace:
+        t = _trace("tile-budget", "off", rounds, tile_admitted_attr_missing=missing)
+        for rnd, n in zip(t.rounds, tiles, strict=True):
+            rnd.ledger["tiles"] = n
+        return t
+
+    assert check_ledger({"off": trace(False)}).findings == []
+    report = check_ledger({"off": trace(True)})
+    sid = report.scenario
+    assert report.to_json()["findings"] == [{
+        "name": "tile-budget-ignores-admitted",
+        "detail": f"{sid} [off] round 2: the round's compact tiles are 17 > budget 16 "
+                  f"(1000 + 1024 tokens): _admitted_extend_lens reads Req.extend_input_len, "
+                  f"which this sglang's Req does not have, so admitted requests count 0 tiles",
+        "round": 2, "mode": "off", "tiles": 17, "budget": 16, "extend_lens": [1000, 1024]}]
+
+
+def test_exact_fill_exclusion_is_checked_for_dllm_and_mamba_only() -> None:
+    """A dLLM forced replay that exact fill left alone equals off (checked); an SWA forced
+    replay that is not effective is no exclusion case (not checked)."""
+    dllm = check_ledger({"off": _dllm("off"), "forced": _dllm("forced", effective=False)})
+    assert dllm.invariants["excluded-forced-equals-off"].holds
+    swa_forced = replace(_swa("forced"), effective=False)
+    swa = check_ledger({"off": _swa("off"), "forced": swa_forced})
+    assert "excluded-forced-equals-off" not in swa.invariants
+
+
+def test_only_a_chunk_capped_below_the_chunk_size_is_held_to_its_cap() -> None:
+    """forced must take a capped chunk at the cap, off may cut it shorter; a chunk whose limit is
+    the chunk size, or an unchunked last piece, is not capped; an admission without a recorded
+    limit (the budget check returned none) counts as uncapped."""
+    def swa(mode: str, first: int, rest_limit: int | None, rest_chunked: bool = False) -> Trace:
+        a = _adm("r0", first, chunked=True, chunk_tokens_limit=1024, swa_reserved=0)
+        extra = {} if rest_limit is None else {"chunk_tokens_limit": rest_limit}
+        b = _adm("r0", 3000 - first, prefix=first, chunked=rest_chunked, swa_reserved=0, **extra)
+        return _trace("swa", mode, [[a], [b]], swa_ring_cost=512)
+
+    assert check_ledger({"off": swa("off", 960, 2048)}).failures == []
+    assert check_ledger({"forced": swa("forced", 1024, 1024)}).failures == []
+    assert check_ledger({"forced": swa("forced", 1024, 2048, rest_chunked=True)}).failures == []
+    lone = _adm("r9", 128, swa_reserved=0)                  # no limit recorded
+    capped = _adm("r0", 1024, chunked=True, chunk_tokens_limit=1024, swa_reserved=0)
+    rest = _adm("r0", 1976, prefix=1024, chunk_tokens_limit=2048, swa_reserved=0)
+    unlimited = _trace("swa", "off", [[lone], [capped], [rest]], swa_ring_cost=512)
+    assert check_ledger({"off": unlimited}).failures == []
+    short = swa("forced", 960, 2048)
+    assert check_ledger({"forced": short}).failures == _lines(
+        {"forced": short}, ("forced", "0", "swa-capped-chunk-taken-at-cap",
+                            "r0 cut at 960 under an SWA chunk_tokens_limit of 1024"))
+    over = swa("off", 1088, 2048)
+    assert check_ledger({"off": over}).failures == _lines(
+        {"off": over}, ("off", "0", "swa-capped-chunk-taken-at-cap",
+                        "r0 cut at 1088 under an SWA chunk_tokens_limit of 1024"))
+
+
+def test_a_continuation_after_a_one_token_chunk_debits_no_new_mamba_state() -> None:
+    first = _adm("r0", 1, chunked=True, slot_cost=8, mamba_slots=1)
+    rest = _adm("r0", 999, prefix=1, slot_cost=8, mamba_slots=0)
+    trace = _trace("mamba", "off", [[first], [rest]], mamba_slot_cost=8, prefix_sharing=False)
+    assert check_ledger({"off": trace}).failures == []

@@ -188,3 +188,25 @@ def test_gfx95_is_what_sglangs_gate_calls_gfx95(device: str) -> None:
     from servegate.core import runner_classes
 
     assert (runner_classes.arch_of(device) == "gfx95") is ("gfx95" in device.lower())
+
+
+@pytest.mark.parametrize("device", ["gfx90a:sramecc+:xnack-", "gfx942"])
+def test_a_gpu_reporting_no_name_is_called_so_in_the_error(device: str) -> None:
+    """An architecture without a class (gfx90a) and one with several (gfx942): the error names
+    the device and says the GPU reported no name, rather than printing an empty one."""
+    with pytest.raises(runner_classes.UnknownRunner) as info:
+        runner_classes.classify(device, "")
+    assert str(info.value).startswith(f"GPU '<no name>' ({device}): ")
+
+
+def test_a_schema_1_file_recording_no_device_names_no_architecture() -> None:
+    """A schema-1 file whose runner_class is no architecture and whose fingerprint has no
+    gpu_arch: the error shows the empty architecture it was left with, not a placeholder."""
+    with pytest.raises(runner_classes.UnknownRunner) as info:
+        runner_classes.from_schema_1("rocm-other", {"gpu_name": "AMD Instinct MI355X"})
+    assert str(info.value).startswith("GPU architecture '': servegate knows gfx95, gfx942, ")
+
+
+def test_an_unknown_workflow_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match=r"^workflow 'weekly': expected nightly or premerge$"):
+        runner_classes.ci_cells("weekly")

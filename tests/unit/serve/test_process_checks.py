@@ -1,0 +1,151 @@
+"""A server's liveness check, its log and a taken port, on real short-lived processes (not
+sglang): a server that died says so with its exit code, its log's path and the log's last lines;
+one still running passes; a log not written yet is at offset 0; a log naming a taken port is a
+port clash. And the signal handling around a teardown: held and handed on (or dropped), left
+alone outside the main thread, SIGTERM turned into an exception."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servegate.serve.launch import LaunchSpec
+from servegate.serve.process import (
+    PortInUse,
+    Server,
+    ServerError,
+    Terminated,
+    signals_deferred,
+    tail,
+    terminate_on_sigterm,
+)
+
+
+def _server(tmp_path: Path, code: str) -> Server:
+    spec = LaunchSpec(argv=[sys.executable, "-c", code, "--port", "1"], env={}, set_env={},
+                      health_path="/health", timeout_s=5, chunk_size=256, page_size=64)
+    return Server(spec, tmp_path / "logs" / "server.log", port=0)
+
+
+def test_a_server_that_died_is_reported_with_its_code_log_and_last_lines(tmp_path: Path) -> None:
+    server = _server(tmp_path, "import sys; print('fatal: out of pages', flush=True); sys.exit(3)")
+    server.start()
+    assert server.proc is not None and server.proc.wait(timeout=30) == 3
+    with pytest.raises(ServerError) as info:
+        server.check_alive()
+    assert str(info.value) == f"server died with code 3 (log: {server.log_path})"
+    assert info.value.log_tail.splitlines()[-1] == "fatal: out of pages"
+    assert info.value.log_tail.startswith("# servegate: ")
+
+
+def test_a_running_server_passes_the_check(tmp_path: Path) -> None:
+    server = _server(tmp_path, "import time; time.sleep(60)")
+    with server:
+        server.check_alive()
+    assert server.proc is not None and server.proc.poll() is not None
+
+
+def test_a_log_not_written_yet_is_at_offset_zero(tmp_path: Path) -> None:
+    server = _server(tmp_path, "pass")
+    assert not server.log_path.exists()
+    assert server.log_offset() == 0
+    assert server.wait_log_quiet(quiet_s=0.05, max_s=0.2) == 0
+
+
+def test_with_no_time_to_wait_the_log_size_now_is_returned(tmp_path: Path) -> None:
+    server = _server(tmp_path, "pass")
+    server.log_path.parent.mkdir(parents=True)
+    server.log_path.write_text("twelve bytes")
+    assert server.wait_log_quiet(max_s=0.0) == 12
+
+
+@pytest.mark.parametrize("line", ["ERROR:    [Errno 98] error while attempting to bind on address",
+                                  "OSError: Address already in use",
+                                  "Port 30000 is not available in this machine"])
+def test_a_server_that_logs_a_taken_port_and_hangs_is_a_port_clash(tmp_path: Path,
+                                                                   line: str) -> None:
+    """sglang 0.5.23 logs uvicorn's bind error and hangs: the log says so before any timeout."""
+    said = tmp_path / "said.txt"          # not in the argv (the log's first line shows the argv)
+    said.write_text(line)
+    code = f"import time; print(open({str(said)!r}).read(), flush=True); time.sleep(60)"
+    with _server(tmp_path, code) as server, pytest.raises(PortInUse) as info:
+        server.wait_ready(timeout_s=30, poll_s=0.05)
+    assert str(info.value) == (f"server could not bind port 0: already in use "
+                               f"(log: {server.log_path})")
+    assert info.value.log_tail.splitlines()[-1] == line
+
+
+def test_a_logs_tail_is_its_last_lines(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("".join(f"line {i}\n" for i in range(50)))
+    assert tail(log) == "\n".join(f"line {i}" for i in range(10, 50))
+    assert tail(log, lines=2) == "line 48\nline 49"
+    assert tail(tmp_path / "absent.log") == ""
+
+
+@pytest.fixture
+def sigterm_calls() -> Iterator[list[int]]:
+    """SIGTERM handled by a recording handler for the test (never pytest's default: death)."""
+    calls: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: calls.append(signum))
+    try:
+        yield calls
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_and_wait(sig: int, seen: list[int]) -> None:
+    signal.raise_signal(sig)
+    deadline = time.monotonic() + 5
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("redeliver", [True, False])
+def test_a_signal_during_a_deferred_block_is_held_then_handed_on_or_dropped(
+        sigterm_calls: list[int], redeliver: bool) -> None:
+    handler = signal.getsignal(signal.SIGTERM)
+    with signals_deferred(redeliver=redeliver) as received:
+        _raise_and_wait(signal.SIGTERM, received)
+        assert received == [signal.SIGTERM] and sigterm_calls == []
+    assert sigterm_calls == ([signal.SIGTERM] if redeliver else [])
+    assert signal.getsignal(signal.SIGTERM) is handler
+
+
+def test_outside_the_main_thread_deferring_changes_no_handler(sigterm_calls: list[int]) -> None:
+    handler = signal.getsignal(signal.SIGTERM)
+    seen: list[object] = []
+
+    def worker() -> None:
+        with signals_deferred() as received:
+            seen.append((received, signal.getsignal(signal.SIGTERM)))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen == [([], handler)]
+
+
+def test_sigterm_becomes_an_exception_inside_and_the_handler_returns_after(
+        sigterm_calls: list[int]) -> None:
+    handler = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated, match=f"^received signal {int(signal.SIGTERM)}$"), \
+            terminate_on_sigterm():
+        signal.raise_signal(signal.SIGTERM)
+        time.sleep(5)
+    assert signal.getsignal(signal.SIGTERM) is handler and sigterm_calls == []
+
+
+def test_a_server_torn_down_from_a_worker_thread_is_gone(tmp_path: Path) -> None:
+    server = _server(tmp_path, "import time; time.sleep(60)")
+    server.start()
+    thread = threading.Thread(target=server.stop)
+    thread.start()
+    thread.join(timeout=30)
+    assert server.proc is not None and server.proc.poll() is not None
