@@ -408,3 +408,11 @@ def test_a_continuation_after_a_one_token_chunk_debits_no_new_mamba_state() -> N
     rest = _adm("r0", 999, prefix=1, slot_cost=8, mamba_slots=0)
     trace = _trace("mamba", "off", [[first], [rest]], mamba_slot_cost=8, prefix_sharing=False)
     assert check_ledger({"off": trace}).failures == []
+
+
+def test_a_tile_refusal_finding_lists_each_admitted_length() -> None:
+    off = _tile("off")
+    forced = _trace("tile-budget", "forced", [[_adm("r0", 600), _adm("r1", 400)]],
+                    round_ledger={"tile_refusals": [_REFUSAL]})
+    [finding] = check_ledger({"off": off, "forced": forced}).findings
+    assert finding.detail.endswith("forced admits 1000 (600 + 400), off admits 2024 (1000 + 1024)")

@@ -178,3 +178,24 @@ def test_plans_figures_are_given_at_their_stated_precision() -> None:
     profiles = sum(profile_seconds(speed, suite, slot.points, cell.modes) for slot in slots)
     assert got["minutes"]["profiles"] == round(profiles / 60, 1)
     assert got["idle_share"] == round(got["idle_share"], 3) and 0 < got["idle_share"] < 0.5
+
+
+def test_a_block_is_its_warm_up_then_full_waves_and_a_last_partial_wave() -> None:
+    """premerge c64 with 100 prompts (16 output tokens): the client's warm-up (one prompt, at
+    most 32 output tokens), a wave of 64 and a wave of 36, each its prompt tokens at the prefill
+    rate and 15 decode steps at its batch, plus the per-block overhead."""
+    suite, speed, points = _premerge()
+    top = dataclasses.replace(next(p for p in points if p.concurrency == 64), num_prompts=100)
+    load = suite.load
+    warm = min(load.warmup_requests, 64)
+    assert warm > 0 and load.output_len_at(64) == 16
+    expected = (speed.block_overhead_s
+                + load.input_len / speed.prefill_tokens_per_s
+                + 15 * speed.decode_step_ms(warm) / 1000
+                + 64 * load.input_len / speed.prefill_tokens_per_s
+                + 15 * speed.decode_step_ms(64) / 1000
+                + 36 * load.input_len / speed.prefill_tokens_per_s
+                + 15 * speed.decode_step_ms(36) / 1000)
+    seconds, waves, steps = point_seconds(speed, suite, top)
+    assert seconds == pytest.approx(expected, rel=1e-12)
+    assert (waves, steps) == (2, 15 + 2 * 15)
