@@ -149,3 +149,24 @@ def test_a_server_torn_down_from_a_worker_thread_is_gone(tmp_path: Path) -> None
     thread.start()
     thread.join(timeout=30)
     assert server.proc is not None and server.proc.poll() is not None
+
+
+def test_a_port_refused_before_launch_carries_no_log_lines(tmp_path: Path) -> None:
+    """No server ran, so no log: bench then shows the error's own lines, not a stale tail."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        spec = LaunchSpec(argv=[sys.executable, "-c", "pass", "--port", str(port)], env={},
+                          set_env={}, health_path="/health", timeout_s=5, chunk_size=256,
+                          page_size=64)
+        with pytest.raises(PortInUse) as info:
+            Server(spec, tmp_path / "server.log").start()
+    assert info.value.log_tail == ""
+
+
+def test_waiting_for_a_server_never_started_says_to_start_it(tmp_path: Path) -> None:
+    with pytest.raises(AssertionError, match=r"^start\(\) first$"):
+        _server(tmp_path, "pass").wait_ready(timeout_s=1)
