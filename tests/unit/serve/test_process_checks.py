@@ -170,3 +170,37 @@ def test_a_port_refused_before_launch_carries_no_log_lines(tmp_path: Path) -> No
 def test_waiting_for_a_server_never_started_says_to_start_it(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match=r"^start\(\) first$"):
         _server(tmp_path, "pass").wait_ready(timeout_s=1)
+
+
+def test_a_server_not_ready_in_time_is_reported_with_its_url_and_last_lines(
+        tmp_path: Path) -> None:
+    with _server(tmp_path, "import time; print('loading weights', flush=True); time.sleep(60)") \
+            as server, pytest.raises(ServerError) as info:
+        server.wait_ready(timeout_s=1, poll_s=0.1)
+    assert str(info.value) == (f"server not ready after 1 s (http://127.0.0.1:0/health; "
+                               f"log: {server.log_path})")
+    assert info.value.log_tail.splitlines()[-1] == "loading weights"
+
+
+def test_a_ready_server_reports_the_seconds_it_waited(tmp_path: Path) -> None:
+    """A real HTTP server answering /health (not sglang): ready within the timeout, and the
+    time returned is what was waited, not a clock reading."""
+    port_file = tmp_path / "port"
+    code = ("import http.server, sys\n"
+            "class H(http.server.BaseHTTPRequestHandler):\n"
+            "    def do_GET(self):\n"
+            "        self.send_response(200); self.end_headers()\n"
+            "    def log_message(self, *a): pass\n"
+            "s = http.server.HTTPServer(('127.0.0.1', 0), H)\n"
+            f"open({str(port_file)!r}, 'w').write(str(s.server_address[1]))\n"
+            "s.serve_forever()\n")
+    server = _server(tmp_path, code)
+    started = time.monotonic()
+    with server:
+        deadline = time.monotonic() + 30
+        while not port_file.exists() or not port_file.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        server.port = int(port_file.read_text())
+        waited = server.wait_ready(timeout_s=30, poll_s=0.05)
+    assert 0 <= waited <= time.monotonic() - started
