@@ -135,10 +135,11 @@ def _pair(tmp_path: Path) -> tuple[Path, Path]:
     has an invariant failure of its own, one the base shares and one on B's on."""
     base = _replay({(A, "off"): [10, 5], (A, "on"): [10, 5], (B, "off"): [7], (B, "on"): [7],
                     (C, "off"): [3]}, failures=[OLD], adaptations=["PrefillAdder.x"],
-                   modes=["off", "on"], sglang_version="0.5.22")
+                   modes=["off", "on"], sglang_version="0.5.22+asr-fix")
     head = _replay({(A, "off"): [10, 6], (A, "on"): [10, 6], (B, "off"): [7], (B, "on"): [7],
                     (C, "off"): [3], (C, "forced"): [4]}, failures=[INVARIANT, OLD, EXCUSED],
                    seconds=3.0)
+    del head["sglang_version"], head["adaptations"]     # not reported: the tree's version, none
     return _tree(tmp_path / "base", base, "0.5.22"), _tree(tmp_path / "head", head)
 
 
@@ -152,10 +153,11 @@ def test_the_json_result_names_both_trees_every_row_and_the_verdict(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _main(tmp_path, "--json", "--expect-change", f"{B}:on") == 1
     result = json.loads(capsys.readouterr().out)
-    assert result["base"] == {"version": "0.5.22", "commit": None, "dirty": None,
+    assert result["base"] == {"version": "0.5.22+asr-fix", "commit": None, "dirty": None,
                               "path": str(tmp_path / "base"), "has_gate": True,
                               "adaptations": ["PrefillAdder.x"], "seconds": 1.5}
     assert result["head"]["version"] == "0.5.23" and result["head"]["seconds"] == 3.0
+    assert result["head"]["adaptations"] == []
     assert (result["runner_class"], result["gated_machine"]) == ("cpu", False)
     assert result["expect_change"] == [f"{B}:on"]
     assert result["summary"] == {
@@ -185,7 +187,7 @@ def test_the_report_prints_what_moved_each_head_failure_and_the_verdict(
     assert _main(tmp_path, "--expect-change", f"{B}:on") == 1
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert "Admission head vs base: 0.5.22 (no git) -> 0.5.23 (no git)" in out
+    assert "Admission head vs base: 0.5.22+asr-fix (no git) -> 0.5.23 (no git)" in out
     assert [line for line in lines if line.startswith(("MOVED", "HEAD", "base inv"))] == [
         f"MOVED: {A} [off] round 1: extend [5] -> [6]; tokens 5 -> 6",
         f"MOVED: {A} [on] round 1: extend [5] -> [6]; tokens 5 -> 6",
@@ -221,9 +223,9 @@ def test_declared_changes_pass_and_are_shown_as_expected(
 
 def test_an_expect_change_matching_no_scenario_is_refused_before_any_replay(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _main(tmp_path, "--expect-change", "p1-nope:off,p64-*") == 2
+    assert _main(tmp_path, "--expect-change", "p1-nope:off,p64-*,p2-nope") == 2
     err = capsys.readouterr().err
-    assert err == (f"{ab.PROG}: error: --expect-change p1-nope:off: no such scenario in "
+    assert err == (f"{ab.PROG}: error: --expect-change p1-nope:off, p2-nope: no such scenario in "
                    f"{SUITE} (ids look like {IDS[0]})\n")
 
 
@@ -243,6 +245,8 @@ def test_bad_trees_and_runners_exit_2_naming_the_option(
     good = _tree(tmp_path / "good", _replay({}))
     assert ab.ab_main(["--base", str(good), "--head", str(tmp_path / "none")]) == 2
     assert capsys.readouterr().err.startswith(f"{ab.PROG}: error: --head {tmp_path / 'none'}")
+    assert ab.ab_main(["--base", str(tmp_path / "none"), "--head", str(good)]) == 2
+    assert capsys.readouterr().err.startswith(f"{ab.PROG}: error: --base {tmp_path / 'none'}")
     assert ab.ab_main(["--base", str(good), "--head", str(good), "--runner", "tpu"]) == 2
     assert capsys.readouterr().err.startswith(f"{ab.PROG}: error: --runner 'tpu'")
 
@@ -356,3 +360,13 @@ def test_one_sided_scenarios_sharing_a_reason_are_listed_up_to_ten(
     else:
         assert cells == [[f"({count} scenarios)", "on/forced", "only in head", "-",
                           "not replayed on base: no gate"]]
+
+
+def test_a_row_whose_first_change_is_exact_fill_turning_on_says_so(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [ab.Row("s", "off", False, ["s [off]: effective False -> True",
+                                       "s [off] round 0: extend [8] -> [9]"], gated=True)]
+    side = {"version": "x", "commit": None}
+    ab.print_table({"base": side, "head": side, "summary": ab.summary(rows)}, rows)
+    assert _cells(capsys.readouterr().out)[1] == ["s", "off", "2 moved", "FAIL",
+                                                  "effective False -> True"]
