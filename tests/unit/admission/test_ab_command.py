@@ -370,3 +370,14 @@ def test_a_row_whose_first_change_is_exact_fill_turning_on_says_so(
     ab.print_table({"base": side, "head": side, "summary": ab.summary(rows)}, rows)
     assert _cells(capsys.readouterr().out)[1] == ["s", "off", "2 moved", "FAIL",
                                                   "effective False -> True"]
+
+
+@pytest.mark.parametrize(("given", "missing"), [(["--head", "h"], "--base"),
+                                                (["--base", "b"], "--head")])
+def test_both_trees_are_required(given: list[str], missing: str,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        ab.build_parser().parse_args(given)
+    assert info.value.code == 2
+    assert f"{ab.PROG}: error: the following arguments are required: {missing}" in \
+        capsys.readouterr().err
