@@ -95,7 +95,8 @@ def test_a_replay_that_fails_is_named_by_side_with_its_exit_code_and_last_lines(
         tmp_path: Path) -> None:
     """A child exiting 2 (its last three stderr lines, warnings.warn lines left out), one that
     printed no JSON; a child exiting 1 (invariant failures) with its JSON is a result."""
-    err = ["Traceback (most recent call last):", "  warnings.warn('old')", "  File x, line 1",
+    err = ["early line", "Traceback (most recent call last):", "  warnings.warn('old')",
+           "  File x, line 1",
            "ImportError: cannot import name 'PrefillAdder'", "  warnings.warn('late')"]
     base = resolve_tree(_tree(tmp_path / "base", _replay({}, exit=2, stderr=err)), "--base")
     head = resolve_tree(_tree(tmp_path / "head", _replay({}, silent=True)), "--head")
@@ -113,13 +114,15 @@ def test_a_replay_that_fails_is_named_by_side_with_its_exit_code_and_last_lines(
     assert out["head"]["failures"] == []
 
 
-def test_a_replay_that_hangs_is_stopped_and_named(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replays_that_hang_are_stopped_and_each_named(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ab, "CHILD_TIMEOUT_S", 1)
-    base = resolve_tree(_tree(tmp_path / "base", _replay({}, sleep=60)), "--base")
+    trees = {side: resolve_tree(_tree(tmp_path / side, _replay({}, sleep=60)), f"--{side}")
+             for side in ("base", "head")}
     with pytest.raises(ab.AbError) as info:
-        ab.replay_trees(_python(tmp_path), SUITE, {"base": base}, {"base": ["off"]})
-    assert info.value.sides == {"base": f"--base {base.path}: replay timed out after 1 s"}
+        ab.replay_trees(_python(tmp_path), SUITE, trees, {"base": ["off"], "head": ["off"]})
+    assert info.value.sides == {side: f"--{side} {tree.path}: replay timed out after 1 s"
+                                for side, tree in trees.items()}
 
 
 # ---- the command: gate, table, JSON, exit status ---------------------------------------------
@@ -381,3 +384,13 @@ def test_both_trees_are_required(given: list[str], missing: str,
     assert info.value.code == 2
     assert f"{ab.PROG}: error: the following arguments are required: {missing}" in \
         capsys.readouterr().err
+
+
+def test_a_head_invariant_failure_alone_fails_the_verdict(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every moved row declared (A in both modes, B's on), so only C's forced invariant
+    failure of the head is left: still a FAIL."""
+    assert _main(tmp_path, "--json", "--expect-change", f"{A},{B}:on") == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["failing"] == [] and result["failing_invariants"] == [INVARIANT]
+    assert result["verdict"] == "FAIL"
