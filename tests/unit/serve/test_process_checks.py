@@ -204,3 +204,28 @@ def test_a_ready_server_reports_the_seconds_it_waited(tmp_path: Path) -> None:
         server.port = int(port_file.read_text())
         waited = server.wait_ready(timeout_s=30, poll_s=0.05)
     assert 0 <= waited <= time.monotonic() - started
+
+
+def test_the_log_folder_is_made_with_its_parents(tmp_path: Path) -> None:
+    server = _server(tmp_path, "pass")
+    server.log_path = tmp_path / "run" / "servers" / "off" / "server.log"
+    with server:
+        pass
+    assert server.log_path.read_text().startswith("# servegate: ")
+
+
+def test_the_port_is_checked_on_the_servers_own_host(tmp_path: Path) -> None:
+    """Taken on 127.0.0.2 (loopback), free on 127.0.0.1: a server for 127.0.0.2 is refused."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.2", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        spec = LaunchSpec(argv=[sys.executable, "-c", "pass", "--port", str(port)], env={},
+                          set_env={}, health_path="/health", timeout_s=5, chunk_size=256,
+                          page_size=64)
+        server = Server(spec, tmp_path / "server.log", host="127.0.0.2")
+        with pytest.raises(PortInUse, match=f"port {port} on 127.0.0.2 is already in use"):
+            server.start()
+        assert server.proc is None
