@@ -229,3 +229,42 @@ def test_the_port_is_checked_on_the_servers_own_host(tmp_path: Path) -> None:
         with pytest.raises(PortInUse, match=f"port {port} on 127.0.0.2 is already in use"):
             server.start()
         assert server.proc is None
+
+
+def test_the_server_gets_the_specs_environment_stderr_in_its_log_and_no_stdin(
+        tmp_path: Path) -> None:
+    """What bench's launch spec sets is what the server sees; its stderr (where sglang logs)
+    goes to the log; its stdin is /dev/null even when ours is a pipe (it can never hold a
+    terminal or wait on input)."""
+    import os
+
+    code = ("import os, sys; print('mark', os.environ.get('SERVEGATE_TEST_MARK'), flush=True); "
+            "print('on stderr', file=sys.stderr, flush=True); "
+            "print('stdin', os.readlink('/proc/self/fd/0'), flush=True)")
+    spec = LaunchSpec(argv=[sys.executable, "-c", code, "--port", "1"],
+                      env={"SERVEGATE_TEST_MARK": "from-the-spec"}, set_env={},
+                      health_path="/health", timeout_s=5, chunk_size=256, page_size=64)
+    server = Server(spec, tmp_path / "server.log", port=0)
+    read, write = os.pipe()
+    saved = os.dup(0)
+    os.dup2(read, 0)
+    try:
+        server.start()
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read, write):
+            os.close(fd)
+    assert server.proc is not None and server.proc.wait(timeout=30) == 0
+    lines = server.log_path.read_text().splitlines()
+    assert "mark from-the-spec" in lines and "on stderr" in lines
+    assert "stdin /dev/null" in lines
+
+
+def test_no_port_from_the_ephemeral_range_is_handed_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the kernel's range starting at 10070, only 10000-10069 are drawn (70 ports, more
+    than the 64 probes, so drawn rather than bound to 0)."""
+    from servegate.serve import process
+
+    monkeypatch.setattr(process, "ephemeral_low", lambda: process.SERVER_PORTS[0] + 70)
+    ports = {process.free_port() for _ in range(300)}
+    assert min(ports) >= process.SERVER_PORTS[0] and max(ports) <= process.SERVER_PORTS[0] + 69
