@@ -11,7 +11,12 @@ from typing import Any
 
 
 def write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically (same-directory temp file, fsync, rename)."""
+    """Replace ``path`` with ``text`` (UTF-8) atomically."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (same-directory temp file, fsync, rename)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -20,8 +25,8 @@ def write_text(path: Path, text: str) -> None:
         _name(err, path)
         raise
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
