@@ -55,7 +55,6 @@ PACKAGED_SHA256 = {
     "train": "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
     "test": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
 }
-PACKAGED_ROWS = {"train": 7473, "test": 1319}
 SOURCES = ("packaged", "hub")  # or a path to a jsonl file / a directory of <split>.jsonl
 
 
