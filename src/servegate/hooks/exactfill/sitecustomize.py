@@ -193,21 +193,8 @@ def _patch_scheduler(module: Any) -> None:
 
 
 # ---------------------------------------------------------------- mode control (one server)
-#
-# sglang 0.5.23 facts this relies on (site-packages/sglang/):
-# - srt/managers/schedule_policy.py lines 94-103: ``_use_exact_chunk_fill`` is
-#   ``@lru_cache(maxsize=1)`` and returns ``envs.SGLANG_EXACT_CHUNK_FILL.get() and
-#   is_gfx95_supported()``; line 644: ``PrefillAdder.__init__`` calls it by its module-global
-#   name each time an adder is built, so replacing the module attribute reaches the next adder
-#   (srt/managers/scheduler.py line 222 imports PrefillAdder, not the gate).
-# - srt/environ.py lines 67-86 and 143-150: ``EnvBool.get()`` reads ``os.getenv`` at every call
-#   (``SGLANG_EXACT_CHUNK_FILL = EnvBool(True)``, line 670); only the lru_cache keeps the value.
-# - srt/managers/scheduler.py line 465 ``Scheduler.__init__``; ``run_scheduler_process``
-#   (line 6310) builds it at line 6362, reports ready to the launcher (6365) and only then runs
-#   the event loop (6368). Idle state: ``waiting_queue`` (line 1326), ``running_batch`` (1328,
-#   a ScheduleBatch, ``is_empty()``), ``last_batch`` (1332; an idle loop turn sets it to None,
-#   line 2056), ``chunked_req`` (1374), and sglang's own ``is_fully_idle()`` (line 5337: also PP
-#   micro-batches, the overlap result queue, grammar and disaggregation queues).
+# The sglang 0.5.23 lines this relies on (the gate's lru_cache and module-global lookup,
+# EnvBool read at every call, the scheduler's idle state): docs/serve.md, In the server.
 
 
 class _ModeState:
