@@ -22,6 +22,7 @@ from pathlib import Path
 
 from servegate.accuracy.extract import gold_answer
 from servegate.core.errors import ServegateError
+from servegate.serve.kernel_stack import file_sha256
 
 HUB_ID = "openai/gsm8k"
 HUB_CONFIG = "main"
@@ -105,14 +106,6 @@ def sibling_train(spec: str) -> str | None:
     directory = path if path.is_dir() else path.parent
     train = directory / "train.jsonl"
     return str(train) if train.is_file() else None
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def canonical_sha256(pairs: list[tuple[str, str]]) -> str:

@@ -239,7 +239,7 @@ def gpu_vbios(run: Callable[[list[str]], str]) -> str:
 # ---------------------------------------------------------------- reading the machine
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -258,7 +258,7 @@ def gemm_config_hashes(env: Mapping[str, str]) -> dict[str, str]:
         if not paths:
             continue
         try:
-            hashes = [_sha256(path) for path in paths]
+            hashes = [file_sha256(path) for path in paths]
         except OSError:
             out[var] = "missing"
             continue
