@@ -1,17 +1,11 @@
 """Send GSM8K prompts to a running sglang server: bounded concurrency, greedy, retry on connect.
 
-Endpoint: sglang's native ``POST /generate``, not ``/v1/completions``, because
-- it takes the prompt text verbatim (no OpenAI request translation, no chat template, no
-  echo/logprobs options to get wrong) - the same path SGLang's own few-shot GSM8K script uses,
-  so scores stay comparable with SGLang CI;
-- its ``meta_info`` reports ``completion_tokens``, ``prompt_tokens`` and the structured
-  ``finish_reason`` directly, which the throughput and truncation bookkeeping need;
-- servegate only ever talks to sglang, so OpenAI-compatibility buys nothing here.
-
-Retries: only when the connection fails (refused, reset, server disconnected) - a server that is
-restarting or briefly overloaded. An HTTP error status or a malformed body is a real failure and
-raises; a wrong answer is an answer and is never retried. aiohttp is used because sglang itself
-depends on it, so it is present wherever a server can be benchmarked.
+Endpoint: sglang's native ``POST /generate``, not ``/v1/completions``: it takes the prompt text
+verbatim (the path SGLang's own few-shot GSM8K script uses, so scores stay comparable) and its
+``meta_info`` reports the token counts and the structured ``finish_reason`` directly.
+Retries only when the connection fails (a server restarting or briefly overloaded); an HTTP
+error or a malformed body raises, and a wrong answer is never retried. aiohttp because sglang
+itself depends on it.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from servegate.accuracy.extract import gold_answer
 from servegate.core.errors import ServegateError
+from servegate.serve.kernel_stack import file_sha256
 
 HUB_ID = "openai/gsm8k"
 HUB_CONFIG = "main"
@@ -55,7 +56,6 @@ PACKAGED_SHA256 = {
     "train": "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
     "test": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
 }
-PACKAGED_ROWS = {"train": 7473, "test": 1319}
 SOURCES = ("packaged", "hub")  # or a path to a jsonl file / a directory of <split>.jsonl
 
 
@@ -106,14 +106,6 @@ def sibling_train(spec: str) -> str | None:
     directory = path if path.is_dir() else path.parent
     train = directory / "train.jsonl"
     return str(train) if train.is_file() else None
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def canonical_sha256(pairs: list[tuple[str, str]]) -> str:

@@ -15,9 +15,6 @@ from scipy import optimize, stats
 
 ALPHA = 0.05
 POWER = 0.80
-MDE_METHOD = (
-    "exact power of the two-sided exact McNemar test at alpha=0.05, power 0.8, with the "
-    "alternative's discordance rate = max(observed discordance rate, difference)")
 DIFF_METHOD = "Agresti-Min adjusted Wald interval for a paired difference (0.5 added per cell)"
 
 

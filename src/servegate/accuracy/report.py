@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from servegate.accuracy.paired import analyse
-from servegate.core.atomic import write_text
+from servegate.core.atomic import write_section
 from servegate.core.errors import ServegateError
 from servegate.core.results import MODES, load_run
 
@@ -126,11 +125,4 @@ def append_summary(run_dir: Path) -> None:
     """Add or replace the accuracy section of ``run_dir/summary.md`` (atomic rewrite)."""
     run_dir = Path(run_dir)
     section = render_section(dict(load_run(run_dir)), run_dir)
-    path = run_dir / "summary.md"
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    pattern = re.compile(rf"^{re.escape(HEADING)}\n.*?(?=^## |\Z)", re.M | re.S)
-    if pattern.search(text):
-        new = pattern.sub(lambda _m: section + "\n", text, count=1)
-    else:
-        new = (text.rstrip("\n") + "\n\n" if text.strip() else "") + section
-    write_text(path, new.rstrip("\n") + "\n")
+    write_section(run_dir / "summary.md", HEADING, section)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from servegate.accuracy import dataset as ds
-from servegate.accuracy.client import Completion, GenerateClient, GenerationError
+from servegate.accuracy.client import Completion, GenerateClient
 from servegate.accuracy.extract import extract_flexible, extract_strict, is_correct
 from servegate.accuracy.paired import wilson
 from servegate.accuracy.prompts import build_prefix, build_prompt, select_shots
@@ -22,11 +22,6 @@ from servegate.config.gsm8k import AccuracyConfigError, GSM8KSettings
 from servegate.core.atomic import write_text
 
 RECORDS_DIR = "gsm8k"
-
-
-# What bench should map to exit code 2 (bad suite/dataset input, server failure).
-ACCURACY_ERRORS: tuple[type[Exception], ...] = (
-    AccuracyConfigError, ds.DatasetError, GenerationError)
 
 
 def _progress(total: int, mode: str) -> Any:

@@ -1,13 +1,11 @@
-"""``servegate admission ab --base A --head B``: the admission matrix on two sglang trees, compared.
+"""``servegate admission ab --base A --head B``: the admission matrix on two sglang trees, compared
+(docs/admission.md, Head vs base).
 
 Each tree is replayed in its own process (``python -m servegate admission suite --json
---sglang-src TREE``, the tree first on ``PYTHONPATH``), both at once. Per scenario and mode the
-result is ``identical`` or the rounds that moved, in the golden diff's words (``scenario [mode]
-round N: field old -> new``). A scenario one tree cannot replay is reported with ``only_in`` and
-that tree's reason (``on``/``forced`` before 0.5.20, where there is no gate; a ledger scenario whose
-pools raised: the error's first line). Gate: exit 1 when an ``off`` scenario, or ``on``
-on a machine where sglang's exact-fill gate is closed (not gfx95), moved and was not declared
-with ``--expect-change``; exit 0 otherwise; exit 2 on bad input or a tree that does not replay.
+--sglang-src TREE``), both at once; per scenario and mode the result is ``identical``, the rounds
+that moved (in the golden diff's words), or ``only_in`` one tree with the other's reason. Exit 1
+when an ``off`` scenario, or ``on`` where the gate is closed, moved undeclared
+(``--expect-change``); 0 otherwise; 2 on bad input or a tree that does not replay.
 """
 
 from __future__ import annotations

@@ -16,14 +16,13 @@ from typing import Any
 
 from servegate.admission.replay import (
     _VOCAB,
-    CPU_SERVER_ARGS,
     Admission,
     Pools,
     Round,
     Sglang,
     Trace,
     _token_ids,
-    exact_fill_mode,
+    cpu_scheduler,
 )
 from servegate.admission.scenario import Scenario, ScenarioError
 
@@ -44,20 +43,13 @@ def replay_dllm(scenario: Scenario, mode: str, sg: Sglang) -> Trace:
     _, prompt_ids = _token_ids(scenario)
     longest = max(len(ids) for ids in prompt_ids) + spec.dllm_block_size
     config = _dllm_config(spec.dllm_block_size, len(prompt_ids))
-    override = sg.get_context().override_server_args(
-        page_size=scenario.page_size, device="cpu", chunked_prefill_size=scenario.chunk_size,
-        **CPU_SERVER_ARGS)
-    override.install()
-    try:
-        with exact_fill_mode(sg, mode):
-            pools = Pools(sg, scenario, longest, len(prompt_ids))
-            running = sg.batch.ScheduleBatch(reqs=[], batch_is_full=False)
-            adder = sg.policy.PrefillAdder(
-                scenario.page_size, pools.tree, pools.allocator, running, 0.7,
-                scenario.rem_input_tokens, scenario.chunk_size, dllm_config=config)
-            admissions, stop = _admit(sg, scenario, pools, adder, prompt_ids, config)
-    finally:
-        override.restore()
+    with cpu_scheduler(sg, scenario, mode):
+        pools = Pools(sg, scenario, longest, len(prompt_ids))
+        running = sg.batch.ScheduleBatch(reqs=[], batch_is_full=False)
+        adder = sg.policy.PrefillAdder(
+            scenario.page_size, pools.tree, pools.allocator, running, 0.7,
+            scenario.rem_input_tokens, scenario.chunk_size, dllm_config=config)
+        admissions, stop = _admit(sg, scenario, pools, adder, prompt_ids, config)
     rnd = Round(index=0, admissions=admissions, batch_tokens=sum(a.extend_len for a in admissions),
                 saturated=len(admissions) < len(prompt_ids), rem_chunk_tokens=adder.rem_chunk_tokens,
                 rem_input_tokens=adder.rem_input_tokens, stop=stop,

@@ -15,14 +15,13 @@ from typing import Any
 
 from servegate.admission.ledger_pools import MambaPools, SwaPools
 from servegate.admission.replay import (
-    CPU_SERVER_ARGS,
     Admission,
     Replayer,
     Round,
     Sglang,
     Trace,
     _token_ids,
-    exact_fill_mode,
+    cpu_scheduler,
     load_sglang,
 )
 from servegate.admission.scenario import Scenario, ScenarioError
@@ -137,32 +136,25 @@ def replay_ledger(scenario: Scenario, mode: str, sg: Sglang | None = None) -> Tr
     _, prompt_ids = _token_ids(scenario)
     longest = max(len(ids) for ids in prompt_ids)
     returns = ReturnRecorder()
-    override = sg.get_context().override_server_args(
-        page_size=scenario.page_size, device="cpu", chunked_prefill_size=scenario.chunk_size,
-        **CPU_SERVER_ARGS)
-    override.install()
-    try:
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(exact_fill_mode(sg, mode))
-            tiles = None
-            if spec.kind == "tile-budget":
-                assert spec.tile_budget is not None and spec.tile_budget_mode is not None
-                tiles = stack.enter_context(
-                    tile_budget(sg.policy, spec.tile_budget, spec.tile_budget_mode))
-            if spec.kind == "mamba":
-                MambaPools.check_page(scenario)
-                stack.enter_context(_mamba_chunk_grid(sg))
-            stack.enter_context(returns.wrap(sg.policy.PrefillAdder, "_check_prefill_budget"))
-            pools = _pools(sg, scenario, longest, len(prompt_ids))
-            budget_cls = type(pools.allocator.create_prefill_budget(pools.tree))
-            stack.enter_context(returns.wrap(budget_cls, "available_chunk_tokens"))
-            replayer = LedgerReplayer(sg, scenario, pools, returns, tiles)
-            rounds = replayer.run([replayer.make_req(ids) for ids in prompt_ids])
-            free, evictable = (pools.free_and_evictable() if hasattr(pools, "free_and_evictable")
-                               else (int(pools.allocator.available_size()),
-                                     int(pools.tree.evictable_size())))
-    finally:
-        override.restore()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(cpu_scheduler(sg, scenario, mode))
+        tiles = None
+        if spec.kind == "tile-budget":
+            assert spec.tile_budget is not None and spec.tile_budget_mode is not None
+            tiles = stack.enter_context(
+                tile_budget(sg.policy, spec.tile_budget, spec.tile_budget_mode))
+        if spec.kind == "mamba":
+            MambaPools.check_page(scenario)
+            stack.enter_context(_mamba_chunk_grid(sg))
+        stack.enter_context(returns.wrap(sg.policy.PrefillAdder, "_check_prefill_budget"))
+        pools = _pools(sg, scenario, longest, len(prompt_ids))
+        budget_cls = type(pools.allocator.create_prefill_budget(pools.tree))
+        stack.enter_context(returns.wrap(budget_cls, "available_chunk_tokens"))
+        replayer = LedgerReplayer(sg, scenario, pools, returns, tiles)
+        rounds = replayer.run([replayer.make_req(ids) for ids in prompt_ids])
+        free, evictable = (pools.free_and_evictable() if hasattr(pools, "free_and_evictable")
+                           else (int(pools.allocator.available_size()),
+                                 int(pools.tree.evictable_size())))
     trace = Trace(scenario=scenario, mode=mode, effective=bool(replayer.effective), rounds=rounds,
                   pool_tokens=getattr(pools, "free_before", pools.tokens), free_after=free,
                   evictable_after=evictable, rows_total=pools.rows,

@@ -120,6 +120,21 @@ def _cache_clear(gate: Any) -> None:
 
 
 @contextlib.contextmanager
+def cpu_scheduler(sg: Sglang, scenario: Scenario, mode: str) -> Iterator[None]:
+    """sglang's server args as a CPU server's (the scenario's page and chunk size) under
+    exact-fill ``mode``, restored on exit."""
+    override = sg.get_context().override_server_args(
+        page_size=scenario.page_size, device="cpu", chunked_prefill_size=scenario.chunk_size,
+        **CPU_SERVER_ARGS)
+    override.install()
+    try:
+        with exact_fill_mode(sg, mode):
+            yield
+    finally:
+        override.restore()
+
+
+@contextlib.contextmanager
 def exact_fill_mode(sg: Sglang, mode: str) -> Iterator[None]:
     """Set the env (off: 0, on/forced: 1) and, for forced, patch the gate; restore on exit."""
     if mode not in EXACT_FILL_MODES:
@@ -349,18 +364,11 @@ def replay(scenario: Scenario, mode: str, sg: Sglang | None = None) -> Trace:
                             f"ledger_replay.replay_ledger")
     warm_ids, prompt_ids = _token_ids(scenario)
     longest = max(len(ids) for ids in [*warm_ids, *prompt_ids])
-    override = sg.get_context().override_server_args(
-        page_size=scenario.page_size, device="cpu", chunked_prefill_size=scenario.chunk_size,
-        **CPU_SERVER_ARGS)
-    override.install()
-    try:
-        with exact_fill_mode(sg, mode):
-            pools = Pools(sg, scenario, longest, len(warm_ids) + len(prompt_ids))
-            replayer = Replayer(sg, scenario, pools)
-            warm_rounds = replayer.run([replayer.make_req(ids) for ids in warm_ids]) if warm_ids else []
-            rounds = replayer.run([replayer.make_req(ids) for ids in prompt_ids])
-    finally:
-        override.restore()
+    with cpu_scheduler(sg, scenario, mode):
+        pools = Pools(sg, scenario, longest, len(warm_ids) + len(prompt_ids))
+        replayer = Replayer(sg, scenario, pools)
+        warm_rounds = replayer.run([replayer.make_req(ids) for ids in warm_ids]) if warm_ids else []
+        rounds = replayer.run([replayer.make_req(ids) for ids in prompt_ids])
     return Trace(
         scenario=scenario, mode=mode, effective=bool(replayer.effective), rounds=rounds,
         pool_tokens=pools.tokens, free_after=int(pools.allocator.available_size()),
@@ -374,21 +382,15 @@ def dllm_disables_exact_fill(page_size: int = 64, chunk_size: int = 2048) -> boo
     from sglang.srt.dllm.config import DllmConfig
 
     scenario = Scenario(page_size=page_size, chunk_size=chunk_size, prompts=())
-    override = sg.get_context().override_server_args(
-        page_size=page_size, device="cpu", chunked_prefill_size=chunk_size, **CPU_SERVER_ARGS)
-    override.install()
-    try:
-        with exact_fill_mode(sg, "forced"):
-            pools = Pools(sg, scenario, chunk_size, 1)
-            running = sg.batch.ScheduleBatch(reqs=[], batch_is_full=False)
-            plain = sg.policy.PrefillAdder(page_size, pools.tree, pools.allocator, running, 0.7,
-                                           16384, chunk_size)
-            dllm = DllmConfig(algorithm="LowConfidence", algorithm_config={}, block_size=32,
-                              mask_id=0, max_running_requests=4)
-            with_dllm = sg.policy.PrefillAdder(page_size, pools.tree, pools.allocator, running,
-                                               0.7, 16384, chunk_size, dllm_config=dllm)
-    finally:
-        override.restore()
+    with cpu_scheduler(sg, scenario, "forced"):
+        pools = Pools(sg, scenario, chunk_size, 1)
+        running = sg.batch.ScheduleBatch(reqs=[], batch_is_full=False)
+        plain = sg.policy.PrefillAdder(page_size, pools.tree, pools.allocator, running, 0.7,
+                                       16384, chunk_size)
+        dllm = DllmConfig(algorithm="LowConfidence", algorithm_config={}, block_size=32,
+                          mask_id=0, max_running_requests=4)
+        with_dllm = sg.policy.PrefillAdder(page_size, pools.tree, pools.allocator, running,
+                                           0.7, 16384, chunk_size, dllm_config=dllm)
     if not plain.exact_chunk_fill:
         raise RuntimeError("forced mode did not enable exact fill on a plain PrefillAdder")
     return not with_dllm.exact_chunk_fill

@@ -1,22 +1,13 @@
-"""The attribution: per family, the ratio of kernel time between two modes (``forced`` vs
-``off``, ``on`` vs ``off``) or two trees (head vs base, per mode), with a 95 % interval across
-the profiled forwards, and one line naming the families that moved beyond noise. Reported
-beside the gated checks, never gating: a profiled block is one client run per mode and start,
-its forwards are not independent server starts, and the profiler itself slows every op.
+"""The attribution: per family, the ratio of kernel time between two modes or two trees, with a
+95 % interval, and one line naming the families that moved beyond noise (docs/serve.md, Profiled
+blocks and the kernel attribution). Reported beside the gated checks, never gating: a profiled
+block is one client run per mode and start, and the profiler itself slows every op.
 
-Quantities: prefill per token (a prefill forward's family time over its tokens: the tail chunk
-of a wave differs between modes, per token compares like with like), prefill per forward, and
-decode per forward. The interval is a ratio of geometric means with Welch's t on the logs; a
-family "moved" when the whole interval lies beyond ``floor`` on one side.
-
-Forwards of one block share that block's machine state, so their spread misses how far a
-family's time moves between blocks (measured on the CPU: an untouched family x0.63-1.28 between
-two profiled blocks, while each block's forwards agreed within a few %). The interval carries
-that between-block spread: with two or more profiled blocks a side (one per server start) the
-units are the blocks (Welch on the blocks' geometric means); with one block a side the forwards'
-interval is widened by the prior ``block_cv`` per block (``[profile] block_cv``), at the
-forwards' own degrees of freedom. Calibrated in
-``tests/unit/attribution/test_ratios.py`` (simulated blocks through :func:`compare`).
+The interval is a ratio of geometric means with Welch's t on the logs. Forwards of one block
+share its machine state, so their spread misses how far a family moves between blocks (x0.63-1.28
+measured on the CPU): with two or more profiled blocks a side the units are the blocks; with one,
+the forwards' interval is widened by the prior ``[profile] block_cv``. Calibrated in
+``tests/unit/attribution/test_ratios.py``.
 """
 
 from __future__ import annotations

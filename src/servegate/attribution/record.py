@@ -1,13 +1,7 @@
 """run.json's ``profile``: the profiled blocks, reduced and stored compactly, and the table of
-kernel time per forward by family that every reader (compare, the plot) starts from.
-
-``profile`` = ``{"num_steps", "activities", "concurrency", "keep_traces", "blocks": [...],
-"table": {...}}``. A block is ``{"arm", "mode", "start", "device", "forwards": [Forward.record()],
-"other_names": {name: us} (the largest OTHER_NAMES_KEPT), "trace" (only when raw traces are
-kept), "seconds"}``. The table is keyed ``arm-mode`` (``mode`` without arms): per family the
-mean microseconds per prefill forward, per prefill token and per decode forward, and per
-prefill batch size (tokens) the mean per family, so M-aligned and unaligned batches are told
-apart.
+kernel time per forward by family that every reader (compare, the plot) starts from (the layout:
+docs/serve.md, Profiled blocks). The table is per ``arm-mode`` and per prefill batch size too,
+so M-aligned and unaligned batches are told apart.
 """
 
 from __future__ import annotations

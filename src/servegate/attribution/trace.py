@@ -1,17 +1,10 @@
 """Reduce one sglang profiler trace (torch's Chrome trace JSON, ``.json`` or ``.json.gz``) to
-kernel time per forward step by family.
+kernel time per forward step by family (docs/serve.md, Profiled blocks).
 
-sglang wraps every ``ModelRunner.forward`` in a span named ``step[EXTEND bs=2 toks=256]`` /
-``step[DECODE bs=2]`` (sglang 0.5.23 ``srt/model_executor/model_runner.py`` lines 1831-1858,
-``srt/utils/profile_utils.py::build_step_span_name``). The time inside a step is:
-
-- on a GPU trace (device ``kernel`` events present): every kernel whose launch (the runtime
-  event with the same ``correlation``) lies inside the step span on the step's thread, by the
-  kernel's name; a kernel no rule names takes the family of the innermost torch op around its
-  launch that a rule names (else ``other``);
-- on a CPU trace (CPU activities only, the CPU server): the torch ops directly inside the step
-  (the outermost ``cpu_op`` of each call tree), whole, by the op's name; an op no rule names is
-  opened up (its children are classified the same way, its self time is ``other``).
+sglang wraps every ``ModelRunner.forward`` in a span ``step[EXTEND bs=2 toks=256]`` /
+``step[DECODE bs=2]``. On a GPU trace the step's time is every kernel launched inside the span,
+by the kernel's name (else the innermost named torch op around its launch); on a CPU trace, the
+outermost torch ops inside the span, whole, by the op's name (an op no rule names is opened up).
 """
 
 from __future__ import annotations

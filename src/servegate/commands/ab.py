@@ -1,19 +1,12 @@
 """``servegate ab --base A --head B [--suite S] ...``: gate an sglang change, head vs base.
 
 A and B are sglang trees (a checkout or an unpacked package). One run folder
-(``results/<suite>-<runner>-ab-<stamp>/``), on this machine, the same prompts for both trees.
-A suite with a ``[design]`` (every mode inside each server start, switched in place between
-blocks) runs each start as a *live pair* where the runner holds two servers (a CPU; a GPU
-runner with two disjoint device sets of the suite's size, e.g. two TP4 servers on 8 GPUs): the
-base and head servers alive side by side, their blocks alternating between them (the same
-prompts for both blocks of a pair, the tree going first alternating), the run stopping if the
-idle server ran a batch while the other measured, the GPU halves swapped between starts. A
-runner too small for two servers runs one start per tree, one after the other, and says so
-(run.json's ``design``: ``live_pair``, ``pair_note``). Suites with the older
-``[suite].repeats``: per repeat, every mode's server is started once per tree, interleaved in a
-seeded order. The verdict pairs head with base per point, block by block
-(``servegate.judge.ab``), and prints the same table, ``verdict.json``, ``junit.xml`` and exit
-codes as ``compare`` (0 pass, 1 regression, 2 error). Other options are ``servegate bench``'s.
+(``results/<suite>-<runner>-ab-<stamp>/``), on this machine, the same prompts for both trees: a
+suite with a ``[design]`` runs each start as a *live pair* (base and head servers alive side by
+side, their blocks alternating) where the runner holds two servers, else one start per tree,
+and says so. The verdict pairs head with base per point, block by block (``servegate.judge.ab``),
+with ``compare``'s table, reports and exit codes (0 pass, 1 regression, 2 error). Other options
+are ``servegate bench``'s. docs/guide/ab.md.
 """
 
 from __future__ import annotations

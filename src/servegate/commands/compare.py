@@ -2,15 +2,10 @@
 its reports.
 
 Judges the run against its stored baseline (when one exists) and the A/B claims for its runner
-class (:func:`servegate.judge.evaluate.judge`): the checks of the suite's ``[judge] family``
-gate, decided together by Holm's step-down (``family_method``), and every other check is
-reported with its interval, not gating; a suite without a family gates every check,
-Bonferroni-corrected over the checks judged together. Then it runs every report writer
-(:data:`servegate.report.WRITERS`): ``verdict.json``, the ``## Verdict`` section of
-``summary.md`` (and ``$GITHUB_STEP_SUMMARY``), ``junit.xml``, ``pytest_benchmark.json`` and
-``plots/``. It prints the verdict block (:func:`servegate.report.headline.verdict_block`:
-headline first, one line per gated check, one line for the rest; ``--verbose``: every check
-and every note) and the files written.
+class (:func:`servegate.judge.evaluate.judge`; the suite's ``[judge] family`` gates under Holm,
+every other check is reported), then runs every report writer (:data:`servegate.report.WRITERS`)
+and prints the verdict block (headline first; ``--verbose``: every check and every note) and the
+files written. docs/guide/verdict.md.
 """
 
 from __future__ import annotations

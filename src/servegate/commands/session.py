@@ -9,7 +9,6 @@ it stopped (``complete`` is true only after :meth:`RunSession.complete`).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import sys
 import threading
 from datetime import datetime, timezone
@@ -22,6 +21,7 @@ from servegate.core import atomic
 from servegate.core.paths import REPO_ROOT
 from servegate.core.results import RUN_SCHEMA_VERSION, AccuracyResult, Point, Run
 from servegate.measure.summary import render
+from servegate.serve.kernel_stack import file_sha256
 from servegate.serve.process import signals_deferred
 from servegate.serve.trees import git_output
 
@@ -37,10 +37,6 @@ def servegate_commit() -> str | None:
         return None
     status = git_output(REPO_ROOT, "status", "--porcelain", "--untracked-files=no")
     return head + ("-dirty" if status else "")
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 class RunSession:

@@ -11,7 +11,12 @@ from typing import Any
 
 
 def write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically (same-directory temp file, fsync, rename)."""
+    """Replace ``path`` with ``text`` (UTF-8) atomically."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (same-directory temp file, fsync, rename)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -20,8 +25,8 @@ def write_text(path: Path, text: str) -> None:
         _name(err, path)
         raise
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -43,3 +48,19 @@ def write_json(path: Path, data: Any) -> None:
     """Stable key order and a trailing newline, so a changed file diffs well in review."""
     write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
+
+
+def write_section(path: Path, heading: str, section: str) -> None:
+    """Replace the Markdown section under ``heading`` (up to the next ``## ``) in ``path``, or
+    append it: a re-run rewrites its own section of ``summary.md``, never duplicates it."""
+    text = Path(path).read_text(encoding="utf-8") if Path(path).is_file() else ""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == heading), None)
+    if start is None:
+        sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        write_text(path, text + sep + section)
+        return
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
+               len(lines))
+    tail = "".join(lines[end:])
+    write_text(path, "".join(lines[:start]) + section + ("\n" + tail if tail else ""))

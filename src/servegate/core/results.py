@@ -1,16 +1,10 @@
 """The run folder contract shared by bench (writer), accuracy, judge and report (readers).
 
-A run folder (``results/<suite>-<runner>-<UTC stamp>/``) holds:
-
-- ``run.json``        this schema (written atomically, rewritten after every point)
-- ``client/``         sglang.benchmark.serving JSONL output per point (raw, kept)
-- ``server/``         one full server log per server start
-- ``gsm8k/<mode>.jsonl`` per-question records (accuracy step)
-- ``summary.md``      human summary; sections appended by measure, accuracy and judge
-- ``verdict.json``, ``junit.xml``, ``plots/`` written by ``servegate compare``
-
-``run.json`` keys other tools rely on (contract from issue 3): ``points`` (list of Point),
-``complete`` (true only when every planned point finished), plus the provenance keys below.
+A run folder (``results/<suite>-<runner>-<UTC stamp>/``) holds ``run.json`` (this schema, written
+atomically), ``client/``, ``server/``, ``gsm8k/``, ``summary.md`` and the reports ``servegate
+compare`` writes (docs/serve.md, Run folder). ``run.json`` keys other tools rely on (contract
+from issue 3): ``points``, ``complete`` (true only when every planned point finished), plus the
+provenance keys below.
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
 """The one registry of runner classes: what a machine is, and what exact fill must do there.
 
 A runner class is a GPU *model* (``mi355x``, ``mi300x``, ...), because that is what a measurement
-depends on (clocks, memory): baselines and history are keyed by it, and a run on one model is
-never judged against another model's baseline. Its *architecture* (``gfx95``, ``gfx942``,
-``nvidia``, ``cpu``; :data:`ARCHES`) decides which model-profile section applies when a profile
-has no section for the class itself, and which device sglang's exact-fill gate sees
-(:data:`DEVICE_ARCHES`: the ``gcnArchName`` servegate's device double emulates for it).
-
-Whether the gate is open on a class is read from the sglang tree under test, not from this
-table: preflight, bench (run.json ``gate_open``) and the judge evaluate the tree's own
-``_use_exact_chunk_fill()`` with the class's device emulated (servegate.serve.gate). ``gated``
-here is only what released sglang (0.5.20-0.5.23: gfx95 only) does, used where no tree is read:
-the CI matrices, calibration, and run files recorded before ``gate_open``.
-
-An *emulated* class (``cpu-gfx95``) is a CPU machine on which servegate's device double
-(``SERVEGATE_EMULATE_ARCH`` / ``SERVEGATE_EMULATE_GFX95``, in the exact-fill hook) makes sglang's
-gate see its architecture's device: it is chosen only by name (``--runner``): detection never
-picks it, and a suite or profile section naming the architecture (``gfx95``) never covers it.
-
-Adding a runner class: one :class:`RunnerClass` entry here (plus a profile section only if the
-model needs settings other than its architecture's, plus its CI labels). Adding an architecture:
-one :data:`DEVICE_ARCHES` entry (and :func:`arch_of` if its device strings need more than their
-base name).
+depends on: baselines and history are keyed by it. Its *architecture* (:data:`ARCHES`) decides
+which model-profile section applies when a profile has no section for the class itself, and
+which device sglang's exact-fill gate sees (:data:`DEVICE_ARCHES`). Whether the gate is open is
+read from the sglang tree under test (servegate.serve.gate); ``gated`` here is only what released
+sglang does, used where no tree is read (CI matrices, calibration, older run files). An
+*emulated* class (``cpu-gfx95``) is a CPU machine whose gate sees its architecture's device
+through servegate's device double; it is chosen only by name (``--runner``). Adding a class or
+an architecture: docs/architecture.md, Where a change goes.
 """
 
 from __future__ import annotations

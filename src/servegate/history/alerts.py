@@ -1,20 +1,13 @@
-"""Nightly alerts: one GitHub issue per regressed series, opened, updated and closed by the night.
+"""Nightly alerts: one GitHub issue per regressed series, opened, updated and closed by the night
+(the rules: docs/history.md, Alerts).
 
 Why: a red night ends as a red job; the maintainer paged by it needs one place per regressed
 series that says, in ten seconds, what moved, by how much, between which commits, and that stays
-the one place on later nights. A series here is what the sustained rule watches: runner class x
-model x suite x mode x metric, its concurrencies folded in (one step seen at every concurrency is
-one issue, not four); an A/B claim is its own series (``on-vs-off``).
-
-Tonight, a series is **raised** by any of: a gating check of tonight's ``verdict.json`` that says
-regression (the one-night check), the sustained rule flagging tonight's night
-(servegate.history.health), a change point of one of its series confirmed tonight as a
-regression. It is **held** while one of its series' last confirmed change point is a regression
-(the level has not come back). Raised: open an issue (or reopen the series' closed one); raised or
-held with an open issue: comment and refresh the body; neither, with an open issue: close it,
-recovered. Held alone never opens an issue, so one a person closed (a regression accepted) stays
-closed until a rule raises the series again. Only series of a runner x model x suite judged
-tonight are touched: a night that produced no run decides nothing.
+the one place on later nights. A series is what the sustained rule watches (runner class x
+model x suite x mode x metric, its concurrencies folded in). Tonight a series is **raised** (a
+regression of tonight's one-night check, a sustained-shift flag, a change point confirmed
+tonight) or **held** (its last confirmed change point is a regression); held alone never opens
+an issue. Only series of a runner x model x suite judged tonight are touched.
 """
 
 from __future__ import annotations
@@ -32,7 +25,13 @@ from servegate.history.changepoints import detect
 from servegate.history.health import AGGREGATE_METRICS, health
 from servegate.history.pages import page_path
 from servegate.history.records import Record
-from servegate.history.report import SeriesReport, analyse, change_point_json, changed_components
+from servegate.history.report import (
+    SeriesReport,
+    analyse,
+    change_point_json,
+    changed_components,
+    other_changes,
+)
 from servegate.history.store import HistoryError, read_store, run_id_of
 from servegate.judge.baselines import run_identity
 
@@ -89,16 +88,10 @@ class Links:
     history_url: str | None = None      # the history site's root
 
 
-def _others(components: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
-    """What changed besides sglang (its range is shown on its own)."""
-    return tuple(f"{c['label']} {c['before']} -> {c['after']}" for c in components
-                 if c["component"] not in ("sglang", "sglang_commit"))
-
-
 def _range(source: str, before: Record, after: Record) -> Range:
     return Range(source, (before.sglang_commit, after.sglang_commit),
                  (before.sglang_version, after.sglang_version),
-                 _others(changed_components(before, after)))
+                 other_changes(changed_components(before, after)))
 
 
 def _check_line(check: Mapping[str, Any], baseline: str | None) -> str:
@@ -187,7 +180,7 @@ def _change_points(night: _Night, report: SeriesReport) -> None:
                           "toward the old level? (suspected: closes once it holds a night more)")
     (good, bad), (old, latest) = cp["sglang_commits"], cp["sglang_versions"]
     found.ranges.append(Range(f"change point {where.split()[0]}", (good, bad), (old, latest),
-                              _others(cp["components"])))
+                              other_changes(cp["components"])))
     found.page = found.page or page_path(report)
 
 

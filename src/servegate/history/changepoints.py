@@ -1,17 +1,12 @@
-"""Change points in one nightly series: ruptures' PELT on log-values, one-night blips set aside.
+"""Change points in one nightly series: ruptures' PELT on log-values, one-night blips set aside
+(the rule: docs/history.md, Change points).
 
-Why log-values: a regression is a ratio (8 % slower), whatever the metric's unit, so a step of
-the same size has the same height in every series and one penalty fits them all. Why a
-penalty scaled by a robust noise estimate: the night-to-night spread differs per metric and
-runner (2 % on a GPU, 5-8 % on a CPU), and PELT's L2 cost only means "significant" relative to
-it. The noise is the median absolute difference of consecutive nights (a step moves one
-difference, a blip two: the median does not see them).
-
-Why blips are set aside: a single bad night is not a change of level. PELT runs with segments
-of one night allowed (so a step on the latest night is already visible: ``suspected``); a
-segment shorter than ``confirm_nights`` that is *followed* by another segment did not hold, so
-its nights are marked transient and PELT runs again without them. A change point whose new level
-has held for ``confirm_nights`` nights is ``confirmed`` (the rule in docs/history.md).
+Why log-values: a regression is a ratio, whatever the metric's unit, so one penalty fits every
+series; the penalty is scaled by a robust noise estimate (the median absolute difference of
+consecutive nights: a step moves one difference, a blip two) because PELT's L2 cost only means
+"significant" relative to the series' own spread. Why blips are set aside: a single bad night is
+not a change of level; a short segment followed by another did not hold, its nights are marked
+transient and PELT runs again without them.
 """
 
 from __future__ import annotations

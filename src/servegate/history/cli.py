@@ -1,31 +1,15 @@
-"""``servegate history``: keep every accepted run and read the nights back.
+"""``servegate history``: keep every accepted run and read the nights back (docs/history.md).
 
-``add RUN_DIR [--store DIR]``          append a complete run (refuses incomplete, failed,
-                                        fault-injected runs; the same run twice is a no-op)
-``report [--store DIR] [--json] [--plots DIR] [--metric M] [--skip-malformed]``
-                                        change points, sglang commit ranges, noise budget
-``baseline RUN_DIR [--nights N] [--store DIR] [--out FILE]``
-                                        the rolling baseline (history:N) for that run, as a
-                                        baseline file ``compare --baseline FILE`` can read
-``health [--store DIR] [--nights N] [--metric M] [--json]``
-                                        per runner x model x suite: the learned noise profile
-                                        (levels, out-of-profile nights) and the sustained-shift
-                                        rule on each gated aggregate (history/health.py)
-``publish [--store DIR] --out DIR [--artifacts-base URL] [--skip-malformed]``
-                                        a static site: OUT/index.html (runner x model x suite,
-                                        latest verdict, trends) and one page per series
-                                        (history/site.py; docs/history.md, The history site)
-``alerts --run RUN_DIR [--run ...] [--store DIR] [--repo O/N] [--run-url URL]
-  [--history-url URL] [--dry-run]``     one GitHub issue per regressed series of tonight's
-                                        runs: open, comment, close (gh; history/alerts.py)
-``bisect-range --body-file FILE``       the good/bad range an alert issue carries, as
-                                        ``name=value`` lines (the bisect workflow's input)
+``add`` a complete run (refuses incomplete, failed, fault-injected runs; the same run twice is a
+no-op), ``report`` change points, commit ranges and the noise budget, ``baseline`` the rolling
+baseline (history:N) as a file ``compare --baseline FILE`` reads, ``health`` the learned noise
+profile and sustained shifts, ``publish`` a static site, ``alerts`` one GitHub issue per
+regressed series of tonight's runs, ``bisect-range`` the range an alert issue carries.
 
 Default store: ``$SERVEGATE_HISTORY``, else ``results/history`` under the repository.
 Exit codes: 0 ok, 2 bad input (the message names the file and line; nothing is written).
-A malformed or other-schema store line makes ``report`` and ``publish`` exit 2 unless
-``--skip-malformed`` (then it is listed and the rest analysed); an empty store is exit 2 for
-``publish``.
+A malformed store line makes ``report``, ``health`` and ``publish`` exit 2 unless
+``--skip-malformed``; an empty store is exit 2 for ``publish``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """``history health``: per runner class x model x suite, the noise profile its nights taught
-(servegate.history.profile) and the sustained-shift rule (servegate.history.sustained) on each gated
-aggregate over its stored nights.
+(servegate.history.profile) and the sustained-shift rule (servegate.history.sustained) on each
+gated aggregate over its stored nights (docs/history.md, Learned noise profile).
 
 Why: the judge consults the profile one check at a time; a runner's owner needs the whole
 picture: how noisy each level is, which nights were out of profile (a runner-health signal,
-not a code regression), and whether an aggregate has drifted for several nights. The
-aggregates are each mode's geometric mean over the concurrencies every night measured, of each
-metric asked (default: the suites' ``aggregate_metrics``), one nested mean per night (the
-judge's estimator); the rule's first ``reference`` nights measure the level and spread, every
-later night is monitored. A load change (servegate.history.load) restarts it: only the nights
-of the newest load regime are read, and the change is named (``load_changes``: night and what
-changed), not flagged as a shift.
+not a code regression), and whether an aggregate has drifted for several nights. A load change
+(servegate.history.load) restarts it and is named, not flagged as a shift.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """A point's load: the work its values were measured on, and where a series' load changed.
 
-Why: a suite's load changes (``[load].shaped_output_len``, ``input_len``, ``num_prompts``, the
-chunk or page size) and a series keyed by (runner, model, suite, mode, concurrency, metric)
-then holds nights of two loads; a reader that compares them sees the load change as a level
-shift. Each store line carries its point's ``load`` (``{"dataset", "input_len", "output_len",
-"num_prompts", "range_ratio", "chunk_size", "page_size", "id"}``, ``id`` a short hash of the
-rest) and readers compare a night only with nights of the same load.
-
-A line without ``load`` (stored before lines carried it, or from a run.json that did not record
-its load) is *load unknown*: comparable with any night, since an old store cannot recover it.
+Why: a suite's load changes (``[load].shaped_output_len``, ``input_len``, the chunk size, ...)
+and a series then holds nights of two loads; a reader that compares them sees the load change as
+a level shift. Each store line carries its point's ``load`` (docs/history.md, Store layout) and
+readers compare a night only with nights of the same load; a line without it is *load unknown*:
+comparable with any night, since an old store cannot recover it.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """Noise budget: from the nights' noise at each level, the server starts a floor needs and the
-floor reachable.
+floor reachable (the formulas: docs/history.md, Noise budget).
 
-Why: the suites *assume* their noise (``run_to_run_cv``, the design's starts x blocks) and pick
-the design by habit; the nights measure it. The noise has two levels (servegate.judge.nested,
-judge/budget.py): between server starts (a start's level: night to night and start to start
-within a night) and between the blocks of one start. They are measured here with the judge's
-own estimator (:func:`servegate.judge.nested.nested_mean` over every stable night's starts x
-blocks, no prior): the start level from the spread of the starts' means less the block part
-they carry (``starts - 1`` degrees of freedom), the block level from the spread inside each
-start (the trimmed blocks less one per start). Counting the blocks of one start as independent
-repeats would credit a design with the block level's resolution when the start level decides.
-
-The design judged is the gate's: the current run's ``n`` server starts of ``b`` blocks against a
-reference with as many, on the log scale (a ratio), two-sided at ``alpha``. One start's mean of
-``b`` blocks has log-sd ``s = sqrt(start_var + block_var / (0.6 b))`` (the trimmed mean's
-efficiency, as judge/budget.py), so the difference of means has sd ``s * sqrt(2 / n)``. The
-levels come from the history, not from the ``n`` starts, so the test statistic is a t with the
-Welch-Satterthwaite degrees of freedom of the two levels and the power to see
-``delta = ln(1 + floor)`` is the noncentral t's: ``P(|T| > t(1 - alpha/2, dof))`` with
-noncentrality ``delta / (s sqrt(2/n))``. For large ``dof`` this is the normal formula
-``n = 2 (z(1-alpha/2) + z(power))^2 s^2 / delta^2``. A store written before the levels (schema 1:
-each value its own start) has one block per start: the start level is then the spread of every
-value, what this budget measured before.
+Why: the suites *assume* their noise (``run_to_run_cv``, the design's starts x blocks); the
+nights measure it, at both levels the judge models (between server starts, between the blocks of
+one start), with the judge's own estimator (:func:`servegate.judge.nested.nested_mean`, no
+prior). Counting the blocks of one start as independent repeats would credit a design with the
+block level's resolution when the start level decides.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """A noise level learned from a runner's nights: each night measures it with the judge's own
-estimator, and the nights are pooled by degrees of freedom, a night out of profile named and
-left out (not averaged in).
+estimator (:func:`~servegate.judge.nested.nested_mean`, no prior), the nights are pooled by
+degrees of freedom, and a night out of profile is named and left out (not averaged in).
 
 Why here, between the judge and its users: the history store (real nights,
 servegate.history.profile) and the calibration (simulated nights, servegate.calibration.history)
 must learn a level the same way, or the calibration would vouch for another estimator.
-
-Per night: the start-level (or start x mode interaction) variance the judge's
-:func:`~servegate.judge.nested.nested_mean` measures from the night's starts with no prior
-(``starts - 1`` degrees of freedom: one per night with two starts), and the block part those
-start means carry. Out of profile: a night whose starts' spread (measured + block part) lies
-beyond the ``1 - OUT_LEVEL`` quantile of chi-square/dof around the nights' robust (median-based)
-spread; with fewer than ``MIN_NIGHTS`` nights nothing is named (a median of two is no profile).
 ``OUT_LEVEL`` is calibrated on heavy-tailed, bursty blocks (``calibrate``'s ``runner_health``).
-A live pair's start level is pooled the same way over earlier pairs (:func:`pair_levels`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The history site's pages: one per series, where each lives, whether the suite gates it.
 
-A series page is ``series/<runner>__<model>__<suite>__<mode>-c<N>__<metric>.html`` (relative to
-the site's root; two keys that sanitise alike both keep a page). Why one page per series rather
-than one per runner/model/suite: a change point belongs to one series, and its page is the URL
-one pastes into an issue; the index does the grouping (one group per runner class x model x
-suite, in the report's order).
-
-The store keeps no artifact location; ``artifacts_base`` links each night to
-``<base>/<run_id>/`` (or ``base`` with ``{run_id}`` replaced). A relative base is relative to
-the site's root.
+Why one page per series rather than one per runner/model/suite: a change point belongs to one
+series, and its page is the URL one pastes into an issue; the index does the grouping. The store
+keeps no artifact location; ``artifacts_base`` links each night to ``<base>/<run_id>/`` (or
+``base`` with ``{run_id}`` replaced; a relative base is relative to the site's root).
 """
 
 from __future__ import annotations

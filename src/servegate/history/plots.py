@@ -1,51 +1,32 @@
-"""PNG per (runner, model, suite, metric): nights on x, one line per point, change points marked.
+"""PNG per (runner, model, suite, metric): nights on x, one line per point, change points marked
+(what each mark means: docs/history.md, Plots).
 
 Why one plot per metric and runner: a performance owner asks "since when, between which sglang
 commits" for one metric on one machine; every (mode, concurrency) of it shares the nights axis,
 so a step that hits all points (a scheduler change) and one that hits one mode (exact fill) look
-different at a glance. Change points are dashed lines between the two nights, labelled with the
-sglang commit range; one-off nights set aside are crossed; a night of another load than the
-night before it (servegate.history.load) has a purple line.
+different at a glance.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
-import os
 import re
-import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from servegate.core.atomic import write_bytes
 from servegate.history.load import series_changes
 from servegate.history.report import SeriesReport, change_point_json
+from servegate.history.svg import short_commit
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def plot_name(runner: str, model: str, suite: str, metric: str) -> str:
     return "__".join(_UNSAFE.sub("_", part) for part in (runner, model, suite, metric)) + ".png"
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Write-then-rename, like servegate.core.atomic, for a binary file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _short(commit: str | None) -> str:
-    return (commit or "?")[:10]
 
 
 def write_plots(reports: Sequence[SeriesReport], out_dir: Path) -> list[Path]:
@@ -84,7 +65,7 @@ def write_plots(reports: Sequence[SeriesReport], out_dir: Path) -> list[Path]:
                 ax.scatter([xs[index]], [means[index]], marker="x", s=60, color="black")
             for cp in change_point_json(report):
                 x = xs[cp["index"]] - 0.5
-                commits = f"{_short(cp['sglang_commits'][0])}..{_short(cp['sglang_commits'][1])}"
+                commits = f"{short_commit(cp['sglang_commits'][0])}..{short_commit(cp['sglang_commits'][1])}"
                 style = "--" if cp["status"] == "confirmed" else ":"
                 ax.axvline(x, color=line.get_color(), linestyle=style, linewidth=1.2)
                 if (round(x * 2), commits) not in marked:
@@ -106,6 +87,6 @@ def write_plots(reports: Sequence[SeriesReport], out_dir: Path) -> list[Path]:
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=110)
         plt.close(fig)
-        _write_bytes(path, buffer.getvalue())
+        write_bytes(path, buffer.getvalue())
         written.append(path)
     return written

@@ -1,24 +1,14 @@
 """The noise profile a runner class x model x suite has shown over its last nights: the start
 level, the start x mode interaction and the block level, each with its degrees of freedom,
-learned with the judge's own estimator (servegate.history.noise_profile) from the stored starts and
-blocks (schema 2 history lines).
+learned with the judge's own estimator (servegate.history.noise_profile; docs/history.md,
+Learned noise profile).
 
 Why: every GPU noise figure the judge starts from is typed into a suite (``run_to_run_cv``,
 ``interaction_cv``); with two starts a night the run measures the interaction with one degree
 of freedom, so the typed figure decides. Fourteen nights measure it with fourteen. The judge
-consults this profile (:class:`servegate.judge.priors.PriorSource`) and takes a level from it
-once it is worth more degrees of freedom than the suite's figure (judge/priors.py); every
-check's reason then names it ("log-sd 0.0080 (14 dof) from 14 nights of mi355x history").
-
-A night is one stored run; only nights whose modes shared their server starts
-(``design.in_server``) measure the interaction, and only nights of two or more starts measure
-either level. A night out of profile is named in :meth:`LearnedProfile.notes`, not averaged in
-(at a start level: the runner-health signal). A live pair's start level (:meth:`pair`) is
-learned from the suite's earlier head-vs-base runs of the class (their ``arm`` lines).
-Only nights of the newest load regime are learned from (servegate.history.load.regimes: a load
-change moves every level, and the nights before it measured other work), and with the judged
-run's loads and hardware only nights comparable with them (a night of unknown hardware is
-pooled and counted in the notes).
+takes a level from here once it is worth more degrees of freedom than the suite's figure
+(judge/priors.py). Only nights of the newest load regime, comparable with the judged run's
+loads and hardware, are learned from.
 """
 
 from __future__ import annotations

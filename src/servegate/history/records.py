@@ -1,47 +1,13 @@
 """One line of the history store: a metric of one (mode, concurrency) of one run, every value with
-its server start and block (a contract; servegate.history.store keeps the files).
-
-Schema 2 (keys sorted when written)::
-
-    {"schema_version": 2, "run_id", "time", "runner_class", "model", "suite", "mode",
-     "concurrency", "metric", "values": [one per block], "starts": [its server start],
-     "blocks": [its block within that start], "design": {"in_server", "starts", "blocks"},
-     "sglang_version", "sglang_commit", "servegate_commit"}
-
-plus one GSM8K line per mode: ``metric = "gsm8k_accuracy"``, ``values = [accuracy]`` and ``n``.
-
-The run's first line may also carry ``stack``: the components under sglang its fingerprint
-recorded (``{"aiter": "0.1.10", "aiter_commit": ..., "gemm_config:AITER_CONFIG_GEMM_A8W8":
-"sha256:...", "gpu_clock_limits": ...}``, servegate.core.stack.components) and its ``hardware`` digest
-(servegate.core.hardware: readers pool only nights of the judged run's), once per run like
-``timings``; reading gives it to every line of the run (servegate.history.store.read_store), so a
-change point can name every component that changed, not only sglang.
-
-Every line of a measured point may also carry ``load``: the work its values were measured on
-(``{"dataset", "input_len", "output_len", "num_prompts", "range_ratio", "chunk_size",
-"page_size", "id"}``, the output length and prompts at that concurrency, ``id`` a short hash of
-the rest; :func:`point_load`, from run.json's ``load``; servegate.history.load reads it). A
-line without it (older lines, GSM8K lines, runs from before run.json recorded its load) is
-*load unknown*: readers treat it as comparable with any night, since an old store cannot
-recover it.
-
-The run's first line may also carry ``timings``: run.json's measured seconds (server starts,
-warm-ups, blocks, switches, GSM8K passes; servegate.commands.bench_timings), once per run, not
-per line (a night's timings are kilobytes; a run has a hundred lines). An additive optional key
-does not bump the schema: older lines (and runs from before timings) simply lack it, and a
-reader that does not know it ignores it, so every version reads every other's lines.
+its server start and block (a contract: docs/history.md, Store layout; servegate.history.store
+keeps the files).
 
 Why every value keeps its start and block: the noise lives at two levels (server start, block
 within a start; servegate.judge.nested), and a history that flattens them counts the blocks of
-one start as independent repeats. ``design`` is the night's: its starts, blocks per start and
-whether every mode ran inside the same server starts.
-
-Schema 1 stored ``values`` alone (in repeat order). Reading upgrades such a line in memory
-(servegate.core.versioned) the way the judge reads a run or a baseline from before blocks
-(servegate.judge.evidence.point_slot): each value its own server start (start = its index,
-the repeat), block 0, ``design = {"in_server": false, "starts": len(values), "blocks": 1}``.
-A schema-1 line written from an in-server run cannot be told apart: its blocks become starts
-(what schema 1 claimed anyway).
+one start as independent repeats. The optional keys (``stack`` and ``timings`` on a run's first
+line, ``load`` on a point's lines, ``arm``) are additive: no schema bump, a reader ignores what it
+does not know. A schema-1 line (``values`` alone) is upgraded when read, as the judge reads a run
+from before blocks.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from servegate.history.changepoints import DEFAULT_CONFIRM_NIGHTS
@@ -338,35 +339,6 @@ def render_series(page: SeriesPage, siblings: Sequence[SeriesPage], base: str | 
     return _page(f"{report.label} - servegate history", body, depth=1)
 
 
-STYLE_CSS = """\
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5rem auto;
-       max-width: 1200px; padding: 0 1rem; color: #1d1d1d; background: #fff; }
-h1 small { font-weight: normal; color: #555; }
-h2 { margin-top: 2rem; border-bottom: 1px solid #ddd; padding-bottom: .2rem; }
-table { border-collapse: collapse; margin: .5rem 0 1rem; }
-th, td { border-bottom: 1px solid #e5e5e5; padding: .25rem .6rem; text-align: left;
-         vertical-align: middle; }
-th { background: #f5f5f5; font-weight: 600; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-tr.mark td { background: #fff7e0; }
-tr.bad td:first-child { border-left: 3px solid #c0392b; }
-tr.good td:first-child { border-left: 3px solid #1e8449; }
-code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; }
-code.commit { word-break: break-all; }
-.muted { color: #666; }
-.badge { display: inline-block; border-radius: 3px; padding: 0 .45rem; font-size: 12px;
-         font-weight: 600; vertical-align: middle; }
-.badge.ok { background: #e8f5e9; color: #1e6b30; }
-.badge.bad { background: #fdecea; color: #a12a1f; }
-.badge.good { background: #e3f2fd; color: #1a5a96; }
-.badge.na { background: #eee; color: #555; }
-svg.chart { max-width: 100%; height: auto; background: #fcfcfc; border: 1px solid #eee; }
-svg text { fill: #333; font-family: system-ui, sans-serif; }
-nav ul { padding-left: 1.2rem; }
-details { margin: .5rem 0 1rem; }
-summary { cursor: pointer; color: #333; }
-dl { display: grid; grid-template-columns: max-content auto; gap: .2rem 1rem; }
-dt { color: #555; }
-dd { margin: 0; }
-footer { margin-top: 3rem; color: #777; font-size: 12px; }
-"""
+# the one stylesheet, shipped beside the GSM8K files (package data)
+STYLE_CSS = (Path(__file__).resolve().parents[1] / "data" / "history" / "style.css").read_text(
+    encoding="utf-8")

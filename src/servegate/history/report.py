@@ -1,23 +1,20 @@
 """``history report``: change points per series, their sglang commit range, and the noise budget.
 
 A series is (runner class, model, suite, mode, concurrency, metric); its nights are the store's
-runs in time order. The JSON form is a contract (issue 12)::
+runs in time order. The JSON form is a contract (issue 12; docs/history.md)::
 
     {"series": [{"runner", "model", "suite", "mode", "concurrency", "metric", "n",
                  "change_points": [{"index", "run_id", "before", "after", "ratio",
                                     "sglang_commits": [before, after], "status", ...}]}]}
 
-Extra keys (``status``, ``transients``, ``noise``, top-level ``problems``) only add to it. A
-change point's ``components`` names every recorded component that changed between the last
-accepted night before the step and the first night after it (``{"component", "label",
-"before", "after"}``: sglang's version and commit, and the stack under it, servegate.core.stack):
-a step between two nights that differ only in aiter names the aiter range.
+Extra keys (``status``, ``transients``, ``noise``, ``components``, top-level ``problems``) only
+add to it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,13 +186,10 @@ def to_json(reports: Sequence[SeriesReport], problems: Sequence[Problem],
                                      "start and block levels measured apart"}}
 
 
-def _other_components(components: Sequence[dict[str, str]]) -> str:
-    """``; aiter 0.1.9 -> 0.1.10, triton commit a -> b``: what changed besides sglang (its
-    range is already on the line), "" when nothing else recorded did."""
-    others = [c for c in components if c["component"] not in ("sglang", "sglang_commit")]
-    if not others:
-        return ""
-    return "; " + ", ".join(f"{c['label']} {c['before']} -> {c['after']}" for c in others)
+def other_changes(components: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
+    """``aiter 0.1.9 -> 0.1.10``, ...: what changed besides sglang (its range is shown apart)."""
+    return tuple(f"{c['label']} {c['before']} -> {c['after']}" for c in components
+                 if c["component"] not in ("sglang", "sglang_commit"))
 
 
 def _pct(value: float | None) -> str:
@@ -213,11 +207,12 @@ def render_text(reports: Sequence[SeriesReport], problems: Sequence[Problem],
     for report in with_cp:
         for cp in change_point_json(report):
             before, after = cp["sglang_commits"]
+            others = ", ".join(other_changes(cp["components"]))
             lines.append(
                 f"  {report.label}: night {cp['index']} ({cp['run_id']}) "
                 f"{cp['before']:.4g} -> {cp['after']:.4g} (x{cp['ratio']:.3f}, {cp['effect']}) "
                 f"{cp['status']} after {cp['nights_after']} night(s); sglang {before} -> {after}"
-                + _other_components(cp["components"]))
+                + (f"; {others}" if others else ""))
     blips = [r for r in reports if r.detection.transients]
     for report in blips:
         ids = ", ".join(report.nights[i].run_id for i in report.detection.transients)

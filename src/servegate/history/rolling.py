@@ -1,20 +1,12 @@
-"""Rolling baseline: the last N accepted nights at the current level, pooled per series.
+"""Rolling baseline: the last N accepted nights at the current level, pooled per series
+(docs/history.md, Rolling baseline).
 
 Why: one stored run as the reference lets one lucky or unlucky night skew every later verdict,
 and the suite's ``run_to_run_cv`` is an assumption. Pooling the last N nights averages the
-reference and measures the spread: the night-to-night CV (log-sd of the nights' means, N - 1
-degrees of freedom) is what should replace ``run_to_run_cv``. The window walks back from the
-newest night and stops at the series' latest *confirmed* change point (older nights are another
-level); nights set aside as one-off blips are not accepted; a suspected change point does not
-stop it (one night is not yet a new level). Given the judged run's load per concurrency and its
-hardware (servegate.history.load), a series pools only nights of that load and hardware (nights
-of unknown load or hardware, from before lines carried it, count as any); a series with fewer
-than N such nights is named in ``short`` and ``compare --baseline history:N`` refuses, as it
-does with too few nights.
-
-:func:`as_baseline` renders the window in the shape :mod:`servegate.judge.baselines` loads, with
-``provenance.source_run = "history:N"`` and the run ids, so ``compare`` judges against it
-unchanged.
+reference and measures the spread. The window walks back from the newest night, stops at the
+series' latest *confirmed* change point and pools only nights of the judged run's load and
+hardware; :func:`as_baseline` renders it in :mod:`servegate.judge.baselines`' shape
+(``provenance.source_run = "history:N"``).
 """
 
 from __future__ import annotations

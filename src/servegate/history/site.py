@@ -1,22 +1,11 @@
-"""``history publish``: the history store as a static site (plain HTML, inline SVG, one CSS file).
+"""``history publish``: the history store as a static site (plain HTML, inline SVG, one CSS file;
+the layout: docs/history.md, The history site).
 
 Why static and rendered here: the site must open from ``file://`` and from GitHub Pages alike,
 with no server and nothing fetched at view time, so every chart is an inline SVG drawn in
 Python and every link is relative. The output is a pure function of the store (no wall-clock
-stamp), so publishing the same store twice writes the same bytes.
-
-Layout of ``OUT``::
-
-    index.html            one section per runner class x model x suite: the latest night's
-                          verdict (derived: servegate.history.verdict), one row with a sparkline
-                          per gated series, the other series folded away
-    style.css
-    series/<slug>.html    one page per series (runner, model, suite, mode, concurrency, metric)
-
-The jobs: :mod:`~servegate.history.verdict` (the latest night's state),
-:mod:`~servegate.history.pages` (which pages, where, gated or not), :mod:`~servegate.history.svg`
-(the charts), :mod:`~servegate.history.render` (the HTML and CSS); this module builds the files
-and writes them.
+stamp), so publishing the same store twice writes the same bytes. This module builds the files
+and writes them (the state: .verdict, the pages: .pages, the charts: .svg, the HTML: .render).
 """
 
 from __future__ import annotations

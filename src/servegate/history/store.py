@@ -1,16 +1,10 @@
-"""The history store: a directory with one JSON-lines file per accepted run (a contract).
-
-``<store>/<run_id>.jsonl``, one line per (mode, concurrency, metric), every value with its
-server start and block, plus a GSM8K line per mode (the line's model and its schema versions:
-servegate.history.records).
+"""The history store: a directory with one JSON-lines file per accepted run (a contract:
+docs/history.md, Store layout; a line's model: servegate.history.records).
 
 Why one file per run: parallel nightly cells never write the same file, so merging two stores
-is copying files (a git push of one never conflicts with another's). Files are written
-atomically and not rewritten: adding the same run again is a no-op when the content is
-identical, an upgrade when the file is the same run at an older schema (the values agree; the
-file is rewritten at the current schema, gaining the levels), and a refusal when it differs.
-Reading skips a malformed line but names it (``file:line: what``); ``strict`` reading turns it
-into an error.
+is copying files. Files are written atomically and not rewritten (the same run again: a no-op,
+an upgrade from an older schema, or a refusal when it differs). Reading skips a malformed line
+but names it (``file:line: what``); ``strict`` reading turns it into an error.
 """
 
 from __future__ import annotations

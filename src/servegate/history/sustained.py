@@ -1,25 +1,14 @@
-"""A sustained shift over consecutive nights: a one-sided CUSUM per gated aggregate.
+"""A sustained shift over consecutive nights: a one-sided CUSUM per gated aggregate (the rule,
+its spread and its calibration: docs/judge.md, Nights as evidence).
 
 Why: one night against its baseline hears only large regressions (its interval carries the
 start level of two sittings); a small slowdown that stays (3 %, a commit that costs a little
-every night) is evidence that accumulates. Page's CUSUM on the nights' values, standardised by
-the level and spread the series' own earlier nights measured, adds the evidence of each night
-past an allowance ``k`` and flags the series when the sum passes ``h``: the fastest detection of
-a sustained shift of ``2 k`` standard deviations for a given in-control run length (Lorden).
-
-The spread: each night's value is a nested mean over its server starts, whose own standard
-error (``starts - 1`` dof a night) says what the night-to-night spread should be when only the
-starts vary. Pooled over the nights and with the nights' own spread (:func:`night_spread`), 14
-nights of 3 starts measure it with about 60 dof instead of 13; the nights' spread alone is used
-when an F test says the nights vary more than their starts predict (a night-level effect the
-starts cannot see), and the flags say so (``widened``).
-
-Units: ``k`` is half the shift the rule is tuned for (``design_shift``, relative, on the log
-scale) in the reference nights' standard deviations; ``h`` is chosen for an in-control average
-run length ``arl0`` by Siegmund's approximation ``ARL0 ~ (exp(2k b) - 2k b - 1) / (2k^2)``,
-``b = h + 1.166``. The spread is estimated, so the realised false-alarm rate is calibrated by
-simulation (``servegate calibrate``, servegate.calibration.sustained), not taken from the
-formula. Below the history and the calibration (import layers) so that both apply the one rule.
+every night) is evidence that accumulates. Page's CUSUM, standardised by the level and spread
+the series' own earlier nights measured, adds each night's evidence past an allowance ``k`` and
+flags the series when the sum passes ``h`` (Siegmund's approximation for an in-control run
+length ``arl0``; the realised false-alarm rate is calibrated by simulation,
+servegate.calibration.sustained). Below the history and the calibration (import layers) so that
+both apply the one rule.
 """
 
 from __future__ import annotations
@@ -100,14 +89,10 @@ def night_spread(values: np.ndarray, within_var: np.ndarray | None = None,
     ``values`` (last axis, at least 2).
 
     Without ``within_var``: the nights' spread alone (``nights - 1`` dof). With it (each
-    night's squared standard error from its own starts, ``within_dof`` each; NaN or 0 dof:
-    not measured, left out): their mean is the night-to-night variance expected if nothing but
-    the starts varied, worth the sum of their dof. The nights' spread is pooled with it by
-    dof, unless it refutes it (the F test of judge.nested.refute_prior at ``stated_level``):
-    then the nights' spread alone, ``widened``. Why: a CUSUM standardised by a 13-dof spread
-    (random k and h per series) needs a long nominal run length to keep a quarter quiet; the
-    starts add two dof a night. The test guards what the starts cannot see (a night-level
-    effect: the driver, the machine's temperature, the day)."""
+    night's squared standard error from its own starts; NaN or 0 dof: left out): their mean,
+    worth the sum of their dof, pooled by dof with the nights' spread unless the F test of
+    judge.nested.refute_prior refutes it (then the nights' spread alone, ``widened``; why:
+    docs/judge.md, Nights as evidence)."""
     values = np.asarray(values, float)
     n = values.shape[-1]
     between = values.var(axis=-1, ddof=1)
@@ -182,10 +167,8 @@ def cusum(reference: np.ndarray, monitored: np.ndarray, *, worse: str = "higher"
     them, the nights' spread alone.
 
     ``self_starting``: each monitored night is standardised by the level and spread of every
-    night before it (the reference and the monitored nights so far, Hawkins' self-starting
-    CUSUM, the night's deviation scaled by ``sqrt(1 + 1/n)`` for the level's own error): an
-    error in a short reference window's level would otherwise push every night of the quarter
-    the same way and pile up false alarms."""
+    night before it (Hawkins' self-starting CUSUM): an error in a short reference window's
+    level would otherwise push every night of a quarter the same way."""
     reference = np.asarray(reference, float)
     monitored = np.asarray(monitored, float)
     if reference.shape[-1] < 3:

@@ -1,13 +1,10 @@
 """The noise budget: the cheapest server starts x blocks that would decide a check.
 
 Kalibera & Jones ("Rigorous benchmarking in reasonable time", ISMM 2013): with noise at two
-levels, a mean over S starts of B blocks each has variance ``var_start / S + var_block / (S B)``
-and costs ``S (cost_start + B cost_round)``; repeating the expensive level (a server start) only
-as often as its variance requires, and the cheap one (a block round) the rest, is what buys
-resolution. Here both variances are the ones measured in the run (the start level from the
-prior when the run had one start, and then the budget says so), and the costs are the run's own
-server-start and block times. The target is 80 % power at the check's own level for the
-distance between the estimate and the nearest decision boundary.
+levels, a mean over S starts of B blocks has variance ``var_start / S + var_block / (S B)`` and
+costs ``S (cost_start + B cost_round)``, so the expensive level is repeated only as often as its
+variance requires. Both variances and both costs are the run's own; the target is 80 % power at
+the check's level for the distance between the estimate and the nearest decision boundary.
 """
 
 from __future__ import annotations

@@ -2,17 +2,10 @@
 
 Why: with 97 Bonferroni-corrected checks the one claim a suite exists for is tested at
 alpha/97 and is never confirmed; a suite declares its primary family (``[judge] family``) and
-only those checks gate, under Holm's step-down procedure (statsmodels ``multipletests``), which
-keeps the family-wise error rate at alpha while giving the checks that decide early a larger
-share. Every other check is still computed with its interval at the plain ``confidence`` level,
-marked ``primary: false`` and never changes the exit code.
-
-How a verdict meets Holm: each check's *decision p-value* is the smallest family level alpha at
-which its interval would be decided (no decision boundary inside it), from its estimate,
-standard error and degrees of freedom; one-sided checks (the claims, equivalence, non-
-inferiority) build their interval at ``1 - 2 alpha``. Holm's level for each check is
-``alpha / (m - rank + 1)`` up to the first check it cannot reject; from there on every check
-gets the level of that step. Each primary check is then evaluated at its own level.
+only those checks gate, under Holm's step-down procedure (docs/judge.md, How a check is
+decided): each check's decision p-value is the smallest family level at which its interval would
+be decided, and each primary check is evaluated at its Holm level. Every other check is
+reported at the plain ``confidence`` level and never changes the exit code.
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
-"""Estimates over a nested design: server starts, each holding blocks (one client run each).
+"""Estimates over a nested design: server starts, each holding blocks (one client run each);
+the estimator in full: docs/judge.md, How a check is decided.
 
 Why blocks, not requests: inside a closed-loop wave a request's latency is mostly its position in
-the wave, so per-request samples are not independent and their standard error is not the noise
-of a block's mean. A block's statistic (its mean TTFT, median TPOT, p99, ...) is the unit of
-evidence; the noise lives at two levels, within a start (block to block: measured here on a
-2-core VM at log-sd ~0.065, with heavy-tailed interference bursts) and between starts.
-
+the wave, so per-request samples are not independent. A block's statistic is the unit of
+evidence; the noise lives at two levels, within a start (block to block) and between starts.
 Every function works on log values shaped ``(..., starts, blocks)`` (leading axes: simulated
-nights in ``servegate calibrate``; one in the judge) and returns arrays over the leading axes.
-
-- Blocks: a 20 % trimmed mean of every block (robust to bursts), with Yuen's winsorized
-  standard error from the blocks' spread around their own start (the start level removed).
-- Between starts: a random-effects component. With two or more starts its variance is measured
-  from the spread of the start means (less the within part they carry), pooled with the stated
-  prior weighted by degrees of freedom; with one start only the prior speaks, and the estimate
-  says so (``between_source``). When the run's own measurement is far above the prior (a
-  one-sided F test of measured against prior variance at ``STATED_LEVEL``), the prior is
-  refuted: the measured variance is used alone, with its own degrees of freedom, and the
-  estimate says so (``widened``), so an interval never shrinks under a prior the run
-  contradicts. A paired comparison of two modes inside the same starts takes
-  differences first: the start component cancels and only a start x mode interaction remains,
-  whose prior is the suite's ``[judge] interaction_cv`` (with ``interaction_cv_dof``).
-- Degrees of freedom: Welch-Satterthwaite over the components.
+nights in ``servegate calibrate``; one in the judge) and returns arrays over the leading axes:
+a 20 % trimmed mean per start with Yuen's winsorized standard error; the between-start variance
+measured from the starts' means and pooled with the stated prior by degrees of freedom, unless
+an F test refutes the prior (``widened``: an interval never shrinks under a prior the run
+contradicts); Welch-Satterthwaite degrees of freedom over the components.
 """
 
 from __future__ import annotations

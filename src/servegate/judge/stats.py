@@ -1,20 +1,13 @@
 """Direction-aware ratio intervals and verdicts (significance AND a practical floor).
 
-A check compares a *current* side with a *reference* side (a stored baseline, the base tree, or
-``off`` inside the same run) through the ratio current/reference of one metric, on the log
-scale: an estimate ``theta``, a standard error ``se`` and honest degrees of freedom ``df`` (the
-block judge's nested estimates, :mod:`servegate.judge.nested`), and the interval
-``theta +- t(df) * se`` at the level the family gives the check (Holm's step, or Bonferroni's
-alpha/m). Why not a percentile bootstrap: with few starts its interval is the range of the data
-whatever level is asked (the family-wise level is then unreachable), and at the family's tail
-probabilities (~1e-4) resamples have nothing in the tail. The t interval reaches any level
-honestly, its standard error gives the minimal detectable effect and the sample sizes that would
-decide (:class:`Guidance`), and it vectorises over simulated nights (``servegate calibrate``
-runs these very kernels).
-
-``run_var`` is the share of ``se**2`` from the start level (server starts, sittings): more
-prompts or blocks cannot shrink it, only more starts. Verdicts need the *whole* interval past
-the floor, so a small but "significant" wobble is never a regression.
+A check compares a *current* side with a *reference* side through the ratio of one metric on the
+log scale: an estimate, a standard error and honest degrees of freedom
+(:mod:`servegate.judge.nested`), and the interval ``theta +- t(df) * se`` at the level the family
+gives the check. Why not a percentile bootstrap: with few starts its interval is the range of the
+data whatever level is asked, and at the family's tail probabilities resamples have nothing in
+the tail; the t interval reaches any level honestly and gives the sample sizes that would decide
+(:class:`Guidance`). Verdicts need the *whole* interval past the floor, so a small but
+"significant" wobble is never a regression.
 """
 
 from __future__ import annotations

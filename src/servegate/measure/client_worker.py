@@ -1,19 +1,15 @@
 """A long-lived host for sglang's own serving client: ``python -m servegate.measure.client_worker``.
 
-Why: a block is one client run, and ``python -m sglang.benchmark.serving`` spends 10-15 s of a
-2-core machine importing sglang before it sends a request; with every mode inside one server
-and many short blocks, that start-up cost would dominate the run. This worker imports the
-client once and then runs ``sglang.benchmark.serving.cli_main`` (the very entry point the
-command line calls, with the same argv) once per request, its output in the block's own log.
-The client seeds ``random``/``numpy`` from ``--seed`` inside every run, so a block's prompts are
-the same as from a fresh process. Each run also loads the tokenizer from disk twice (its own
-``get_tokenizer`` and ``check_chat_template``: 0.9 s of a block on this VM); the worker keeps
-what ``AutoTokenizer.from_pretrained`` returned per set of arguments (one worker serves one
-model; encoding and decoding do not change a tokenizer), so the client code runs unchanged.
+Why: ``python -m sglang.benchmark.serving`` spends 10-15 s of a 2-core machine importing sglang
+before it sends a request; with many short blocks that start-up would dominate the run. This
+worker imports the client once and runs ``sglang.benchmark.serving.cli_main`` (the entry point
+the command line calls, same argv) once per request; the client seeds from ``--seed`` inside
+every run, so a block's prompts are those of a fresh process. It keeps what
+``AutoTokenizer.from_pretrained`` returned per arguments (one worker serves one model).
 
 Protocol (one JSON object per line): stdin ``{"argv": [...], "log": "path"}``; stdout
-``{"rc": 0}`` or ``{"rc": N, "error": "..."}``. EOF on stdin ends the worker. Standard library
-and sglang only: this runs in the sglang environment, where servegate is on the path.
+``{"rc": 0}`` or ``{"rc": N, "error": "..."}``; EOF ends the worker. Standard library and
+sglang only: this runs in the sglang environment.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Was exact fill really in effect? Read it back from the server instead of trusting the mode.
 
 Evidence: the hook's lines in the server log (``forced``: the patch line; ``off``/``on``: the real
-gate's value, reported once per process) and the measured prefill batches (when exact fill is on,
-every saturated batch must be exactly the chunk size). Any disagreement with what the mode and
-runner class imply is an error, never a silent pass: e.g. ``on`` on gfx95 with the gate off, or
-``on`` elsewhere with the gate on, or a forced run whose saturated batches are not aligned.
-
-The device double (runner classes marked ``emulated`` in :mod:`servegate.core.runner_classes`, e.g.
-``cpu-gfx95``) is read back too: on an emulated class every process that reported the gate must
-have printed the double's line (``servegate-hook: device double: ...``), and on every other class
-no process may have (a real GPU run is never judged on an emulated device).
-
-With every mode inside one server (:mod:`servegate.serve.modeswitch`) the evidence is per block:
-the schedulers' acknowledgements of the block's switch (the ack files, or the ack lines in the
-block's server-log slice) carry the gate each one applied (:func:`check_block_effective`).
+gate's value), the device double's line on an emulated runner class (and on no other), the
+measured prefill batches (with exact fill on, every saturated batch is exactly the chunk size)
+and, with every mode inside one server, the schedulers' acknowledgements of each block's switch
+(:func:`check_block_effective`). Any disagreement with what the mode and runner class imply is
+an error, never a silent pass.
 """
 
 from __future__ import annotations

@@ -1,32 +1,12 @@
-"""Read the server log back: prefill batches (chunk alignment) and the exact-fill hook lines.
+"""Read the server log back: prefill batches (chunk alignment) and the exact-fill hook lines
+(which lines count, saturation, data parallelism: docs/serve.md, Modes and the read-back).
 
-Which prefill lines belong to a point: only those written after the point started (a byte
-offset into the server log taken before the client ran) AND after the last
-``Cache flushed successfully!`` in that slice. The client runs its warm-up requests, then
-flushes the cache (``--flush-cache``), then the measured requests; so the readiness probe's
-1-token /health generation, sglang's own start-up warm-up and the client's warm-up all fall
-before the marker and are excluded without guessing from their sizes.
-
-A prefill batch is *saturated* (limited by the budget rather than by a lack of work) when prefill
-work was left over after it was formed: ``#pending-token > 0``, which sglang computes as the
-tokens of the waiting requests plus the unprefilled rest of the chunked request. ``#queue-req``
-alone is not used: the real logs show batches with a queued request but 0 pending tokens (a
-request that had just arrived, e.g. srv64x.log ``#new-token: 38, #queue-req: 1,
-#pending-token: 0``), which the chunk budget did not cut. Exact fill's promise is that every
-saturated batch is exactly ``--chunked-prefill-size`` tokens.
-
-**Data parallelism.** With DP (attention DP or replicas) every DP rank runs its own scheduler
-and logs its own prefill lines, tagged with the rank in the logger prefix: sglang builds the
-prefix in ``configure_scheduler_process`` (srt/managers/scheduler.py lines 6271-6298:
-``" DP{dp}"`` when the rank has a DP rank, then `` PP``/`` ATTN_CP``/`` MOE_DP`` when those sizes
-are > 1, `` TP{tp}`` when ``tp_size > 1``, `` EP{ep}`` when ``ep_size > 1``) and
-``configure_logger`` puts it inside the stamp (srt/utils/common.py lines 2618-2638:
-``[%(asctime)s{prefix}] %(message)s``), e.g. ``[2026-11-30 11:05:16 DP1 TP2] Prefill batch, ...``.
-Only each DP group's attention-TP rank 0 logs (``is_stats_logging_rank``,
-srt/observability/metrics_collector.py lines 1361-1363), so one stream per DP rank. With
-attention DP each rank's chunk is ``--chunked-prefill-size // attn_dp_size``
-(srt/arg_groups/parallel_hook.py lines 326-332); plain replicas keep the whole chunk. Lines are
-grouped per rank and every rank's saturated batches are judged against that per-rank chunk.
+A point's prefill lines are those after its byte offset AND after the last ``Cache flushed
+successfully!`` in that slice (the client flushes between its warm-up and the measured requests),
+so every warm-up is excluded by position, not by guessing from sizes. A batch is *saturated*
+when ``#pending-token > 0`` (``#queue-req`` alone is not: real logs show a queued request with 0
+pending tokens). With DP every rank logs its own lines (``[... DP1 TP2] Prefill batch``), grouped
+per rank and judged against the per-rank chunk (``--chunked-prefill-size // attn_dp_size``).
 """
 
 from __future__ import annotations

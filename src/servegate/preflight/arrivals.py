@@ -1,27 +1,12 @@
-"""Replay one load point through sglang's real ``PrefillAdder`` with a closed-loop arrival model.
+"""Replay one load point through sglang's real ``PrefillAdder`` with a closed-loop arrival model
+(the model and its limits: docs/serve.md, Preflight).
 
-Arrival model (what ``sglang.benchmark.serving --max-concurrency C`` does at request rate inf):
-the first ``C`` requests arrive at once; after that one request arrives per finished request,
-in the client's order, until ``num_prompts`` were sent. Time is counted in scheduler steps:
-
-- while prefill work waits, every step is a prefill round (sglang's scheduler runs a new prefill
-  batch whenever ``get_new_batch_prefill`` returns one, and decodes otherwise; no mixed chunks),
-  so no request finishes during a burst of prefill rounds. A burst is replayed by
-  :class:`servegate.admission.replay.Replayer` (the real adder, allocator and tree cache) until
-  the queue is drained;
-- then running requests decode one token per step; the prefill gave each its first token, so a
-  request with output length ``m`` finishes ``m - 1`` decode steps after its prefill ended.
-  Requests finishing at the same step are replaced together: their replacements are the next
-  burst.
-
-Limits (documented in docs/serve.md): arrivals are instantaneous (client, HTTP and tokenizer
-latency can merge or split bursts on a real server); the first wave arrives as one burst (a real
-server may start prefilling before the last of ``C`` requests is queued); the KV pool is sized
-so memory never limits admission and decode-time KV growth is not charged (the GPU's pool size
-is unknown on a CPU); no retraction, no ``--max-running-requests`` cap; with DP, rank 0's share
-(every ``dp``-th request, concurrency ``ceil(C / dp)``) is replayed, as if the load balancer
-were round-robin. Only the measured requests are replayed (the client's warm-up runs before a
-cache flush and is excluded from the server-log statistics too).
+What ``sglang.benchmark.serving --max-concurrency C`` does at request rate inf: the first ``C``
+requests arrive at once, then one per finished request. Time is counted in scheduler steps:
+while prefill work waits every step is a prefill round (a burst, replayed by
+:class:`servegate.admission.replay.Replayer` until the queue is drained); then running requests
+decode one token per step, and those finishing at the same step are replaced together (the next
+burst). With DP, rank 0's share is replayed, as a round-robin balancer would give it.
 """
 
 from __future__ import annotations

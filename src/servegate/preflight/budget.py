@@ -1,20 +1,13 @@
 """The admission budget the scheduler will use, read off sglang's parsed ``ServerArgs``.
 
 - chunk size: ``--chunked-prefill-size``; with DP attention each rank gets ``chunk // attn_dp``
-  (``sglang/srt/arg_groups/parallel_hook.py`` line 331; the deprecated ``--dp-size N
-  --enable-dp-attention`` becomes ``attn_dp_size = N``, lines 50-57).
-- ``max_prefill_tokens``: ``--max-prefill-tokens``, default 16384
-  (``srt/arg_groups/fields/schedule.py`` lines 71-81), passed unchanged as the adder's
-  ``rem_input_tokens`` (``srt/managers/tp_worker.py`` line 577); the adder stops a round once
-  ``rem_input_tokens <= 0`` (``srt/managers/schedule_policy.py`` line 883, ``budget_state``), so a
-  value below the chunk caps every batch below it.
-- page size: ``--page-size`` (servegate's profile key ``page_size``). A model may force its own:
-  for DSA models (GLM-5.x, DeepSeek-V3.2) sglang 0.5.23 sets ``page_size = 64 * index_kpool``
-  on CUDA and on ROCm with aiter's preshuffle paged-MQA path, and 1 on the legacy ROCm path
-  (``srt/arg_groups/model_overrides/deepseek_v2.py`` lines 151-173). That needs the checkpoint's
-  config, which preflight does not download, so the profile states it (``page_size``, with the
-  upstream line cited) and preflight replays what the profile says.
-- radix cache: on unless ``--disable-radix-cache`` (which admission path the adder takes).
+  (``sglang/srt/arg_groups/parallel_hook.py`` line 331).
+- ``max_prefill_tokens``: default 16384, the adder's ``rem_input_tokens``: a value below the
+  chunk caps every batch below it (``srt/managers/schedule_policy.py`` line 883).
+- page size: ``--page-size``. A model may force its own (DSA models on sglang 0.5.23:
+  ``srt/arg_groups/model_overrides/deepseek_v2.py`` lines 151-173); that needs the checkpoint's
+  config, which preflight does not download, so the profile states it.
+- radix cache: on unless ``--disable-radix-cache``.
 """
 
 from __future__ import annotations

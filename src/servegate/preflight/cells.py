@@ -1,26 +1,13 @@
 """One preflight cell (suite x runner): argv, budget, lengths, replays, and its status.
 
-Status, first match wins:
-
-- ``invalid``: sglang's parser rejects the launch argv (naming the profile file and key), or the
-  budget cannot chunk (chunk not a multiple of the page);
-- ``capped``: exact fill cannot reach the chunk: ``max_prefill_tokens`` is below the chunk, or a
-  saturated exact-fill round is not exactly the chunk size;
-- ``misshaped``: a shaped point (``[load].shaped_output_len``) admits other prefill rounds than
-  the full load would (servegate.preflight.reshape): its TTFT would measure another schedule;
-- ``blind``: exact fill would admit the very same batches as ``off`` at every concurrency (e.g.
-  every prompt a page multiple), so the suite cannot see the feature;
-- ``ok``.
-
-Whether sglang's gate is open on the runner (``gate_open``) is read from the tree under test:
-its own ``_use_exact_chunk_fill()`` evaluated on the runner's device by servegate's device double
-(:mod:`servegate.serve.gate`). Where it opens, the cell's ``on`` is a claim cell (``on_cell``
-``claim``: on must improve), where it stays closed a no-op cell (``no-op``).
-
-A cell *gates* (its failure fails preflight) when the suite expects exact fill to be effective
-on that runner: ``on`` where the tree's gate opens, or ``forced`` anywhere (bench then requires
-every saturated batch to be the chunk size). ``invalid`` always gates: the server would not
-start; ``misshaped`` always gates: the suite would measure another thing on every runner.
+Status, first match wins (docs/serve.md, Preflight): ``invalid`` (sglang's parser rejects the
+argv, or the chunk is not a multiple of the page), ``capped`` (exact fill cannot reach the
+chunk), ``misshaped`` (a shaped point admits other prefill rounds than the full load would:
+servegate.preflight.reshape), ``blind`` (exact fill admits the very same batches as ``off``),
+``ok``. ``gate_open`` is the tree's own gate on the runner's device (:mod:`servegate.serve.gate`):
+open, the cell's ``on`` is a claim; closed, a no-op. A cell *gates* when the suite expects exact
+fill there (``on`` where the gate opens, ``forced`` anywhere); ``invalid`` and ``misshaped``
+always gate.
 """
 
 from __future__ import annotations
@@ -43,7 +30,6 @@ from servegate.serve.gate import GateReading, on_cell, read_loaded
 # gfx942 and nvidia), repeats with the same lengths and suites sharing a load replay once
 ReplayCache = dict[tuple[Budget, tuple[int, ...], tuple[int, ...], int, str], PointReplay]
 
-STATUSES: tuple[str, ...] = ("ok", "blind", "capped", "misshaped", "invalid")
 FAILING: frozenset[str] = frozenset({"blind", "capped", "misshaped", "invalid"})
 ALWAYS_GATING: frozenset[str] = frozenset({"invalid", "misshaped"})
 

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from servegate.admission.parsing import Parser
 from servegate.config import load_suite, suite_path
 from servegate.config._schema import ConfigError, load_toml
 from servegate.config.suites import Suite
@@ -23,15 +24,8 @@ from servegate.core.errors import EXIT_REGRESSION as EXIT_FAIL
 from servegate.core.paths import SUITES_DIR
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="servegate preflight",
+    p = Parser(prog="servegate preflight",
                 description="Prove on CPU that GPU suites can see exact fill: the launch argv "
                             "against sglang's own parser, the admission budget, and the "
                             "client's load replayed through sglang's real PrefillAdder.")

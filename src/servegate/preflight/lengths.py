@@ -1,14 +1,10 @@
 """The exact prompt and output lengths ``python -m sglang.benchmark.serving`` will send.
 
-servegate runs the client with ``--dataset-name random-ids --tokenize-prompt --random-input-len N
---random-output-len M --random-range-ratio R --seed S`` (:mod:`servegate.measure.client`). The
-client seeds numpy's global generator with ``--seed`` (``sglang/benchmark/serving.py`` line 2056,
-``np.random.seed(args.seed)``) and nothing else draws from it before ``get_dataset`` (line 2187);
-``random-ids`` is ``RandomDataset`` (``benchmark/datasets/__init__.py``), whose
-``sample_random_requests`` draws the input lengths, then the output lengths, with
-``compute_random_lens`` (``benchmark/datasets/common.py`` line 56: uniform integers in
-``[max(int(full_len * range_ratio), 1), full_len]``). With ``--tokenize-prompt`` no special
-tokens are subtracted. Calling sglang's own function in that order reproduces the lengths.
+servegate runs the client with ``--dataset-name random-ids --tokenize-prompt ... --seed S``
+(:mod:`servegate.measure.client`). The client seeds numpy's global generator with ``--seed``
+and nothing else draws from it before ``RandomDataset.sample_random_requests`` draws the input
+lengths, then the output lengths, with ``compute_random_lens`` (``benchmark/datasets/common.py``):
+calling sglang's own function in that order reproduces the lengths.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """Proof that a shaped point measures what the full load would: the same prefill rounds.
 
-Why: a suite may shorten a point's outputs to its question (``[load].shaped_output_len``: e.g.
-a prefill-shaped TTFT point at the claim concurrency, 16 output tokens instead of 1024), since
-in the wave regime a request's TTFT is its place in the wave's prefill queue and the decode
-steps after it only set when the next wave arrives. That holds only if the shaped load admits
-the very same prefill rounds as the full load: the same tokens per round, the same saturated
-rounds, in both ``off`` and exact fill (so the chunk alignment the gfx95 claim rests on is the
-one the full load would see). Lengths spread by ``range_ratio < 1`` break it (requests finish,
-and the next arrive, at other times), and so can a DP rank's share.
-
-Each shaped concurrency is replayed twice per mode through sglang's real ``PrefillAdder``
-(servegate.preflight.arrivals): with its shaped outputs and with the full load's. A difference
-in any round is a failing cell (``misshaped``), with the first round that differs.
+Why: a suite may shorten a point's outputs to its question (``[load].shaped_output_len``), since
+in the wave regime a request's TTFT is its place in the wave's prefill queue. That holds only
+if the shaped load admits the very same prefill rounds as the full load, in both ``off`` and
+exact fill; spread lengths (``range_ratio < 1``) or a DP rank's share can break it. Each shaped
+concurrency is replayed per mode through sglang's real ``PrefillAdder``
+(servegate.preflight.arrivals) with its shaped outputs and with the full load's; a difference in
+any round is a failing cell (``misshaped``), with the first round that differs.
 """
 
 from __future__ import annotations

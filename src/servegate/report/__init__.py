@@ -1,11 +1,9 @@
 """Report stage: verdict.json, summary.md verdict section, junit.xml, pytest-benchmark, plots.
 
-Every writer has one signature, ``write(judgement) -> list[Path]``: it takes a finished
-:class:`servegate.judge.judgement.Judgement`, writes its artefacts atomically into the run folder
-and returns their paths (none when it has nothing to say). None of them decides anything.
-:data:`WRITERS` lists them, in the order ``servegate compare`` runs them. The text every one
-of them shows a person (headline, gated checks, the rest in one line) comes from
-:mod:`servegate.report.headline`, so the terminal, summary.md and junit.xml agree.
+Every writer has one signature, ``write(judgement) -> list[Path]``: it writes its artefacts
+atomically into the run folder and returns their paths; none of them decides anything.
+:data:`WRITERS` lists them in the order ``servegate compare`` runs them; the text they show a
+person comes from :mod:`servegate.report.headline`, so they agree.
 """
 
 from __future__ import annotations

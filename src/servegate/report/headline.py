@@ -1,22 +1,10 @@
 """The verdict as people read it: one headline, the gated checks, one line for the rest.
 
-Shared by the terminal (:func:`servegate.report.print_judgement`), ``summary.md``
-(:mod:`servegate.report.summary`) and ``junit.xml`` (:mod:`servegate.report.junit`), so the
-three cannot disagree. The block, in order:
-
-1. the headline: the overall verdict, the exit code and why in a few words;
-2. what the reference is, when the baseline comes from another machine or software;
-3. one line per gated (primary) check: verdict, name, ratio or difference with its interval,
-   floor;
-4. one line for everything reported but not gated: counts by verdict, and by name the ones
-   whose whole interval lies beyond their floor;
-5. once, what would decide the inconclusive gated checks (and the run's noise budget, when the
-   judge provides one);
-6. the notes that matter (at most :data:`MAX_NOTES` lines; every note is in verdict.json and
-   summary.md).
-
-``verbose`` replaces 3 and 4 by every check's full :meth:`Check.describe` line and prints every
-note. Pure functions: nothing here reads or writes files.
+Shared by the terminal (:func:`servegate.report.print_judgement`), ``summary.md`` and
+``junit.xml``, so the three cannot disagree. The block (:func:`verdict_block`): the headline, the
+reference when it is another machine or software, one line per gated check, one line for the
+reported rest, what would decide the inconclusive gated checks, the notes that matter;
+``verbose`` lists every check and note. Pure functions: nothing here reads or writes files.
 """
 
 from __future__ import annotations

@@ -6,9 +6,7 @@ Plots are for people reading a run; every number that decides anything is in ver
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from servegate.core.atomic import write_bytes
 from servegate.core.metrics import METRICS
 from servegate.core.results import MODES, Run
 from servegate.judge.baselines import group_points
@@ -30,18 +29,12 @@ COLOURS = {"off": "tab:blue", "on": "tab:orange", "forced": "tab:green"}
 
 def _save(fig: Any, path: Path) -> Path:
     """Write-then-rename like every other servegate artefact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    buffer = io.BytesIO()
     try:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     finally:
         plt.close(fig)
+    write_bytes(path, buffer.getvalue())
     return path
 
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servegate.core.atomic import write_text
+from servegate.core.atomic import write_section
 from servegate.report import attribution
 from servegate.report import headline as text
 
@@ -113,25 +113,11 @@ def render(judgement: Judgement) -> str:
     return "\n".join(lines) + "\n"
 
 
-def replace_section(text: str, section: str) -> str:
-    """Replace the existing ``## Verdict`` section (up to the next ``## ``) or append it."""
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == HEADING), None)
-    if start is None:
-        sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-        return text + sep + section
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
-               len(lines))
-    tail = "".join(lines[end:])
-    return "".join(lines[:start]) + section + ("\n" + tail if tail else "")
-
-
 def write(judgement: Judgement) -> list[Path]:
     """Update ``summary.md`` in the run folder; append to ``$GITHUB_STEP_SUMMARY`` when set."""
     section = render(judgement)
     path = judgement.run_dir / "summary.md"
-    existing = path.read_text(encoding="utf-8") if path.is_file() else ""
-    write_text(path, replace_section(existing, section))
+    write_section(path, HEADING, section)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         with Path(step_summary).open("a", encoding="utf-8") as handle:

@@ -11,8 +11,6 @@ first, the way sglang itself decides (``get_device_properties(0).gcnArchName`` o
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
-import json
 import os
 import platform
 import re
@@ -131,26 +129,11 @@ def _driver() -> str:
 
 def _sglang_commit() -> str:
     """The git commit of the installed sglang, when pip recorded it (VCS install) or env has it."""
-    if os.environ.get("SGLANG_COMMIT"):
-        return os.environ["SGLANG_COMMIT"]
-    try:
-        dist = importlib.metadata.distribution("sglang")
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-    raw = dist.read_text("direct_url.json")
-    if raw:
-        try:
-            return str(json.loads(raw).get("vcs_info", {}).get("commit_id", ""))
-        except ValueError:
-            return ""
-    return ""
+    return os.environ.get("SGLANG_COMMIT") or kernel_stack.vcs_commit(
+        kernel_stack.installed_direct_url("sglang"))
 
 
-def _version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
+_version = kernel_stack.installed_version
 
 
 def _cpu_model(cpuinfo: Path = CPUINFO) -> str:
@@ -175,6 +158,11 @@ def cpu_hardware(cpuinfo: str, meminfo: str) -> dict[str, Any]:
     return out
 
 
+def _given(**fields: Any) -> dict[str, Any]:
+    """The fields that have a value: a fingerprint records what it found, nothing empty."""
+    return {key: value for key, value in fields.items() if value}
+
+
 def fingerprint(detected: Detected, model: str, model_revision: str | None = None,
                 torch_module: ModuleType | None = None,
                 server_env: Mapping[str, str] | None = None,
@@ -193,33 +181,20 @@ def fingerprint(detected: Detected, model: str, model_revision: str | None = Non
         "model": model,
     }
     # the host CPU: it runs the scheduler and the client on every runner, and the model on cpu
-    cpu_model = _cpu_model()
-    if cpu_model:
-        fp["cpu_model"] = cpu_model
-    cores = os.cpu_count()
-    if cores:
-        fp["cpu_count"] = cores
+    fp.update(_given(cpu_model=_cpu_model(), cpu_count=os.cpu_count()))  # type: ignore[typeddict-item]
     fp.update(cpu_hardware(kernel_stack.read_text(CPUINFO),  # type: ignore[typeddict-item]
                            kernel_stack.read_text(MEMINFO)))
-    if model_revision:
-        fp["model_revision"] = model_revision
-    if detected.gpu_name:
-        fp["gpu_name"] = detected.gpu_name
-    if detected.gpu_arch:
-        fp["gpu_arch"] = detected.gpu_arch
+    fp.update(_given(model_revision=model_revision, gpu_name=detected.gpu_name,  # type: ignore[typeddict-item]
+                     gpu_arch=detected.gpu_arch))
     if torch is not None:
-        fp["torch"] = str(getattr(torch, "__version__", ""))
         version = getattr(torch, "version", None)
-        if getattr(version, "hip", None):
-            fp["rocm"] = str(version.hip)
-        if getattr(version, "cuda", None):
-            fp["cuda"] = str(version.cuda)
+        fp["torch"] = str(getattr(torch, "__version__", ""))
+        fp.update(_given(rocm=str(getattr(version, "hip", None) or ""),  # type: ignore[typeddict-item]
+                         cuda=str(getattr(version, "cuda", None) or "")))
     cls = runner_classes.REGISTRY.get(detected.runner_class)
     on_cpu = cls is not None and (cls.arch == "cpu" or cls.emulated)
     if not on_cpu:
-        driver = _driver()
-        if driver:
-            fp["driver"] = driver
+        fp.update(_given(driver=_driver()))  # type: ignore[typeddict-item]
     else:
         fp["gpu_name"] = fp.get("gpu_name") or f"none (CPU: {platform.processor() or 'cpu'}, " \
                                                 f"{os.cpu_count()} cores)"
@@ -227,16 +202,9 @@ def fingerprint(detected: Detected, model: str, model_revision: str | None = Non
         # Declared here; each server's read-back is the point's device_double (measure/exactfill).
         fp["device_double"] = f"{cls.arch} emulated at sglang's device check (servegate hook, " \
                               f"SERVEGATE_EMULATE_ARCH={cls.device_arch})"
-    sglang = _version("sglang")
-    if sglang:
-        fp["sglang"] = sglang
-    commit = _sglang_commit()
-    if commit:
-        fp["sglang_commit"] = commit
-    for var in IMAGE_ENV_VARS:
-        if os.environ.get(var):
-            fp["image"] = os.environ[var]
-            break
+    image = next((os.environ[var] for var in IMAGE_ENV_VARS if os.environ.get(var)), None)
+    fp.update(_given(sglang=_version("sglang"), sglang_commit=_sglang_commit(),  # type: ignore[typeddict-item]
+                     image=image))
     if probe is None:
         probe = kernel_stack.Probe(run=_run, env={**os.environ, **(server_env or {})})
     stack = kernel_stack.collect(probe, image=fp.get("image"), on_gpu=not on_cpu)

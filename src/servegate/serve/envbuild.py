@@ -1,19 +1,12 @@
 """Build and reuse the environments servegate runs sglang in (stdlib only: the noxfile imports it).
 
-The CPU environment (torch + sglang + their runtime deps, about 6 GB) is expensive, so every nox
-session shares one, keyed by the digest of ``ci/requirements-cpu.txt`` and the interpreter
-version, under ``$SERVEGATE_CACHE`` (default ``~/.cache/servegate``). It is built once, under a
-file lock, and marked complete only after every install step succeeded; a half-built folder is
-deleted and rebuilt.
+The CPU environment (torch + sglang, about 6 GB) is shared by every nox session, keyed by the
+digest of ``ci/requirements-cpu.txt`` and the interpreter version under ``$SERVEGATE_CACHE``
+(default ``~/.cache/servegate``), built once under a file lock and marked complete last.
 
-GPU sessions run on the runner image's *own* interpreter (``$SERVEGATE_PYTHON``, else the one nox
-runs on), never in a venv on top of it: ROCm images keep their whole stack in a venv
-(upstream docker/rocm.Dockerfile: ``ENV VIRTUAL_ENV=/opt/venv``, ``PATH=$VIRTUAL_ENV/bin:$PATH``),
-and a venv made from a venv's python (even with ``--system-site-packages``) sees the *base*
-interpreter's site-packages, not the parent venv's: ``No module named sglang``. The image's
-sglang and torch are checked up front; servegate's light dependencies are installed into that
-interpreter only when missing (the container is discarded after the job); servegate itself is
-imported from the checkout (``PYTHONPATH``, :func:`servegate_env_vars`).
+GPU sessions run on the runner image's *own* interpreter (``$SERVEGATE_PYTHON``), never in a venv
+on top of it: ROCm images keep their stack in a venv (``/opt/venv``), and a venv made from a
+venv's python sees the *base* interpreter's site-packages: ``No module named sglang``.
 """
 
 from __future__ import annotations

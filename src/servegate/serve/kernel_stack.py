@@ -5,29 +5,8 @@ a hipBLASLt or triton bump in the image, a clock cap), on another repository's s
 fingerprint names what was in use so ``reference:`` and the history can say so
 (servegate.core.stack compares it). Every source is a named file, a named environment variable
 or an argv list; nothing else of the environment is read, and a missing tool records nothing.
-
-Where each field comes from (sources checked 2026-12):
-
-- versions: the installed distributions' metadata (what ``pip list`` / ``pip inspect`` read;
-  sglang's ``python/sglang/check_env.py`` reads versions the same way, importlib.metadata).
-- commits, first found wins: the image's ENV (sglang's ``docker/rocm.Dockerfile`` sets
-  ``ENV AITER_COMMIT`` and ``ENV TRITON_COMMIT``); vLLM's ROCm base image's ``/app/versions.txt``
-  (``docker/Dockerfile.rocm_base``: ``AITER_BRANCH: ...``, ``TRITON_BRANCH: ...`` and, in older
-  bases, ``HIPBLASLT_BRANCH: ...``); pip's ``direct_url.json`` of a VCS install; the git hash in a
-  version's local part (setuptools_scm ``+g<hash>``, AMD's triton ``+amd.rocm7.2.0.git<hash>``).
-- hipBLASLt: not a Python package; ``$ROCM_PATH/include/hipblaslt/hipblaslt-version.h``
-  (ROCm/hipBLASLt ``library/include/hipblaslt-version.h.in``: MAJOR/MINOR/PATCH, TWEAK = commit).
-- tuned GEMM configs: every ``AITER_CONFIG_GEMM_*`` variable (aiter reads a path, or several
-  joined by ``:``) and ``HIPBLASLT_TUNING_FILE``; the sha256 of the files, never their paths'
-  other contents nor any other variable.
-- the image digest: ``SERVEGATE_IMAGE_DIGEST``, else the ``@sha256:`` of the image reference.
-- the VBIOS (hardware identity): ``amd-smi static --vbios --json`` (per GPU ``vbios``:
-  ``name``, ``build_date``, ``part_number``, ``version``), else ``nvidia-smi``'s.
-- GPU clocks at start: ``amd-smi metric --clock --json`` (ROCm 6.1+; the amdsmi CLI docs' JSON
-  layout: per GPU ``clock.gfx_0`` / ``clock.mem_0`` with ``clk`` / ``max_clk`` as
-  ``{"value", "unit"}`` or ``"N/A"``; ROCm 7 wraps the list in ``{"gpu_data": [...]}``), else
-  ``rocm-smi --showclocks --json`` (``"sclk clock speed:": "(1900Mhz)"`` per ``cardN``), else
-  ``nvidia-smi --query-gpu=clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem``.
+Where each field comes from (sources checked 2026-12): docs/serve.md, The fingerprint's kernel
+stack.
 """
 
 from __future__ import annotations
@@ -68,14 +47,14 @@ _HEX = re.compile(r"^[0-9a-f]{7,40}$")
 _LOCAL_COMMIT = re.compile(r"^g(?:it)?([0-9a-f]{7,40})$")
 
 
-def _installed_version(name: str) -> str:
+def installed_version(name: str) -> str:
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return ""
 
 
-def _installed_direct_url(name: str) -> str:
+def installed_direct_url(name: str) -> str:
     try:
         return importlib.metadata.distribution(name).read_text("direct_url.json") or ""
     except importlib.metadata.PackageNotFoundError:
@@ -89,8 +68,8 @@ class Probe:
 
     run: Callable[[list[str]], str]           # argv -> stdout, "" when absent or failed
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    version: Callable[[str], str] = _installed_version          # distribution -> version
-    direct_url: Callable[[str], str] = _installed_direct_url    # -> direct_url.json text
+    version: Callable[[str], str] = installed_version          # distribution -> version
+    direct_url: Callable[[str], str] = installed_direct_url    # -> direct_url.json text
     versions_txt: Path = VERSIONS_TXT
 
     def rocm_root(self) -> Path:
@@ -260,7 +239,7 @@ def gpu_vbios(run: Callable[[list[str]], str]) -> str:
 # ---------------------------------------------------------------- reading the machine
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -279,7 +258,7 @@ def gemm_config_hashes(env: Mapping[str, str]) -> dict[str, str]:
         if not paths:
             continue
         try:
-            hashes = [_sha256(path) for path in paths]
+            hashes = [file_sha256(path) for path in paths]
         except OSError:
             out[var] = "missing"
             continue
@@ -328,26 +307,17 @@ def collect(probe: Probe, *, image: str | None = None, on_gpu: bool = True) -> d
                                      ("", ""))
         if version:
             fp[component] = version
-        commit = _commit(component, probe, image_versions, distribution, version)
-        if version and commit:
-            fp[f"{component}_commit"] = commit
+            if commit := _commit(component, probe, image_versions, distribution, version):
+                fp[f"{component}_commit"] = commit
     header = read_text(probe.rocm_root() / "include" / "hipblaslt" / "hipblaslt-version.h")
     version, commit = parse_hipblaslt_header(header)
     if version:
         fp["hipblaslt"] = version
-        commit = commit or image_versions.get(VERSIONS_TXT_KEYS["hipblaslt"], "")
-        if commit:
+        if commit := commit or image_versions.get(VERSIONS_TXT_KEYS["hipblaslt"], ""):
             fp["hipblaslt_commit"] = commit
-    digest = image_digest(probe.env, image)
-    if digest:
-        fp["image_digest"] = digest
-    configs = gemm_config_hashes(probe.env)
-    if configs:
-        fp[GEMM_CONFIGS] = configs
-    clocks = gpu_clocks(probe.run) if on_gpu else None
-    if clocks:
-        fp[GPU_CLOCKS] = clocks
-    vbios = gpu_vbios(probe.run) if on_gpu else ""
-    if vbios:
-        fp["gpu_vbios"] = vbios
+    found = {"image_digest": image_digest(probe.env, image),
+             GEMM_CONFIGS: gemm_config_hashes(probe.env),
+             GPU_CLOCKS: gpu_clocks(probe.run) if on_gpu else None,
+             "gpu_vbios": gpu_vbios(probe.run) if on_gpu else ""}
+    fp.update({key: value for key, value in found.items() if value})
     return fp

@@ -8,7 +8,6 @@ it is written to a temporary folder and renamed, so a crash never leaves a half-
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import os
 import shutil
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from servegate.core.errors import ServegateError
 from servegate.serve import envbuild
+from servegate.serve.kernel_stack import file_sha256
 
 DONE_MARKER = ".servegate-converted"
 
@@ -48,16 +48,8 @@ def locate_package_file(package_file: str, python: str | None = None) -> Path:
     return path
 
 
-def _digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()[:12]
-
-
 def cached_model_dir(name: str, gguf: Path) -> Path:
-    return envbuild.cache_root() / "models" / f"{name}-{_digest(gguf)}"
+    return envbuild.cache_root() / "models" / f"{name}-{file_sha256(gguf)[:12]}"
 
 
 def ensure_gguf_model(name: str, package_file: str, python: str | None = None) -> Path:

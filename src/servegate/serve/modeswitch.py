@@ -1,22 +1,12 @@
-"""Every exact-fill mode inside one sglang server: servegate's side of the mode-switch protocol.
+"""Every exact-fill mode inside one sglang server: servegate's side of the mode-switch protocol
+(the protocol: docs/serve.md, Modes inside one server; the server half is the exact-fill hook).
 
 Why: a server start costs 25-48 s on a CPU and minutes on a GPU, and every start is a fresh draw
 of run-to-run noise; switching ``off``/``on``/``forced`` between blocks of requests inside one
 server compares the modes on the same process, the same memory layout and the same warm caches.
-
-The protocol (the server half is the exact-fill hook, ``servegate/hooks/exactfill/sitecustomize.py``):
-
-- ``SERVEGATE_MODE_CONTROL=<path>`` in the server's env (:meth:`ModeControl.env`) enables it.
-- ``<path>`` holds ``{"seq": N, "mode": M}``, replaced atomically by :meth:`ModeControl.write`;
-  seq 0 (the first mode) is written before the launch.
-- Every sglang scheduler process applies a new seq once it is idle and acknowledges it twice:
-  the server-log line ``servegate-hook: mode ack seq=N mode=M gate=<True|False> in pid P`` and
-  the file ``<path>.ack.<P>`` (JSON ``seq``, ``mode``, ``gate``, ``pid``).
-- :meth:`ModeControl.register` (after the server is ready) takes the pids that acknowledged seq
-  0 as the scheduler processes; :meth:`ModeControl.switch` writes seq + 1 and waits until every
-  one of them acknowledged it with that mode. TP/PP/DP ranks must flip together: they form
-  their batches independently, and ranks disagreeing on exact fill would build different
-  batches for the same requests.
+:meth:`ModeControl.switch` waits until every scheduler process registered at seq 0 acknowledged
+the new seq: TP/PP/DP ranks must flip together, or they would build different batches for the
+same requests.
 """
 
 from __future__ import annotations

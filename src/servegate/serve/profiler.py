@@ -1,15 +1,11 @@
 """sglang's own profiler around one block: ``POST /start_profile`` with ``output_dir``,
-``num_steps`` and ``activities`` (sglang 0.5.23 ``srt/entrypoints/http_server.py`` lines
-1221-1239, ``srt/managers/io_struct.py::ProfileReq``), then the trace file it writes.
+``num_steps`` and ``activities``, then the trace file it writes (the request and what sglang
+does with it: docs/serve.md, Profiled blocks).
 
-With ``num_steps`` and no ``start_step`` the scheduler starts the torch profiler at once and
-stops it by itself at the first forward after ``num_steps`` forwards
-(``srt/managers/scheduler_components/profiler_manager.py``: ``profiler_target_forward_ct =
-forward_ct + num_steps + 1``, checked in ``Scheduler.run_batch``), exporting
-``<prefix>-<profile id>-TP-<rank>.trace.json.gz`` synchronously in the scheduler loop. A block
-with fewer forwards leaves the profiler running: :func:`finish` then calls ``/stop_profile``.
-``with_stack`` and ``record_shapes`` are off (the reduction reads op and kernel names only;
-both add per-op cost to the profiled block).
+With ``num_steps`` the scheduler stops the profiler by itself after ``num_steps`` forwards and
+exports the trace in its own loop; a block with fewer forwards leaves it running, so
+:func:`finish` then calls ``/stop_profile``. ``with_stack`` and ``record_shapes`` are off (the
+reduction reads op and kernel names only; both add per-op cost to the profiled block).
 """
 
 from __future__ import annotations

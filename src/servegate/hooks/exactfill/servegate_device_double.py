@@ -1,23 +1,16 @@
-"""servegate's device double: sglang's exact-fill gate evaluated as on another device.
+"""servegate's device double: sglang's exact-fill gate evaluated as on another device (how, and
+what sglang's device checks read: docs/serve.md, gfx95 emulated on a CPU).
 
-Why: the gate (``schedule_policy._use_exact_chunk_fill``) decides by the device. In sglang 0.5.23
-it returns ``envs.SGLANG_EXACT_CHUNK_FILL.get() and is_gfx95_supported()``, and
-``is_gfx95_supported()`` (srt/utils/common.py, lru-cached) is ``any(gfx in gcnArchName for gfx
-in ["gfx95"])`` where ``gcnArchName = torch.cuda.get_device_properties(0).gcnArchName`` when
-``torch.version.hip`` is set, else False. To learn what a tree's gate does on a device servegate
-has no machine for (a CPU, or before a GPU is booked), the gate is called with exactly those torch
-answers replaced for the call: ``torch.version.hip``/``cuda``, ``torch.cuda.get_device_properties``
-and ``get_device_capability``. Everything else is the tree's own code, so a tree that opens the
-gate on gfx942 by any check that reads the device through torch (``is_gfx942_supported()``, its
-own ``gcnArchName`` test) is seen doing so. sglang's lru caches of functions that read the device
-are cleared before and after the call: nothing outside the gate keeps an emulated answer.
+Why: the gate (``schedule_policy._use_exact_chunk_fill``) decides by the device, through torch.
+To learn what a tree's gate does on a device servegate has no machine for, the gate is called
+with torch's device answers replaced for the call only (``torch.version.hip``/``cuda``,
+``get_device_properties``, ``get_device_capability``); everything else is the tree's own code,
+and sglang's lru caches of device-reading functions are cleared before and after. Device
+strings: ``gfx...`` (a ROCm ``gcnArchName``), ``sm_XY`` or ``cpu``.
 
-Device strings: ``gfx...`` (a ROCm ``gcnArchName``, e.g. ``gfx950:sramecc+:xnack-``), ``sm_XY``
-(CUDA compute capability X.Y) or ``cpu`` (no GPU: no HIP, no CUDA).
-
-Stand-alone (no servegate imports): the server hook (``sitecustomize`` in this folder) imports it,
-servegate loads it by path (servegate.serve.gate), and ``python servegate_device_double.py
-DEVICE...`` prints a tree's gate per device as JSON (what bench runs with the server's Python).
+Stand-alone (no servegate imports): the server hook imports it, servegate loads it by path
+(servegate.serve.gate), and ``python servegate_device_double.py DEVICE...`` prints a tree's
+gate per device as JSON.
 """
 
 from __future__ import annotations

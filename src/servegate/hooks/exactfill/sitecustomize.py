@@ -1,47 +1,24 @@
 """servegate's server-side import hook (this folder is put first on the sglang server's PYTHONPATH).
 
 Python imports ``sitecustomize`` at start-up in every process, including the scheduler that sglang
-spawns, so env vars set by servegate reach all of them. Everything here is inert unless asked:
+spawns, so env vars set by servegate reach all of them. Everything here is inert unless asked
+(the lines it prints and the protocol: docs/serve.md, Modes and the read-back, Modes inside one
+server, gfx95 emulated on a CPU):
 
-- ``SERVEGATE_REPORT_EXACT_FILL=1``: when sglang first evaluates its exact-chunk-fill gate, print
-  ``servegate-hook: exact chunk fill gate=<True|False> in pid N`` (servegate reads it back).
-- ``SERVEGATE_FORCE_EXACT_FILL=1``: after ``sglang.srt.managers.schedule_policy`` loads, replace
-  ``_use_exact_chunk_fill`` with a function returning True (to exercise exact fill where the real
-  gfx95 gate is off) and print ``servegate-hook: exact chunk fill forced in pid N``.
-- ``SERVEGATE_EMULATE_ARCH=<device>`` (emulated runner classes only, set by their profile
-  section; servegate's **device double**, ``servegate_device_double.py`` beside this file):
-  after ``schedule_policy`` loads, ``_use_exact_chunk_fill`` is sglang's own gate evaluated with
-  torch answering as the device ``<device>`` (a ROCm ``gcnArchName`` such as
-  ``gfx942:sramecc+:xnack-``) for that call only: ``torch.version.hip`` and
-  ``torch.cuda.get_device_properties(0).gcnArchName``, what ``is_gfx95_supported()`` and its
-  siblings read (srt/utils/common.py lines 1239-1272). ``SGLANG_EXACT_CHUNK_FILL`` stays real:
-  ``off`` (env 0) keeps the gate closed, ``on`` opens it where the tree's gate accepts the device.
-  Nothing else in sglang sees the emulated device (the CPU engine keeps its CPU paths). The older
-  ``SERVEGATE_EMULATE_GFX95=1`` is ``SERVEGATE_EMULATE_ARCH=gfx950:sramecc+:xnack-`` (MI355X's).
-  Prints ``servegate-hook: device double: <arch> emulated (gcnArchName=...) in pid N`` (read
-  back; ``<arch>`` is ``gfx95`` for any gfx95x, else the device's base name).
-- ``SERVEGATE_INJECT_DELAY_MS=<ms>`` / ``SERVEGATE_INJECT_DECODE_DELAY_MS=<ms>``: sleep that long
-  in ``Scheduler.run_batch`` per prefill / decode batch: a controlled slowdown that lets the judge
-  prove it detects regressions. ``SERVEGATE_INJECT_MODES=off,forced`` scopes the sleeps to those
-  modes (unset: every mode); the mode is the applied one under ``SERVEGATE_MODE_CONTROL``, else
-  the launch mode ``SERVEGATE_MODE`` (set by servegate.serve.launch).
-- ``SERVEGATE_INJECT_GEMM_DELAY_MS=<ms>``: one kernel family slowed, nothing else: after
-  ``sglang.srt.layers.quantization.unquant`` loads, ``UnquantizedLinearMethod.apply`` spends
-  that long more in real GEMMs (``torch.mm`` of two 256 x 256 float32 operands into a
-  preallocated output, repeated until the time is spent) each time it runs the model's first
-  linear layer (the first layer the process ever ran: once per forward), in the modes of
-  ``SERVEGATE_INJECT_MODES``: GEMM ops in sglang's profiler. One burst per forward, not one per
-  layer: on a CPU the ops right after a GEMM burst run 2-4x slower (caches refilled, measured
-  here), so 120 small bursts a forward slowed norm/elementwise by x1.5 and the attribution
-  rightly named it too; one burst leaves the other families as they were.
-- ``SERVEGATE_MODE_CONTROL=<path>``: every exact-fill mode inside one server. The file holds
-  ``{"seq": N, "mode": "off"|"on"|"forced"}`` (replaced atomically by servegate.serve.modeswitch).
-  In every process that constructs sglang's ``Scheduler`` a daemon thread polls it; on a new seq
-  it waits until that scheduler is idle, applies the mode to the gate every later
-  ``PrefillAdder`` reads, prints ``servegate-hook: mode ack seq=N mode=M gate=<bool> in pid P``
-  and writes ``<path>.ack.<pid>`` (JSON ``seq``, ``mode``, ``gate``, ``pid``). The control file
-  then decides the gate: ``SERVEGATE_FORCE_EXACT_FILL`` / ``SERVEGATE_REPORT_EXACT_FILL`` are not
-  applied (the ack reports the gate); the device double still is.
+- ``SERVEGATE_REPORT_EXACT_FILL=1``: print the real gate's value once per process.
+- ``SERVEGATE_FORCE_EXACT_FILL=1``: ``_use_exact_chunk_fill`` returns True (and says so).
+- ``SERVEGATE_EMULATE_ARCH=<device>`` (or the older ``SERVEGATE_EMULATE_GFX95=1``): the gate is
+  sglang's own, evaluated by the device double (``servegate_device_double.py``) as on ``<device>``;
+  nothing else in sglang sees the emulated device.
+- ``SERVEGATE_INJECT_DELAY_MS`` / ``SERVEGATE_INJECT_DECODE_DELAY_MS``: sleep in
+  ``Scheduler.run_batch`` per prefill / decode batch (a controlled regression), scoped to the
+  modes of ``SERVEGATE_INJECT_MODES`` (unset: every mode).
+- ``SERVEGATE_INJECT_GEMM_DELAY_MS``: real GEMMs added once per forward at the model's first
+  linear layer, so only one kernel family slows. One burst, not one per layer: on a CPU the ops
+  right after a GEMM burst run 2-4x slower (caches refilled), so 120 bursts a forward slowed
+  norm/elementwise too.
+- ``SERVEGATE_MODE_CONTROL=<path>``: every exact-fill mode inside one server; each scheduler
+  applies a new seq once idle, then acknowledges it (log line and ``<path>.ack.<pid>``).
 
 Any other ``sitecustomize`` further down ``sys.path`` is still imported afterwards (chained).
 """
@@ -216,21 +193,8 @@ def _patch_scheduler(module: Any) -> None:
 
 
 # ---------------------------------------------------------------- mode control (one server)
-#
-# sglang 0.5.23 facts this relies on (site-packages/sglang/):
-# - srt/managers/schedule_policy.py lines 94-103: ``_use_exact_chunk_fill`` is
-#   ``@lru_cache(maxsize=1)`` and returns ``envs.SGLANG_EXACT_CHUNK_FILL.get() and
-#   is_gfx95_supported()``; line 644: ``PrefillAdder.__init__`` calls it by its module-global
-#   name each time an adder is built, so replacing the module attribute reaches the next adder
-#   (srt/managers/scheduler.py line 222 imports PrefillAdder, not the gate).
-# - srt/environ.py lines 67-86 and 143-150: ``EnvBool.get()`` reads ``os.getenv`` at every call
-#   (``SGLANG_EXACT_CHUNK_FILL = EnvBool(True)``, line 670); only the lru_cache keeps the value.
-# - srt/managers/scheduler.py line 465 ``Scheduler.__init__``; ``run_scheduler_process``
-#   (line 6310) builds it at line 6362, reports ready to the launcher (6365) and only then runs
-#   the event loop (6368). Idle state: ``waiting_queue`` (line 1326), ``running_batch`` (1328,
-#   a ScheduleBatch, ``is_empty()``), ``last_batch`` (1332; an idle loop turn sets it to None,
-#   line 2056), ``chunked_req`` (1374), and sglang's own ``is_fully_idle()`` (line 5337: also PP
-#   micro-batches, the overlap result queue, grammar and disaggregation queues).
+# The sglang 0.5.23 lines this relies on (the gate's lru_cache and module-global lookup,
+# EnvBool read at every call, the scheduler's idle state): docs/serve.md, In the server.
 
 
 class _ModeState:
