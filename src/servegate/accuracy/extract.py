@@ -16,8 +16,6 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-from servegate.config.gsm8k import EXTRACTIONS
-
 STRICT_RE = re.compile(r"#### (\-?[0-9\.\,]+)")
 FLEXIBLE_RE = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
 
@@ -57,14 +55,6 @@ def extract_flexible(output: str) -> str | None:
         if value is not None:
             return value
     return None
-
-
-def extract(output: str, method: str) -> str | None:
-    if method == "strict":
-        return extract_strict(output)
-    if method == "flexible":
-        return extract_flexible(output)
-    raise ValueError(f"extraction {method!r}: expected one of {EXTRACTIONS}")
 
 
 def gold_answer(solution: str) -> str | None:

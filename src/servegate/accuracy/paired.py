@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
 
 ALPHA = 0.05
 POWER = 0.80
@@ -74,44 +74,6 @@ def mde_from_se(se: float, margin: float, confidence: float, power: float = POWE
     ``power``: margin + (z_level + z_power) * se."""
     z = float(stats.norm.ppf(0.5 + confidence / 2))
     return margin + (z + float(stats.norm.ppf(power))) * se
-
-
-def mcnemar_power(n: int, discordance: float, diff: float, alpha: float = ALPHA) -> float:
-    """Exact power of the two-sided exact McNemar test on ``n`` pairs.
-
-    The alternative: a fraction ``psi`` of questions is discordant, split so the accuracies
-    differ by ``diff`` (a share (psi + diff) / (2 psi) of discordant pairs favour one mode).
-    Power sums, over the number m of discordant pairs ~ Binomial(n, psi), the probability that
-    the split lands in the exact test's rejection region for that m.
-    """
-    psi = min(max(discordance, diff), 1.0)  # pragma: no mutate (rates are <= 1: the cap never binds)
-    if psi <= 0:
-        return 0.0
-    # equivalent: q <= 1 always, and the two-sided test has the same power at q and 1 - q
-    q = min((psi + diff) / (2 * psi), 1.0)  # pragma: no mutate
-    m = np.arange(n + 1)  # pragma: no mutate (n + 2: the extra m has probability 0)
-    weight = stats.binom.pmf(m, n, psi)
-    # Largest k with two-sided p-value 2*P(X <= k | m, 1/2) <= alpha (-1 when none).
-    k = stats.binom.ppf(alpha / 2, m, 0.5)
-    k = np.where(2 * stats.binom.cdf(k, m, 0.5) <= alpha, k, k - 1)
-    reject = np.where(k >= 0, stats.binom.cdf(k, m, 1 - q) + stats.binom.sf(m - k - 1, m, 1 - q),
-                      0.0)
-    return float(np.sum(weight * reject))
-
-
-def mde_paired(n: int, discordance: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """Smallest accuracy difference the exact McNemar test on ``n`` pairs detects with ``power``.
-
-    The discordance rate under the alternative is the observed one, or the difference itself
-    when that is larger (a drop of d needs at least d of the questions to flip). Returns 1.0 when
-    no difference is detectable (too few questions).
-    """
-    if n <= 0:
-        raise ValueError("mde_paired: n must be positive")
-    if mcnemar_power(n, discordance, 1.0, alpha) < power:
-        return 1.0
-    return float(optimize.brentq(lambda d: mcnemar_power(n, discordance, d, alpha) - power,
-                                 1e-9, 1.0, xtol=1e-7))
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,6 @@ both avoids prefix reuse and leaves the marker the server-log parser cuts at.
 from __future__ import annotations
 
 import json
-import subprocess
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +19,6 @@ from servegate.config.suites import CLIENT_DATASET
 from servegate.core.errors import ServegateError
 from servegate.core.metrics import METRICS, RequestSample, per_request_samples, summarise
 from servegate.core.results import Requests
-from servegate.serve.process import kill_tree, tail
 
 # Counters kept beside the registered metrics (servegate.core.metrics), never judged.
 COUNTER_KEYS = ("completed", "duration", "total_input_tokens", "total_output_tokens",
@@ -75,40 +71,6 @@ def client_argv(python: str, point: ClientPoint) -> list[str]:
         "--output-details",
         "--disable-tqdm",
     ]
-
-
-def run_client(argv: list[str], log_path: Path, timeout_s: float,
-               env: dict[str, str] | None = None, watch: Callable[[], None] | None = None,
-               poll_s: float = 1.0) -> None:  # pragma: no mutate (timing only)
-    """Run the client in its own session (killed with its children on any exit path).
-
-    ``watch`` is called every ``poll_s`` while the client runs; whatever it raises (e.g. the
-    server died) stops the client at once instead of letting it wait out ``timeout_s``.
-    """
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout_s
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        try:
-            while True:
-                try:
-                    # equivalent mutants here change only how long one poll waits (timing only)
-                    wait_s = max(0.0, min(poll_s, deadline - time.monotonic()))  # pragma: no mutate
-                    code = proc.wait(timeout=wait_s)
-                    break
-                except subprocess.TimeoutExpired as err:
-                    if time.monotonic() >= deadline:  # pragma: no mutate (> or >= a clock: timing only)
-                        raise ClientError(f"load client timed out after {timeout_s:.0f} s "
-                                          f"(log: {log_path})\n{tail(log_path)}") from err
-                    if watch is not None:
-                        watch()
-        finally:
-            if proc.poll() is None:
-                kill_tree(proc, grace_s=5)  # pragma: no mutate (grace period: timing only)
-    if code != 0:
-        raise ClientError(f"load client exited with code {code} (log: {log_path})\n"
-                          f"{tail(log_path)}")
 
 
 def _num(value: Any) -> float | None:

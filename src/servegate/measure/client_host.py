@@ -1,5 +1,5 @@
 """Drive :mod:`servegate.measure.client_worker`: sglang's own client, imported once, one block
-per request (see that module for why). Same contract as :func:`client.run_client`: a timeout,
+per request (see that module for why). Contract: a timeout,
 a ``watch`` callback polled while the block runs (a dead server stops it at once), and the
 process killed with its children on every exit path (a timed-out worker is replaced)."""
 

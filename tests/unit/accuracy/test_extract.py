@@ -10,7 +10,6 @@ from repo_files import packaged_gsm8k
 
 from servegate.accuracy.extract import (
     canonical,
-    extract,
     extract_flexible,
     extract_strict,
     gold_answer,
@@ -55,7 +54,6 @@ def test_every_test_gold_answer_extracts_from_its_own_solution() -> None:
 def test_targeted_cases(text: str, strict: str | None, flexible: str | None) -> None:
     assert extract_strict(text) == strict
     assert extract_flexible(text) == flexible
-    assert extract(text, "strict") == strict and extract(text, "flexible") == flexible
 
 
 def test_numeric_comparison() -> None:
@@ -67,11 +65,6 @@ def test_numeric_comparison() -> None:
     assert normalize("$1,600.") == "1600"
     assert normalize("1.") == "1"
     assert normalize(",") is None and normalize("$") is None and normalize("-") is None
-
-
-def test_unknown_method_is_an_error() -> None:
-    with pytest.raises(ValueError, match="extraction 'loose'"):
-        extract("42", "loose")
 
 
 # GSM8K answer extraction at its edges (issue 15).

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -17,9 +16,7 @@ from servegate.accuracy import paired
 from servegate.accuracy.paired import (
     analyse,
     mcnemar_exact,
-    mcnemar_power,
     mde_from_se,
-    mde_paired,
     paired_diff_interval,
     paired_diff_se,
     wilson,
@@ -94,30 +91,6 @@ def _power_by_enumeration(n: int, discordance: float, diff: float, alpha: float)
     return total
 
 
-@pytest.mark.parametrize(("n", "discordance", "diff"), [
-    (30, 0.2, 0.1), (40, 0.05, 0.15), (25, 0.3, 0.3), (20, 0.5, 0.0), (35, 0.1, 0.1),
-])
-def test_mcnemar_power_matches_brute_force(n: int, discordance: float, diff: float) -> None:
-    assert paired.mcnemar_power(n, discordance, diff) == pytest.approx(
-        _power_by_enumeration(n, discordance, diff, 0.05), abs=1e-9)
-    assert paired.mcnemar_power(n, discordance, diff, alpha=0.01) == pytest.approx(
-        _power_by_enumeration(n, discordance, diff, 0.01), abs=1e-9)
-
-
-def test_no_discordance_and_no_difference_has_no_power() -> None:
-    assert paired.mcnemar_power(50, 0.0, 0.0) == 0.0
-
-
-def test_mde_paired_reaches_the_power_and_is_one_when_hopeless() -> None:
-    mde = paired.mde_paired(60, 0.1)
-    assert 0 < mde < 1
-    assert _power_by_enumeration(60, 0.1, mde, 0.05) == pytest.approx(0.8, abs=1e-4)
-    assert _power_by_enumeration(60, 0.1, mde * 0.9, 0.05) < 0.8
-    assert paired.mde_paired(4, 0.1) == 1.0                      # 4 questions: never
-    with pytest.raises(ValueError, match="mde_paired: n must be positive"):
-        paired.mde_paired(0, 0.1)
-
-
 def test_analyse_counts_by_hand() -> None:
     a = [True, True, True, False, False, True, False, True]
     b = [True, False, True, True, False, False, False, True]
@@ -171,47 +144,6 @@ def _power_two_sided_formula(n: int, discordance: float, diff: float, alpha: flo
     return total
 
 
-@pytest.mark.parametrize(("n", "discordance", "diff", "alpha"), [
-    (200, 0.1, 0.05, 0.05), (300, 0.05, 0.03, 0.01), (150, 0.2, 0.08, 0.10),
-])
-def test_mcnemar_power_at_larger_n(n: int, discordance: float, diff: float,
-                                   alpha: float) -> None:
-    assert paired.mcnemar_power(n, discordance, diff, alpha) == pytest.approx(
-        _power_two_sided_formula(n, discordance, diff, alpha), abs=1e-9)
-
-
-def test_mde_paired_uses_the_given_alpha() -> None:
-    strict = paired.mde_paired(200, 0.1, alpha=0.01)
-    assert strict > paired.mde_paired(200, 0.1)
-    assert _power_two_sided_formula(200, 0.1, strict, 0.01) == pytest.approx(0.8, abs=1e-4)
-    assert paired.mde_paired(200, 0.1, power=0.5) < paired.mde_paired(200, 0.1)
-
-
-def test_one_question_is_still_a_sample() -> None:
-    assert paired.wilson(1, 1) == pytest.approx(proportion_confint(1, 1, method="wilson"))
-    assert paired.paired_diff_interval(1, 0, 0, 0)[0] < 0 < paired.paired_diff_interval(
-        1, 0, 0, 0)[1]
-    assert paired.mde_paired(1, 0.5) == 1.0
-    tiny = paired.analyse("on", "off", [True], [False])
-    assert tiny.mde == 1.0 and tiny.n == 1
-
-
-def test_error_messages_exactly() -> None:
-    with pytest.raises(ValueError) as info:
-        paired.paired_diff_interval(0, 0, 0, 0)
-    assert str(info.value) == "paired_diff_interval: no pairs"
-    with pytest.raises(ValueError) as info:
-        paired.mde_paired(-1, 0.1)
-    assert str(info.value) == "mde_paired: n must be positive"
-
-
-@pytest.mark.parametrize(("n", "alpha"), [(12, 0.25), (10, 0.125), (9, 0.0625)])
-def test_mcnemar_power_when_a_p_value_equals_alpha(n: int, alpha: float) -> None:
-    """Dyadic alphas: some splits have a p-value exactly alpha, and they reject (p <= alpha)."""
-    assert paired.mcnemar_power(n, 0.6, 0.2, alpha) == pytest.approx(
-        _power_by_enumeration(n, 0.6, 0.2, alpha), abs=1e-12)
-
-
 # Accuracy statistics against statsmodels reference implementations and by simulation.
 
 
@@ -257,35 +189,6 @@ def test_analyse_counts_and_direction() -> None:
     assert same.diff_low < 0 < same.diff_high        # no zero-width interval
     with pytest.raises(ValueError):
         analyse("on", "off", a, a[:-1])
-
-
-def test_mde_is_monotone_in_n_and_discordance() -> None:
-    ns = [24, 50, 100, 200, 500, 1000, 1319, 5000]
-    for psi in (0.0, 0.02, 0.05, 0.2):
-        mdes = [mde_paired(n, psi) for n in ns]
-        assert all(x > y for x, y in itertools.pairwise(mdes)), (psi, mdes)
-    assert mde_paired(1319, 0.02) < mde_paired(1319, 0.05) < mde_paired(1319, 0.2)
-    # Issue 4's arithmetic: ~2 % discordance on 1319 questions -> SE ~0.4 pp -> MDE ~1.1 pp.
-    assert 0.008 < mde_paired(1319, 0.02) < 0.014
-
-
-@pytest.mark.parametrize(("n", "psi"), [(1319, 0.05), (1319, 0.0), (200, 0.1), (24, 0.3)])
-def test_mde_has_the_stated_power_by_simulation(n: int, psi: float) -> None:
-    """Exact McNemar on simulated pairs differing by exactly the MDE rejects ~80 % of the time."""
-    rng = np.random.default_rng(0)
-    d = mde_paired(n, psi)
-    disc = max(psi, d)
-    # discordant cells: P(a right only) = (disc - d)/2, P(b right only) = (disc + d)/2
-    cells = rng.multinomial(n, [(disc - d) / 2, (disc + d) / 2, 1 - disc], size=4000)
-    m = cells[:, 0] + cells[:, 1]
-    p = 2 * stats.binom.cdf(np.minimum(cells[:, 0], cells[:, 1]), m, 0.5)
-    power = float(np.mean(np.minimum(p, 1.0) < 0.05))
-    assert 0.77 < power < 0.83, (d, power)
-    assert mcnemar_power(n, psi, d) == pytest.approx(0.8, abs=1e-4)
-
-
-def test_mde_is_one_when_nothing_is_detectable() -> None:
-    assert mde_paired(4, 0.5) == 1.0     # 4 pairs: even 4-0 gives p = 0.125
 
 
 def test_paired_interval_coverage_by_simulation() -> None:

@@ -222,23 +222,6 @@ def test_undecodable_client_output_is_still_read(tmp_path: Path) -> None:
     assert metrics["completed"] == 3
 
 
-def test_client_never_reads_the_callers_stdin(tmp_path: Path) -> None:
-    """The client's stdin is empty even when the caller's stays open (a terminal, a pipe)."""
-    from servegate.measure.client import run_client
-
-    log = tmp_path / "client.log"
-    read_end, write_end = os.pipe()
-    saved = os.dup(0)
-    os.dup2(read_end, 0)
-    try:
-        run_client(_client("import sys; print(repr(sys.stdin.read()))"), log, 10)
-    finally:
-        os.dup2(saved, 0)
-        for fd in (saved, read_end, write_end):
-            os.close(fd)
-    assert log.read_text().strip() == "''"
-
-
 # Server-log read-back on REAL sglang 0.5.23 CPU logs (tests/data/sglang-cpu-logs, see its README).
 
 

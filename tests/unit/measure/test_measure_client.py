@@ -4,68 +4,19 @@ failures (exit codes, timeouts, errors quoted, missing details named)."""
 from __future__ import annotations
 
 import json
-import os
-import re
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from fault_helpers import FAKE_CLIENT, _assert_no_process_left
+from fault_helpers import FAKE_CLIENT
 from sglang_outputs import client_record
 
-from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl, run_client
-from servegate.serve import process
+from servegate.measure.client import ClientError, ClientPoint, client_argv, parse_client_jsonl
 
 # The load client's process handling (a stand-in child: a short python program).
 
 def _client(code: str) -> list[str]:
     return [sys.executable, "-c", code]
-
-
-def test_client_output_and_errors_go_to_its_log(tmp_path: Path) -> None:
-    from servegate.measure.client import run_client
-
-    log = tmp_path / "deep" / "er" / "client.log"
-    run_client(_client("import os, sys; print('out', os.environ['SG_X']); "
-                       "print('err', file=sys.stderr)"), log, 60, env={**os.environ,
-                                                                        "SG_X": "42"})
-    assert log.read_text().split() == ["out", "42", "err"]
-
-
-def test_client_exit_code_is_an_error_with_the_log_tail(tmp_path: Path) -> None:
-    from servegate.measure.client import ClientError, run_client
-
-    log = tmp_path / "client.log"
-    with pytest.raises(ClientError) as info:
-        run_client(_client("print('boom: no server'); raise SystemExit(3)"), log, 60)
-    assert str(info.value).startswith(f"load client exited with code 3 (log: {log})\n")
-    assert "boom: no server" in str(info.value)
-
-
-def test_client_timeout_and_watch_stop_it(tmp_path: Path) -> None:
-    import time
-
-    from servegate.measure.client import ClientError, run_client
-
-    log = tmp_path / "client.log"
-    started = time.monotonic()
-    with pytest.raises(ClientError, match=r"load client timed out after 1 s \(log: "):
-        run_client(_client("import time; time.sleep(60)"), log, 1.0, poll_s=0.2)
-    assert time.monotonic() - started < 20
-
-    calls: list[int] = []
-
-    def server_died() -> None:
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("server died")
-
-    started = time.monotonic()
-    with pytest.raises(RuntimeError, match="server died"):
-        run_client(_client("import time; time.sleep(60)"), log, 60, watch=server_died,
-                   poll_s=0.1)
-    assert len(calls) == 2 and time.monotonic() - started < 20
 
 
 def test_failed_and_empty_requests_are_skipped_not_the_rest(tmp_path: Path) -> None:
@@ -126,46 +77,6 @@ def _fake_client(tmp_path: Path, what: str) -> tuple[list[str], Path]:
     out = tmp_path / "client" / "point.jsonl"
     out.parent.mkdir(exist_ok=True)
     return [sys.executable, str(script), str(out), what], out
-
-
-def test_client_writes_nothing(tmp_path: Path) -> None:
-    argv, out = _fake_client(tmp_path, "nothing")
-    run_client(argv, tmp_path / "client" / "point.log", timeout_s=60)
-    with pytest.raises(ClientError, match=r"point\.jsonl: the load client wrote no output file"):
-        parse_client_jsonl(out, expect_prompts=2)
-
-
-def test_client_crash_reports_log_tail(tmp_path: Path) -> None:
-    argv, _ = _fake_client(tmp_path, "crash")
-    with pytest.raises(ClientError) as info:
-        run_client(argv, tmp_path / "client" / "point.log", timeout_s=60)
-    first, *rest = str(info.value).splitlines()
-    assert re.fullmatch(r"load client exited with code 3 \(log: .*point\.log\)", first)
-    assert "ConnectionRefusedError" in "\n".join(rest)
-
-
-def test_hanging_client_stopped_when_watch_fails(tmp_path: Path, tag: str) -> None:
-    """A dead server (``watch`` raises) stops a hanging client within a poll, not at timeout."""
-    argv, _ = _fake_client(tmp_path, "hang")
-    deadline = time.monotonic() + 1.5
-
-    def server_check() -> None:
-        if time.monotonic() > deadline:
-            raise process.ServerError("server died with code -9")
-
-    started = time.monotonic()
-    with pytest.raises(process.ServerError, match="died"):
-        run_client(argv, tmp_path / "client" / "point.log", timeout_s=600, watch=server_check,
-                   poll_s=0.2)
-    assert time.monotonic() - started < 15
-    _assert_no_process_left(tag, tmp_path)
-
-
-def test_hanging_client_times_out(tmp_path: Path, tag: str) -> None:
-    argv, _ = _fake_client(tmp_path, "hang")
-    with pytest.raises(ClientError, match=r"load client timed out after 1 s"):
-        run_client(argv, tmp_path / "client" / "point.log", timeout_s=1, poll_s=0.2)
-    _assert_no_process_left(tag, tmp_path)
 
 
 # sglang.benchmark.serving: the exact client argv, and its JSONL parsed or rejected clearly.
