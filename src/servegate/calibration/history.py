@@ -1,18 +1,7 @@
-"""Calibration of the claim's honesty: a runner's first night (the suite's typed priors only)
-against a night judged with the priors its history taught (``history_nights`` simulated
-nights, learned as servegate.history.profile learns them: servegate.history.noise_profile).
-
-Why: a false-alarm rate and a power say nothing about whether an interval is honest. When a
-runner's true start x mode interaction is several times the suite's typed prior, intervals
-built on the prior are too narrow: the claim's interval misses the truth, and a claim that
-holds is refuted. This measures, per world, what a night's verdict rests on: the interval
-coverage of the claim at its own (Holm) level, the false refutation rate when the true
-improvement is exactly the claimed size, the claim power and the family-wise A/A rate.
-
-The world is servegate.calibration's (start factor, per-mode start x mode interaction, bursty
-blocks); the history's nights are independent draws of the same world, the PR's improvement
-on every one (the profile measures noise, not the effect: a shared effect cancels out of the
-nights' spreads).
+"""Calibration of the claim's honesty: a runner's first night (typed priors only) against a
+night judged with the priors its history taught (servegate.history.noise_profile), per world:
+claim interval coverage, false refutation, claim power and the A/A rate. Why and the results:
+docs/judge.md, Priors learned from the nights: the claim's honesty.
 """
 
 from __future__ import annotations

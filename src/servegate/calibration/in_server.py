@@ -1,25 +1,8 @@
-"""Calibration of the in-server design: simulated nights of starts x blocks through the judge.
-
-What is real: the primary family (which checks gate, their floors, margins, sidedness) comes from
-:func:`servegate.judge.block_checks.block_pendings` on a skeleton run of the design, exactly as
-``servegate compare`` builds it; each check's estimate comes from the judge's own nested
-estimators (:mod:`servegate.judge.nested`: trimmed block means, random-effects start level,
-modes paired within starts), its decision p-value from :func:`family.decision_alpha`, the
-family's levels from :func:`family.holm_levels_array` (equal to statsmodels' Holm) and its
-verdict from the judge's boundary rules at that level.
-
-What is simulated, per night: block values (one per mode x concurrency x start x block and
-metric) = a start factor (log-sd ``run_cv``, shared by every mode and concurrency of the start)
-x a start x mode interaction (per mode log-sd ``interaction_cv / sqrt 2``, so that the on-off
-difference carries ``interaction_cv``: the scale of the judge's ``[judge] interaction_cv``
-prior it is compared with) x a block factor: normal with log-sd
-whose plain log-sd is ``block_cv``: a normal core plus, with probability ``BURST_P``, an
-interference burst of 4-12 core sds (uniform on the log scale). That is the shape measured on
-this VM: plain sd ~0.065 with a MAD-based sd ~0.026 (2-3x smaller) and bursts of +10-30 %.
-The baseline is an independent night of the same design. GSM8K: 1319 paired outcomes at 93 %
-with 4 % flaky between sittings. The no-op's prefill Fisher test is counted in the family but not
-simulated (p = 1: a one-sided exact test's false-alarm rate is <= its level by construction, and
-a check that never rejects can only lower the others' Holm levels, i.e. this is conservative).
+"""Calibration of the in-server design: simulated nights of starts x blocks through the real
+judge code (block_checks' primary family, the nested estimators, family's Holm levels and the
+judge's boundary rules), so false-alarm rate and power are measured, not assumed. The simulated
+world (start factor, start x mode interaction, bursty blocks measured on this VM, the GSM8K
+outcomes) and why the no-op's Fisher test is not simulated: docs/judge.md, Calibration.
 """
 
 from __future__ import annotations

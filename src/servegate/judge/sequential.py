@@ -1,19 +1,8 @@
-"""Block rounds as looks: a group-sequential boundary so a run can stop once its verdict is known.
-
-A suite's ``[design] looks = [k1, k2, ...]`` names the block counts (per start, counted in the
-last start) after which the gated family is tested; the design's ``blocks`` is the final look.
-At look ``i`` the judge uses the first ``k_i`` blocks of every start (the nested estimator takes
-equal blocks per start) at the family level ``nominal_levels(...)[i]``: O'Brien-Fleming-type
-alpha spending (Lan and DeMets, 1983), ``alpha(t) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(t))`` at the
-information fraction ``t = k / blocks``, turned into per-look nominal levels with the exact
-joint law of the looks' z statistics (correlation ``sqrt(t_i / t_j)``). Early looks are strict
-(only a large effect is decided there), the final look keeps nearly the whole alpha.
-
-A run stops at a look when its verdict cannot change: a gated check is a regression (the run
-fails whatever the rest say), or every gated check is decided (none inconclusive). Those
-levels are derived for one z statistic; the judge's checks are t intervals in a Holm family, so
-what they give is measured, not assumed: ``servegate calibrate`` simulates the looks through the
-same decision code (A/A false alarms, claim power and false confirmation at the stop).
+"""Block rounds as looks: a group-sequential boundary so a run can stop once its verdict is known
+(a gated regression, or every gated check decided). ``[design] looks`` names the block counts;
+levels are O'Brien-Fleming-type alpha spending turned into per-look nominal levels, and what the
+Holm family of t intervals gives is measured by ``servegate calibrate``: docs/judge.md,
+Sequential looks.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
-"""What a suite costs on a runner class before it is booked: server starts, blocks, waves,
-prompt tokens, decode steps and GSM8K questions counted from the real plan (the blocks bench
-will run), priced by the model profile's speed model (``[runners.<key>.speed]``).
-
-The load is priced in the suites' wave regime (``range_ratio`` 1: a wave's requests arrive
-together and finish together): a wave of ``c`` requests costs its prompt tokens at the prefill
-rate plus ``output_len - 1`` decode steps at batch ``c`` (the point's shaped output length where
-the suite shapes its points, ``[load].shaped_output_len``). A block also pays the client's own
-warm-up requests (one prompt, shared by the radix cache, at most 32 output tokens: sglang's
-``benchmark/serving.py`` warm-up) and the speed model's per-block overhead. GSM8K is priced as
-closed-loop waves of its concurrency. Server starts: a live pair loads both trees at once on
-disjoint GPUs (one load time); ``[design] halves`` where two servers fit: rounds of two starts
-loaded and busy together, GSM8K's modes split between round 0's; else one start after another.
-
-Minutes: ``serving_minutes`` (the wall while servers work; the ``minutes`` parts are
-server-minutes, which two halves overlap), ``wall_minutes`` (plus the model loads), ``gpus_held``
-and ``gpu_minutes`` (held for the wall: a CI job books the whole runner), ``gpu_minutes_used``
-(each server's GPUs times its serving) and ``idle_share`` (held GPUs idle while serving).
+"""What a suite costs on a runner class before it is booked: starts, blocks, waves, tokens and
+GSM8K questions counted from the real plan, priced by the model profile's speed model
+(``[runners.<key>.speed]``). The wave pricing, the halves and the minutes/GPU keys
+(``serving_minutes``, ``wall_minutes``, ``gpu_minutes``, ``idle_share``...): docs/serve.md.
 """
 
 from __future__ import annotations
