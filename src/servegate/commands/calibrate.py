@@ -1,17 +1,9 @@
 """``servegate calibrate``: simulate nights through the judge's own decision code, per suite design.
 
 Why: a gate is only as good as its false-alarm rate and its power at the sample sizes CI
-affords, and both depend on the design (server starts x blocks, modes, concurrencies, GSM8K
-questions) and the ``[judge]`` table together. Per suite, runner class, true run-to-run CV and
-true block CV this command draws seeded nights and reports the family-wise A/A false-alarm rate
-(with its Clopper-Pearson interval), the no-op claim's false-failure rate, the power against TTFT
-slowdowns, the gated claim's power and false confirmation, and the head-vs-base live pair's
-A/A and power. The simulation and what in it is real is :mod:`servegate.calibration`
-(the family from the judge's own ``block_pendings``, the judge's nested estimators and Holm).
-With ``--history-nights N`` (default 14) a row also reports the claim's interval honesty on a
-first night and with priors learned from N nights (:mod:`servegate.calibration.history`), the
-sustained-shift rule over a quarter and one night against ``history:N``
-(:mod:`servegate.calibration.sustained`).
+affords, and both depend on the design and the ``[judge]`` table together. The simulation is
+:mod:`servegate.calibration`; the rows it reports (A/A with Clopper-Pearson, power, claim
+honesty, ``--history-nights``) are described in docs/judge.md, Calibration.
 """
 
 from __future__ import annotations

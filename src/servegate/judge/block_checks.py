@@ -1,18 +1,10 @@
 """Checks judged on blocks, for runs whose modes share their server starts (``[design]``).
 
 Every check reads the one evidence table (:mod:`servegate.judge.evidence`) and one of two
-estimates (:mod:`servegate.judge.nested`): modes of one tree paired within their starts (the
-start component cancels; the start x mode interaction is measured with two or more starts, else
-the suite's ``interaction_cv`` prior), or two sittings / two trees as independent nested means
-(each start component counts; measured from two or more starts, else ``run_to_run_cv``).
-
-The suite's ``[judge] family`` picks the primary (gated) checks: ``claims`` (on a gated runner
-class the TTFT claim at the claim concurrency and GSM8K non-inferiority; elsewhere the no-op:
-prefill alignment pooled over concurrencies and equivalence of the geometric mean over
-concurrencies for each ``aggregate_metrics`` entry), ``baseline-aggregate`` (per mode and
-``aggregate_metrics`` entry, the geometric-mean ratio over all concurrencies against the
-baseline, the correlation between concurrencies kept by averaging logs block by block) and
-``ab-aggregate`` (the same, head vs base). Every other check is reported, not gated.
+nested estimates (:mod:`servegate.judge.nested`): modes paired within their starts, or two
+sittings / two trees as independent nested means. ``[judge] family`` (``claims``,
+``baseline-aggregate``, ``ab-aggregate``) picks the gated checks; every other check is reported,
+not gated. What each family holds: docs/judge.md, How a check is decided.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """plan stage: which servers to start and which load points to run on each, in what order.
 
-Two designs. **In-server** (a suite's ``[design]``): each server start runs every mode, switched
-in place between blocks (servegate's mode-switch protocol), ``blocks`` client runs per mode and
-concurrency; the modes are interleaved in a seeded, balanced order per start: the start's mode
-order is a seeded permutation and every other block round runs it reversed (A B | B A | A B
-...), so linear drift within a start cancels between modes, and consecutive blocks of one mode
-need no switch. Blocks of the same start and round share their prompts (the client seed), so
-modes are paired block by block. **Start per mode** (``[suite].repeats``, the older design): a
-mode is a server setting, so every (repeat, mode) is one server start and all its
-concurrencies run on it; repeat 0 runs the modes in the suite's order, later repeats in seeded
-permutations, so slow drift spreads over all modes instead of masquerading as an effect of one.
-**Halves** (``[design] halves``): the in-server starts two at a time, one on each half of a
-runner that holds two servers (an 8-GPU runner and TP4), both busy at once.
+In-server (``[design]``: every mode in each start, seeded A B | B A block rounds so linear drift
+cancels and modes pair block by block), start per mode (``[suite].repeats``, the older design)
+and halves (two starts at once on a runner that holds two servers). Why each order:
+docs/judge.md (How a check is decided) and docs/serve.md (Two starts at once).
 """
 
 from __future__ import annotations
