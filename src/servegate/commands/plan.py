@@ -1,16 +1,10 @@
 """``servegate plan --suite S [--runner R] [--json]``: what a suite will cost before it is booked.
 
-Per CI cell (a runner class in the modes its workflow runs, one tree or head vs base): server
-starts, blocks, waves, requests, prompt tokens, decode steps, GSM8K questions, serving / wall
-minutes, GPUs and GPU-minutes held, used and idle, from the model profile's speed model, every
-speed figure with its source
-(:mod:`servegate.plan.cost`). With a history store (``--history`` or ``$SERVEGATE_HISTORY``) holding
-runs of the suite on the class, the measured server starts replace the model load figure and
-the measured blocks scale the serving time; the output says which figures were used. With
-``--sglang-src TREE`` the gate is read from that tree (servegate.serve.gate): a class whose gate
-opens there gets no nightly ``forced`` experiment, one whose gate stays closed gets one; each cell
-says ``gate_open`` (null: released sglang's gate, the registry's).
-Exit 0; 2 for bad input (the message names the file, key or option).
+Per CI cell, the counts and minutes :mod:`servegate.plan.cost` prices, every speed figure with its
+source; a history store (``--history`` / ``$SERVEGATE_HISTORY``) replaces model figures with
+measured ones, ``--sglang-src TREE`` reads the gate from that tree (``gate_open``). Fields and
+examples: docs/guide/before-gpu.md (Plan). Exit 0; 2 for bad input (the message names the file,
+key or option).
 """
 
 from __future__ import annotations
