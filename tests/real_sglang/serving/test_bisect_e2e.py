@@ -7,7 +7,9 @@ from the installed sglang (its package under ``python/``, as in an sglang checko
 - ``served``: A, B (a sleep before every prefill batch the scheduler runs: mean TTFT about x4),
   C (a scheduler that does not import), D (C undone), E (harmless), with the alarm's effect
   given (``--metric mean_ttft_ms=2``). The admission stage skips C, then one live pair finds B
-  like bad: B is the first bad commit, with an interval above 1.
+  like bad: B is the first bad commit, with an interval above 1. That served step is also the
+  default tier's head-only slowdown through a live pair (``servegate ab``'s path): its live-pair
+  facts, the regression, the stop at a look and the verdict's line saying so.
 - ``slow`` (the opt-in slow tier, SERVEGATE_SLOW_TESTS=1; 263 s measured, docs/guide/bisect.md):
   A, B (harmless), C (the sleep), D (harmless), the alarm naming mean TTFT without an
   effect: the bad end is served first, its ratio is the effect, then B and C are served: C is
@@ -35,6 +37,7 @@ from pathlib import Path
 import pytest
 from contention import excused_if_contended
 from injected_delays import prefill_delay_ms
+from live_pair import assert_live_pair
 from sglang_trees import EXACT_FILL_SHORT, NO_IMPORT, TWO_SCENARIO_SUITE, installed_tree
 
 from servegate.commands import dispatch
@@ -180,7 +183,8 @@ def test_a_slowdown_is_found_through_the_admission_stage_and_one_served_pair(
     assert second["admission"]["verdict"] == "identical"
     [run_dir, *more] = got.run_dirs()
     run = json.loads((run_dir / "run.json").read_text())
-    assert run["design"]["live_pair"] is True and run["suite"] == "bisect-cpu"
+    assert run["suite"] == "bisect-cpu"
+    assert_live_pair(run, run_dir)          # the live pair's facts, as servegate ab's A/A
     assert run["ab"]["head"]["commit"] == repo.tags["served-B"]
     assert run["ab"]["base"]["commit"] == repo.tags["A"]
     midpoint = second["served"]["metrics"][METRIC]["midpoint"]
@@ -193,6 +197,17 @@ def test_a_slowdown_is_found_through_the_admission_stage_and_one_served_pair(
         assert got.result["culprit"]["tree"] == tree["B"]
         assert effect["verdict"] == "regression" and effect["interval"][0] > midpoint > 1
         assert f"first bad commit: {tree['B']}" in got.out
+        # the head-only slowdown (B's sleep vs A) stopped its live pair at a look before the
+        # last, judged a regression, and the verdict says so (issue 29; servegate ab's path)
+        verdict = json.loads((run_dir / "verdict.json").read_text())
+        ttft = next(c for c in verdict["checks"]
+                    if c["kind"] == "ab" and c["primary"] and c["metric"] == METRIC)
+        assert ttft["verdict"] == "regression" and ttft["ratio"] > 1.0, ttft
+        looks = [k for k in run["design"]["looks"] if k < run["design"]["blocks"]]
+        stopped = run["sequential"]["stopped_at_blocks"]
+        assert stopped in looks and verdict["sequential"]["stopped_at_blocks"] == stopped
+        assert f"stopped at look {looks.index(stopped) + 1} of {len(looks) + 1} ({stopped} of " \
+               f"{run['design']['blocks']} blocks)" in got.out, got.out
 
 
 @pytest.mark.e2e

@@ -33,7 +33,6 @@ from fault_helpers import (
 )
 
 from servegate.commands import bench, bench_servers
-from servegate.core.results import load_run
 from servegate.measure import client_host
 from servegate.serve import process
 
@@ -137,10 +136,21 @@ def test_server_dies_during_run(tmp_path: Path, tag: str) -> None:
 
 
 @pytest.mark.e2e
-def test_client_returns_garbage(tmp_path: Path, tag: str, monkeypatch: pytest.MonkeyPatch,
-                                capfd: pytest.CaptureFixture[str]) -> None:
-    """The load client exits 0 but its result file is not JSON (test double at the client
-    boundary, against the real server): exit 2 naming the file; server torn down."""
+def test_port_in_use_is_retried_then_a_garbage_client_fails_and_secret_stays_out(
+        tmp_path: Path, tag: str, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """Two port faults, then a client that returns garbage, with HF_TOKEN in the environment
+    (three faults on one run: one real server start fewer in CI, issue 42 item 6).
+
+    1st port: already bound before launch -> refused without starting a server.
+    2nd port: free at launch, taken while the real server loads (the race free_port leaves);
+    sglang logs "address already in use" and hangs -> bench sees it in the log, kills the tree.
+    3rd port: the server gets ready and the load client runs against it; the client exits 0
+    but its result file is not JSON (test double at the client boundary, against the real
+    server): exit 2 naming the file, the server torn down. The secret reached the server's
+    environment but appears in no file of the run folder, not in stdout/stderr and not in the
+    server logs.
+    """
     def garbage_client(_host: object, argv: list[str], *_args: object, **_kw: object) -> None:
         """Test double at the client boundary: the run "succeeds", its output is not JSON."""
         output = Path(argv[argv.index("--output-file") + 1])
@@ -148,30 +158,6 @@ def test_client_returns_garbage(tmp_path: Path, tag: str, monkeypatch: pytest.Mo
         output.write_text("fake client: garbage\n")
 
     monkeypatch.setattr(client_host.ClientHost, "run", garbage_client)
-    code = bench.main(_fault_suite(tmp_path))
-    out, err = capfd.readouterr()
-    assert code == 2, err[-3000:]
-    run_dir = _run_dir(tmp_path)
-    assert out.strip().splitlines()[-1] == str(run_dir)
-    cause = _cause(err)
-    assert re.fullmatch(r"ClientError: .*/client/off-c2-r0\.jsonl: last line is not JSON .*",
-                        cause), cause
-    _failed_run(run_dir, cause)
-    _assert_no_process_left(tag, run_dir)
-
-
-@pytest.mark.e2e
-def test_port_in_use_is_retried_and_secret_stays_out(
-        tmp_path: Path, tag: str, monkeypatch: pytest.MonkeyPatch,
-        capfd: pytest.CaptureFixture[str]) -> None:
-    """Two port faults, then a complete run with HF_TOKEN in the environment.
-
-    1st port: already bound before launch -> refused without starting a server.
-    2nd port: free at launch, taken while the real server loads (the race free_port leaves);
-    sglang logs "address already in use" and hangs -> bench sees it in the log, kills the tree.
-    3rd port: the run completes. The secret reached the server's environment but appears in
-    no file of the run folder, not in stdout/stderr and not in the server logs.
-    """
     secret = f"hf_{uuid.uuid4().hex}"
     monkeypatch.setenv("HF_TOKEN", secret)
     held = socket.socket()
@@ -212,16 +198,19 @@ def test_port_in_use_is_retried_and_secret_stays_out(
         for sock in stolen:
             sock.close()
     out, err = capfd.readouterr()
-    assert code == 0, err[-3000:]
+    assert code == 2, err[-3000:]
     run_dir = _run_dir(tmp_path)
+    assert out.strip().splitlines()[-1] == str(run_dir)
+    cause = _cause(err)
+    assert re.fullmatch(r"ClientError: .*/client/off-c2-r0\.jsonl: last line is not JSON .*",
+                        cause), cause
+    _failed_run(run_dir, cause)
     flat = re.sub(r"\s+", " ", re.sub(r"\S+\.py:\d+", "", err))   # undo rich's wrapping
     assert f"port {taken_port} on 127.0.0.1 is already in use; retrying on another port" in flat
     assert stolen_port and f"could not bind port {stolen_port[0]}: already in use" in flat
     assert "address already in use" in (run_dir / "server/s0.attempt2.log").read_text()
     final_port = int(re.search(r"--port (\d+)", (run_dir / "server/s0.log").read_text())[1])
     assert final_port not in {taken_port, stolen_port[0]}
-    run = load_run(run_dir)
-    assert run["complete"] is True and len(run["points"]) == 1
     _assert_no_half_json(run_dir)
     _assert_no_process_left(tag, run_dir)
 

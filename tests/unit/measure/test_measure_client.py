@@ -66,7 +66,8 @@ def test_missing_details_are_all_named(tmp_path: Path) -> None:
 # when the server dies, or at its timeout), with ``FAKE_CLIENT`` as the named test double.
 #
 # No server needed. A client that writes garbage during a real run is the ``e2e`` case
-# ``test_client_returns_garbage`` in ``test_faults_bench.py``.
+# ``test_port_in_use_is_retried_then_a_garbage_client_fails_and_secret_stays_out`` in
+# ``test_faults_bench.py``.
 
 
 # --------------------------------------------------------------------------- client boundary
