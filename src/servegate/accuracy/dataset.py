@@ -1,16 +1,6 @@
 """Load GSM8K (the packaged copy, the hub, a local jsonl, or the HF cache offline), validate it
-and fingerprint it.
-
-The default source is the copy servegate ships (``servegate/data/gsm8k``: openai/grade-school-math's
-``train.jsonl`` and ``test.jsonl``, MIT, pinned by sha256 here), so a fresh machine with no dataset
-hub runs GSM8K.
-
-Every source goes through ``datasets`` so a local file and the hub copy are read the same way.
-The sha256 recorded with a result is the file's own bytes for a local file; for a hub dataset
-(served as parquet) it is the sha256 of the canonical JSONL rendering of its rows, which is
-byte-identical to openai/grade-school-math's ``<split>.jsonl`` (checked on the real files), so a
-local file and the hub copy of the same data carry the same fingerprint (``content_sha256``).
-"""
+and fingerprint it; every source goes through ``datasets`` so that all are read the same way
+(the sources and the source-independent ``content_sha256``: docs/guide/run.md, GSM8K accuracy)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Answer extraction, strict and flexible, with lm-eval's regexes and numeric comparison.
-
-- strict: the first ``#### <number>`` (lm-eval ``strict-match``: ``#### (\\-?[0-9\\.\\,]+)``).
-- flexible: the last number in the text (lm-eval ``flexible-extract``:
-  ``(-?[$0-9.,]{2,})|(-?[0-9]+)``). One deliberate difference: lm-eval takes the last regex
-  match even when it is not a number (e.g. an ellipsis ``...``); here the last match that
-  normalizes to a number wins, so trailing punctuation never turns a right answer invalid.
-
-Normalization (both): drop ``$`` and thousands separators, strip trailing periods/commas, keep a
-leading minus and decimals. Comparison is numeric (``Decimal``), so ``18.00`` equals ``18``.
-SGLang's own ``\\d+`` extraction loses negatives and decimals; this does not.
-"""
+"""Answer extraction, strict and flexible, with lm-eval's regexes and numeric comparison (the one
+deliberate difference from lm-eval: docs/guide/run.md, GSM8K accuracy). Normalization drops
+``$`` and thousands separators and trailing periods/commas, keeping a leading minus and decimals."""
 
 from __future__ import annotations
 

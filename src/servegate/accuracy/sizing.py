@@ -1,21 +1,5 @@
-"""How many GSM8K questions a paired non-inferiority needs: sizing by the check, not by habit.
-
-Why: a GSM8K pass per mode and tree is a fixed share of a GPU suite's minutes (at concurrency 64
-the 1319-question test split takes ~8 min of an MI355X server per pass). The gated GSM8K checks
-are paired non-inferiority tests of the difference in accuracy (on vs off, head vs base) at the
-suite's margin: on the same questions only the discordant ones (right on one side only) carry
-the difference, so the questions needed scale with the discordance rate ``d``, not with the
-accuracy. With a true difference of 0, the paired difference's standard error is
-``sqrt(d / n)`` and a one-sided test at level ``alpha`` has power
-``Phi(margin / sqrt(d / n) - z_(1 - alpha))``; the questions for power ``target``:
-``n = d (z_(1 - alpha) + z_target)^2 / margin^2``.
-
-The normal approximation is checked against the judge's own paired interval (Agresti-Min, the
-interval the accuracy claim uses) by simulation in the tests. ``d`` is 2 % by default: the
-calibration's model (servegate.calibration: 4 % of questions flip independently between the
-sides, half of those disagree), and what bf16 batch-composition changes gave on the CPU profile
-(docs/judge.md).
-"""
+"""How many GSM8K questions a paired non-inferiority check needs: they scale with the discordance
+rate, not the accuracy (the formula and the default rate: docs/judge.md, How many questions)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""``servegate admission ab --base A --head B``: the admission matrix on two sglang trees, compared
-(docs/admission.md, Head vs base).
-
-Each tree is replayed in its own process (``python -m servegate admission suite --json
---sglang-src TREE``), both at once; per scenario and mode the result is ``identical``, the rounds
-that moved (in the golden diff's words), or ``only_in`` one tree with the other's reason. Exit 1
-when an ``off`` scenario, or ``on`` where the gate is closed, moved undeclared
-(``--expect-change``); 0 otherwise; 2 on bad input or a tree that does not replay.
-"""
+"""``servegate admission ab --base A --head B``: the admission matrix on two sglang trees, each
+replayed in its own process (``admission suite --json --sglang-src TREE``), both at once, and
+compared per scenario and mode (the result, ``--expect-change`` and the exit codes:
+docs/admission.md, Head vs base)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """The one registry of kernel families: which op or kernel name belongs to GEMM, attention, MoE,
-communication or norm/elementwise; everything else is ``other`` and is listed by name, so a
-missing rule shows up in the report instead of hiding in a family.
-
-Rules are tried in order and the first match wins: MoE before GEMM (fused MoE kernels are
-grouped GEMMs), attention before GEMM (an attention kernel may name its inner bmm), communication
-first (an all-reduce fused with a norm is still communication). Names are matched
-case-insensitively as regular expressions anywhere in the name. CPU traces name torch ops
-(``aten::linear``); GPU traces name the device kernels (hipBLASLt ``Cijk_*``, aiter, CK,
-cuBLAS/CUTLASS, triton).
-"""
+communication or norm/elementwise; everything else is ``other`` and listed by name, so a missing
+rule shows in the report (the rules' order and matching: docs/serve.md, Profiled blocks)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""The attribution: per family, the ratio of kernel time between two modes or two trees, with a
-95 % interval, and one line naming the families that moved beyond noise (docs/serve.md, Profiled
-blocks and the kernel attribution). Reported beside the gated checks, never gating: a profiled
-block is one client run per mode and start, and the profiler itself slows every op.
-
-The interval is a ratio of geometric means with Welch's t on the logs. Forwards of one block
-share its machine state, so their spread misses how far a family moves between blocks (x0.63-1.28
-measured on the CPU): with two or more profiled blocks a side the units are the blocks; with one,
-the forwards' interval is widened by the prior ``[profile] block_cv``. Calibrated in
-``tests/unit/attribution/test_ratios.py``.
-"""
+"""The attribution: per family, the ratio of kernel time between two modes or two trees with a 95 %
+interval, and one line naming the families that moved beyond noise; reported, never gating (the
+interval, its units and ``[profile] block_cv``: docs/serve.md, Profiled blocks and the kernel
+attribution; calibrated in ``tests/unit/attribution/test_ratios.py``)."""
 
 from __future__ import annotations
 

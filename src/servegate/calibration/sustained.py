@@ -1,17 +1,6 @@
-"""Calibration of the sustained-shift rule (servegate.history.sustained): simulated runner histories
-of one design, each night's gated aggregates estimated as the judge estimates them, then the
-CUSUM over the nights.
-
-Per history: ``reference`` nights (the series' measured level and spread) then ``monitored``
-nights (a quarter: 90). Reported: false alarms per runner per quarter (every gated aggregate
-series of the runner together: each mode's geometric mean over concurrencies of every
-``aggregate_metrics`` entry, no shift anywhere), and for a sustained TTFT slowdown of one mode
-from the first monitored night on, the share of histories flagged within 3 and 7 nights and the
-median delay. Why simulated: the reference spread is estimated from a few nights, so the rule's
-realised false-alarm rate is heavier-tailed than its nominal run length says. Also here: one
-night judged against ``history:N`` (the one-night minimal detectable effect against the
-rolling history), through the in-server simulation's own decisions.
-"""
+"""Calibration of the sustained-shift rule (servegate.history.sustained) on simulated runner
+histories judged as the judge estimates each night: false alarms per runner-quarter, detection
+within 3 and 7 nights, and one night against ``history:N`` (docs/judge.md, Nights as evidence)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""``servegate ab --base A --head B [--suite S] ...``: gate an sglang change, head vs base.
-
-A and B are sglang trees (a checkout or an unpacked package). One run folder
-(``results/<suite>-<runner>-ab-<stamp>/``), on this machine, the same prompts for both trees: a
-suite with a ``[design]`` runs each start as a *live pair* (base and head servers alive side by
-side, their blocks alternating) where the runner holds two servers, else one start per tree,
-and says so. The verdict pairs head with base per point, block by block (``servegate.judge.ab``),
-with ``compare``'s table, reports and exit codes (0 pass, 1 regression, 2 error). Other options
-are ``servegate bench``'s. docs/guide/ab.md.
-"""
+"""``servegate ab --base A --head B [--suite S] ...``: gate an sglang change, head vs base, on one
+machine with the same prompts for both trees (a live pair where the runner holds two servers);
+judged block by block by ``servegate.judge.ab`` with ``compare``'s table, reports and exit codes.
+Other options are ``servegate bench``'s. docs/guide/ab.md."""
 
 from __future__ import annotations
 

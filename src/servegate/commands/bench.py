@@ -1,14 +1,10 @@
 """``servegate bench``: serve a suite's model per mode and measure it with sglang's own client.
 
-config -> plan -> serve -> measure -> accuracy -> judge + report (``servegate.commands.compare``).
-This module is the command line and the run's orchestration; the plan is chosen in
-``bench_plan``, servers start in ``bench_servers``, blocks are measured in ``bench_blocks`` and
-each design has its executor (``bench_in_server``, the halves' too; ``bench_live_pair``).
-The run folder, run.json and summary.md belong to :class:`servegate.commands.session.RunSession`.
-One run folder per invocation (``results/<suite>-<runner>-<UTC stamp>/``); run.json is rewritten
-atomically after every point and says ``complete: true`` only when every planned point finished.
-The last line printed is the run folder's path. Exit 2 on infrastructure or input errors.
-"""
+This module is the command line and the run's orchestration (config -> plan -> serve -> measure
+-> accuracy -> judge + report; the ``bench_*`` modules' jobs: docs/architecture.md). One run
+folder per invocation, owned by :class:`servegate.commands.session.RunSession`; its run.json is
+rewritten atomically after every point (docs/guide/run.md). The last line printed is the run
+folder's path. Exit 2 on infrastructure or input errors."""
 
 from __future__ import annotations
 

@@ -28,12 +28,8 @@ from servegate.serve.process import Server
 
 SWITCH_TIMEOUT_S = 120.0                 # every scheduler acknowledges a mode switch by then
 WARMUP_SEED_OFFSET = 7_919               # a warm-up run's prompts differ from every block's
-# Warm-up after a switch: a GPU GEMM picked by M (16384 with exact fill, 16280-16350 without)
-# may be tuned or compiled at its first use. The client's own warm-up requests are copies of
-# one prompt, which the radix cache shares, so they need not form a chunk-sized batch; GPU
-# suites therefore set [design] warmup_blocks: discarded client runs with distinct prompts in
-# each mode at its first switch in a start (the measured blocks' shape). CPU kernels do not
-# depend on M this way: the cpu suite runs none.
+# Warm-up blocks after a switch: a GPU GEMM picked by M may be tuned or compiled at its first use
+# (why the client's own warm-up is not enough: docs/serve.md, Modes inside one server).
 WARMUP_NOTE = ("[design] warmup_blocks discarded client runs (distinct prompts, the measured "
                "shape) per mode at its first switch in each start absorb first-use kernel "
                "selection/JIT for the mode's prefill M; each block also starts with the "

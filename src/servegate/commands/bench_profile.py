@@ -24,11 +24,8 @@ from servegate.serve import profiler
 
 PROFILE_DIR = "profile"
 RAW_DIR = "profile/raw"
-# A CPU trace's op time is wall time on shared cores: under contention every small op waits for
-# the intra-op thread another process descheduled (measured here: a quiet forced block's decode
-# forwards 93-102 ms, a busy off block's 76-2394 ms, its norm/elementwise ops 20-100x slower).
-# Such a block is run again, this many times, while the interference record calls it busy; a
-# GPU trace's kernel time does not wait on the CPU, so it is never re-run.
+# A busy CPU block is run again this many times (a CPU trace's op time is wall time on shared
+# cores; a GPU trace is never re-run): docs/serve.md, Profiled blocks.
 CPU_BUSY_RETRIES = 1
 
 

@@ -1,14 +1,7 @@
-"""``servegate bisect --good REF --bad REF``: from a red night to the first bad commit.
-
-Over an sglang checkout's first-parent commits GOOD..BAD (or ordered ``--trees``), each step asks
-the admission stage first (``admission ab`` against the good tree, no server): a tree that does
-not import is skipped, named; when the bad end's own traces moved, admission decides every step.
-Else the candidate is served against the good tree as a live pair, each alarmed metric judged
-against the geometric midpoint of 1 and its effect, the looks stopping the pair once it is like
-good or like bad. Priced before it starts (``plan``'s speed model), capped by
-``--max-gpu-minutes``. docs/guide/bisect.md. Exit 0 when it ends (a culprit or none), 3 when the first
-bad commit is one of several (skipped trees), 2 on bad input.
-"""
+"""``servegate bisect --good REF --bad REF``: from a red night to the first bad commit, each step the
+admission stage first, then a live pair judged against the alarmed effect's midpoint, priced
+before it starts and capped by ``--max-gpu-minutes`` (the steps and exit codes:
+docs/guide/bisect.md)."""
 
 from __future__ import annotations
 

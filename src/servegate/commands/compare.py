@@ -1,12 +1,6 @@
-"""``servegate compare RUN_DIR [--baseline FILE] [--strict] [--verbose]``: judge a run, write
-its reports.
-
-Judges the run against its stored baseline (when one exists) and the A/B claims for its runner
-class (:func:`servegate.judge.evaluate.judge`; the suite's ``[judge] family`` gates under Holm,
-every other check is reported), then runs every report writer (:data:`servegate.report.WRITERS`)
-and prints the verdict block (headline first; ``--verbose``: every check and every note) and the
-files written. docs/guide/verdict.md.
-"""
+"""``servegate compare RUN_DIR [--baseline FILE] [--strict] [--verbose]``: judge a run against its
+baseline and its runner class's A/B claims (:func:`servegate.judge.evaluate.judge`), run every
+report writer (:data:`servegate.report.WRITERS`) and print the verdict block. docs/guide/verdict.md."""
 
 from __future__ import annotations
 

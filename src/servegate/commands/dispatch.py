@@ -1,12 +1,9 @@
 """``servegate`` command line: one subcommand per pipeline stage, each owned by its own module.
 
 Subcommand modules are imported lazily so ``servegate compare`` never pays for importing torch.
-Every command module exposes ``main(argv: list[str]) -> int`` and ``build_parser()``, its
-argparse parser (the documentation's CLI reference is generated from it). Exit codes across servegate:
-0 pass/improvement, 1 regression, 2 infrastructure or input error, 3 inconclusive (``--strict``)
-(all in :mod:`servegate.core.errors`). A :class:`~servegate.core.errors.ServegateError` a command lets
-escape is caught here, once: one line on stderr and its ``exit_code``.
-"""
+Every command module exposes ``main(argv: list[str]) -> int`` and ``build_parser()`` (the CLI
+reference is generated from it). A :class:`~servegate.core.errors.ServegateError` a command lets
+escape is caught here, once: one line on stderr and its ``exit_code`` (:mod:`servegate.core.errors`)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""The hardware a run ran on as one digest: what changes kernels and timing (pure).
-
-Why: a reference from another CPU or GPU measures that machine, not the build (the committed
-CPU baseline, from a VM ~5x slower at prefill, was judged "improvement x0.17" on another; both
-fingerprints said only cpu "AMD EPYC", 2 cores). ``hardware`` is the sha256 (12 hex) of
-:data:`FIELDS`: the CPU's vendor, family, model, stepping, name, the ISA features kernels
-dispatch on, cores and memory; the GPU's name, architecture, count, VBIOS, driver and clock
-caps. Not the host name (two nodes of one build are one hardware), the clocks at start (an idle
-GPU's wander), microcode or software (``reference:`` names those). A fingerprint without it
-(written before) is *hardware unknown*.
-"""
+"""The hardware a run ran on as one digest: what changes kernels and timing (pure). A reference from
+other hardware measures that machine, not the build (the fields, what is left out and why:
+docs/judge.md, Which baseline, on which hardware). A fingerprint without it is *hardware unknown*."""
 
 from __future__ import annotations
 

@@ -88,15 +88,6 @@ def register_metric(metric: Metric) -> None:
     METRICS[metric.name] = metric
 
 
-def unregister(name: str) -> None:
-    """Remove a quantity (and its statistics) or a metric; for tests and plugins."""
-    if name in QUANTITIES:
-        del QUANTITIES[name]
-        for stat in STATISTICS:
-            METRICS.pop(f"{stat}_{name}", None)
-    METRICS.pop(name, None)
-
-
 def metric(name: str) -> Metric:
     """The registered metric ``name`` (ValueError naming the known ones otherwise)."""
     try:

@@ -1,15 +1,7 @@
-"""The one registry of runner classes: what a machine is, and what exact fill must do there.
-
-A runner class is a GPU *model* (``mi355x``, ``mi300x``, ...), because that is what a measurement
-depends on: baselines and history are keyed by it. Its *architecture* (:data:`ARCHES`) decides
-which model-profile section applies when a profile has no section for the class itself, and
-which device sglang's exact-fill gate sees (:data:`DEVICE_ARCHES`). Whether the gate is open is
-read from the sglang tree under test (servegate.serve.gate); ``gated`` here is only what released
-sglang does, used where no tree is read (CI matrices, calibration, older run files). An
-*emulated* class (``cpu-gfx95``) is a CPU machine whose gate sees its architecture's device
-through servegate's device double; it is chosen only by name (``--runner``). Adding a class or
-an architecture: docs/architecture.md, Where a change goes.
-"""
+"""The one registry of runner classes: a GPU *model* (what baselines and history are keyed by) with
+its architecture, which picks the model-profile section and the device sglang's exact-fill gate
+sees (docs/ci.md, Runner classes and labels; the emulated ``cpu-gfx95``: docs/serve.md). Adding a
+class or an architecture: docs/architecture.md, Where a change goes."""
 
 from __future__ import annotations
 

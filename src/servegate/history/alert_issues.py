@@ -1,12 +1,7 @@
-"""The alert issues on GitHub: find each series' issue, decide, and act through ``gh``.
-
-Why ``gh``: it is on GitHub's hosted runners and authenticates from ``GH_TOKEN`` (the job's
-token with ``issues: write``), so servegate needs no HTTP client and never sees the token. It is
-called with argument lists, bodies on stdin (never a shell string built from data). An issue is
-found by the label :data:`ALERT_LABEL` and the hidden marker line of its body, so one series has
-one issue however many nights it stays regressed: its open one, else its last closed one
-(reopened when the series is raised again).
-"""
+"""The alert issues on GitHub: find each series' issue (label :data:`ALERT_LABEL` and the hidden
+marker line), decide, and act through ``gh``, which authenticates from ``GH_TOKEN`` so servegate
+needs no HTTP client and never sees the token (docs/history.md, Alerts). Argument lists and
+bodies on stdin, never a shell string built from data."""
 
 from __future__ import annotations
 

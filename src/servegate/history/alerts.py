@@ -1,14 +1,6 @@
-"""Nightly alerts: one GitHub issue per regressed series, opened, updated and closed by the night
-(the rules: docs/history.md, Alerts).
-
-Why: a red night ends as a red job; the maintainer paged by it needs one place per regressed
-series that says, in ten seconds, what moved, by how much, between which commits, and that stays
-the one place on later nights. A series is what the sustained rule watches (runner class x
-model x suite x mode x metric, its concurrencies folded in). Tonight a series is **raised** (a
-regression of tonight's one-night check, a sustained-shift flag, a change point confirmed
-tonight) or **held** (its last confirmed change point is a regression); held alone never opens
-an issue. Only series of a runner x model x suite judged tonight are touched.
-"""
+"""Nightly alerts: one GitHub issue per regressed series, opened, updated and closed by the night,
+so the maintainer paged by a red night has one place per series that stays the one place (what a
+series is, raised and held: docs/history.md, Alerts)."""
 
 from __future__ import annotations
 

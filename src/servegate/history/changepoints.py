@@ -1,13 +1,5 @@
-"""Change points in one nightly series: ruptures' PELT on log-values, one-night blips set aside
-(the rule: docs/history.md, Change points).
-
-Why log-values: a regression is a ratio, whatever the metric's unit, so one penalty fits every
-series; the penalty is scaled by a robust noise estimate (the median absolute difference of
-consecutive nights: a step moves one difference, a blip two) because PELT's L2 cost only means
-"significant" relative to the series' own spread. Why blips are set aside: a single bad night is
-not a change of level; a short segment followed by another did not hold, its nights are marked
-transient and PELT runs again without them.
-"""
+"""Change points in one nightly series: ruptures' PELT on log-values scaled by a robust noise
+estimate, one-night blips set aside (why, and the rule: docs/history.md, Change points)."""
 
 from __future__ import annotations
 

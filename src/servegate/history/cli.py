@@ -1,16 +1,5 @@
-"""``servegate history``: keep every accepted run and read the nights back (docs/history.md).
-
-``add`` a complete run (refuses incomplete, failed, fault-injected runs; the same run twice is a
-no-op), ``report`` change points, commit ranges and the noise budget, ``baseline`` the rolling
-baseline (history:N) as a file ``compare --baseline FILE`` reads, ``health`` the learned noise
-profile and sustained shifts, ``publish`` a static site, ``alerts`` one GitHub issue per
-regressed series of tonight's runs, ``bisect-range`` the range an alert issue carries.
-
-Default store: ``$SERVEGATE_HISTORY``, else ``results/history`` under the repository.
-Exit codes: 0 ok, 2 bad input (the message names the file and line; nothing is written).
-A malformed store line makes ``report``, ``health`` and ``publish`` exit 2 unless
-``--skip-malformed``; an empty store is exit 2 for ``publish``.
-"""
+"""``servegate history``: keep every accepted run and read the nights back (the subcommands, the
+default store and the exit codes: docs/history.md)."""
 
 from __future__ import annotations
 

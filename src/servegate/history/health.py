@@ -1,12 +1,6 @@
 """``history health``: per runner class x model x suite, the noise profile its nights taught
 (servegate.history.profile) and the sustained-shift rule (servegate.history.sustained) on each
-gated aggregate over its stored nights (docs/history.md, Learned noise profile).
-
-Why: the judge consults the profile one check at a time; a runner's owner needs the whole
-picture: how noisy each level is, which nights were out of profile (a runner-health signal,
-not a code regression), and whether an aggregate has drifted for several nights. A load change
-(servegate.history.load) restarts it and is named, not flagged as a shift.
-"""
+gated aggregate, the whole picture a runner's owner needs (docs/history.md, Learned noise profile)."""
 
 from __future__ import annotations
 

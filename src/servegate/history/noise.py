@@ -1,12 +1,6 @@
-"""Noise budget: from the nights' noise at each level, the server starts a floor needs and the
-floor reachable (the formulas: docs/history.md, Noise budget).
-
-Why: the suites *assume* their noise (``run_to_run_cv``, the design's starts x blocks); the
-nights measure it, at both levels the judge models (between server starts, between the blocks of
-one start), with the judge's own estimator (:func:`servegate.judge.nested.nested_mean`, no
-prior). Counting the blocks of one start as independent repeats would credit a design with the
-block level's resolution when the start level decides.
-"""
+"""Noise budget: from the nights' noise at both levels the judge models, measured with its own
+estimator, the server starts a floor needs and the floor reachable (why, and the formulas:
+docs/history.md, Noise budget)."""
 
 from __future__ import annotations
 

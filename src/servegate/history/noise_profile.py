@@ -1,12 +1,7 @@
-"""A noise level learned from a runner's nights: each night measures it with the judge's own
-estimator (:func:`~servegate.judge.nested.nested_mean`, no prior), the nights are pooled by
-degrees of freedom, and a night out of profile is named and left out (not averaged in).
-
-Why here, between the judge and its users: the history store (real nights,
-servegate.history.profile) and the calibration (simulated nights, servegate.calibration.history)
-must learn a level the same way, or the calibration would vouch for another estimator.
-``OUT_LEVEL`` is calibrated on heavy-tailed, bursty blocks (``calibrate``'s ``runner_health``).
-"""
+"""A noise level learned from a runner's nights: each night measured with the judge's own estimator
+(no prior), pooled by degrees of freedom, a night out of profile named and left out. Between the
+judge and its users so that the history store (real nights) and the calibration (simulated ones)
+learn a level the same way (``OUT_LEVEL``'s calibration: docs/judge.md)."""
 
 from __future__ import annotations
 

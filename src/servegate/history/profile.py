@@ -1,15 +1,7 @@
-"""The noise profile a runner class x model x suite has shown over its last nights: the start
-level, the start x mode interaction and the block level, each with its degrees of freedom,
-learned with the judge's own estimator (servegate.history.noise_profile; docs/history.md,
-Learned noise profile).
-
-Why: every GPU noise figure the judge starts from is typed into a suite (``run_to_run_cv``,
-``interaction_cv``); with two starts a night the run measures the interaction with one degree
-of freedom, so the typed figure decides. Fourteen nights measure it with fourteen. The judge
-takes a level from here once it is worth more degrees of freedom than the suite's figure
-(judge/priors.py). Only nights of the newest load regime, comparable with the judged run's
-loads and hardware, are learned from.
-"""
+"""The noise profile a runner class x model x suite has shown over its last nights (start level,
+start x mode interaction, block level, each with its dof), learned with the judge's own estimator
+so that the judge can use it in place of a suite's typed figures once it is worth more degrees of
+freedom (docs/history.md, Learned noise profile; judge/priors.py)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""``history report``: change points per series, their sglang commit range, and the noise budget.
-
-A series is (runner class, model, suite, mode, concurrency, metric); its nights are the store's
-runs in time order. The JSON form is a contract (issue 12; docs/history.md)::
-
-    {"series": [{"runner", "model", "suite", "mode", "concurrency", "metric", "n",
-                 "change_points": [{"index", "run_id", "before", "after", "ratio",
-                                    "sglang_commits": [before, after], "status", ...}]}]}
-
-Extra keys (``status``, ``transients``, ``noise``, ``components``, top-level ``problems``) only
-add to it.
-"""
+"""``history report``: change points per series, their sglang commit range, and the noise budget
+(the JSON form is a contract: docs/history.md, Change points)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""Rolling baseline: the last N accepted nights at the current level, pooled per series
-(docs/history.md, Rolling baseline).
-
-Why: one stored run as the reference lets one lucky or unlucky night skew every later verdict,
-and the suite's ``run_to_run_cv`` is an assumption. Pooling the last N nights averages the
-reference and measures the spread. The window walks back from the newest night, stops at the
-series' latest *confirmed* change point and pools only nights of the judged run's load and
-hardware; :func:`as_baseline` renders it in :mod:`servegate.judge.baselines`' shape
-(``provenance.source_run = "history:N"``).
-"""
+"""Rolling baseline: the last N accepted nights at the current level, pooled per series, walking
+back to the latest *confirmed* change point over nights of the judged run's load and hardware
+(why, and the rule: docs/history.md, Rolling baseline)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""``history publish``: the history store as a static site (plain HTML, inline SVG, one CSS file;
-the layout: docs/history.md, The history site).
-
-Why static and rendered here: the site must open from ``file://`` and from GitHub Pages alike,
-with no server and nothing fetched at view time, so every chart is an inline SVG drawn in
-Python and every link is relative. The output is a pure function of the store (no wall-clock
-stamp), so publishing the same store twice writes the same bytes. This module builds the files
-and writes them (the state: .verdict, the pages: .pages, the charts: .svg, the HTML: .render).
-"""
+"""``history publish``: the history store as a static site, a pure function of the store (the
+same store writes the same bytes; why static: docs/history.md, The history site). This module
+builds the files and writes them (the state: .verdict, the pages: .pages, the charts: .svg, the
+HTML: .render)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""A sustained shift over consecutive nights: a one-sided CUSUM per gated aggregate (the rule,
-its spread and its calibration: docs/judge.md, Nights as evidence).
-
-Why: one night against its baseline hears only large regressions (its interval carries the
-start level of two sittings); a small slowdown that stays (3 %, a commit that costs a little
-every night) is evidence that accumulates. Page's CUSUM, standardised by the level and spread
-the series' own earlier nights measured, adds each night's evidence past an allowance ``k`` and
-flags the series when the sum passes ``h`` (Siegmund's approximation for an in-control run
-length ``arl0``; the realised false-alarm rate is calibrated by simulation,
-servegate.calibration.sustained). Below the history and the calibration (import layers) so that
-both apply the one rule.
-"""
+"""A sustained shift over consecutive nights: a one-sided CUSUM per gated aggregate (why, the rule,
+its spread and its calibration: docs/judge.md, Nights as evidence). Below the history and the
+calibration (import layers) so that both apply the one rule."""
 
 from __future__ import annotations
 

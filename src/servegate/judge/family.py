@@ -1,12 +1,6 @@
-"""The gated family: a few primary checks decided together, everything else reported.
-
-Why: with 97 Bonferroni-corrected checks the one claim a suite exists for is tested at
-alpha/97 and is never confirmed; a suite declares its primary family (``[judge] family``) and
-only those checks gate, under Holm's step-down procedure (docs/judge.md, How a check is
-decided): each check's decision p-value is the smallest family level at which its interval would
-be decided, and each primary check is evaluated at its Holm level. Every other check is
-reported at the plain ``confidence`` level and never changes the exit code.
-"""
+"""The gated family: a few primary checks decided together under Holm's step-down procedure,
+everything else reported at the plain ``confidence`` level (why, and the procedure: docs/judge.md,
+How a check is decided, The gated family)."""
 
 from __future__ import annotations
 

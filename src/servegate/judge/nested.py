@@ -1,16 +1,7 @@
-"""Estimates over a nested design: server starts, each holding blocks (one client run each);
-the estimator in full: docs/judge.md, How a check is decided.
-
-Why blocks, not requests: inside a closed-loop wave a request's latency is mostly its position in
-the wave, so per-request samples are not independent. A block's statistic is the unit of
-evidence; the noise lives at two levels, within a start (block to block) and between starts.
-Every function works on log values shaped ``(..., starts, blocks)`` (leading axes: simulated
-nights in ``servegate calibrate``; one in the judge) and returns arrays over the leading axes:
-a 20 % trimmed mean per start with Yuen's winsorized standard error; the between-start variance
-measured from the starts' means and pooled with the stated prior by degrees of freedom, unless
-an F test refutes the prior (``widened``: an interval never shrinks under a prior the run
-contradicts); Welch-Satterthwaite degrees of freedom over the components.
-"""
+"""Estimates over a nested design (server starts holding blocks) on log values shaped
+``(..., starts, blocks)``, returning arrays over the leading axes (simulated nights in
+``servegate calibrate``; one in the judge). Why blocks, and the estimator in full: docs/judge.md,
+How a check is decided."""
 
 from __future__ import annotations
 

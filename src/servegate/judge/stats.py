@@ -1,14 +1,7 @@
-"""Direction-aware ratio intervals and verdicts (significance AND a practical floor).
-
-A check compares a *current* side with a *reference* side through the ratio of one metric on the
-log scale: an estimate, a standard error and honest degrees of freedom
-(:mod:`servegate.judge.nested`), and the interval ``theta +- t(df) * se`` at the level the family
-gives the check. Why not a percentile bootstrap: with few starts its interval is the range of the
-data whatever level is asked, and at the family's tail probabilities resamples have nothing in
-the tail; the t interval reaches any level honestly and gives the sample sizes that would decide
-(:class:`Guidance`). Verdicts need the *whole* interval past the floor, so a small but
-"significant" wobble is never a regression.
-"""
+"""Direction-aware ratio intervals and verdicts (significance AND a practical floor): the interval
+``theta +- t(df) * se`` on the log scale at the level the family gives the check (why t, not a
+bootstrap: docs/judge.md, Which statistics are libraries). Verdicts need the *whole* interval
+past the floor, so a small but "significant" wobble is never a regression."""
 
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
-"""A long-lived host for sglang's own serving client: ``python -m servegate.measure.client_worker``.
-
-Why: ``python -m sglang.benchmark.serving`` spends 10-15 s of a 2-core machine importing sglang
-before it sends a request; with many short blocks that start-up would dominate the run. This
-worker imports the client once and runs ``sglang.benchmark.serving.cli_main`` (the entry point
-the command line calls, same argv) once per request; the client seeds from ``--seed`` inside
-every run, so a block's prompts are those of a fresh process. It keeps what
-``AutoTokenizer.from_pretrained`` returned per arguments (one worker serves one model).
+"""A long-lived host for sglang's own serving client: ``python -m servegate.measure.client_worker``
+imports sglang once and runs ``sglang.benchmark.serving.cli_main`` (same argv) per request, so a
+block's prompts (seeded from ``--seed`` in every run) are a fresh process's without its 10-15 s
+import (docs/guide/run.md).
 
 Protocol (one JSON object per line): stdin ``{"argv": [...], "log": "path"}``; stdout
 ``{"rc": 0}`` or ``{"rc": N, "error": "..."}``; EOF ends the worker. Standard library and
-sglang only: this runs in the sglang environment.
-"""
+sglang only: this runs in the sglang environment."""
 
 from __future__ import annotations
 
@@ -41,7 +36,7 @@ def memoized(load: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _keep_tokenizers() -> None:
-    """One tokenizer load per worker instead of two per block (see the module docstring)."""
+    """One tokenizer load per worker instead of two per block (one worker serves one model)."""
     try:
         from transformers import AutoTokenizer
     except ImportError:     # no transformers, no tokenizer to keep (a stand-in client's tests)

@@ -1,12 +1,7 @@
-"""Was exact fill really in effect? Read it back from the server instead of trusting the mode.
-
-Evidence: the hook's lines in the server log (``forced``: the patch line; ``off``/``on``: the real
-gate's value), the device double's line on an emulated runner class (and on no other), the
-measured prefill batches (with exact fill on, every saturated batch is exactly the chunk size)
-and, with every mode inside one server, the schedulers' acknowledgements of each block's switch
-(:func:`check_block_effective`). Any disagreement with what the mode and runner class imply is
-an error, never a silent pass.
-"""
+"""Was exact fill really in effect? Read back from the server instead of trusting the mode: the
+hook's lines, the device double's line, the measured prefill batches and the mode switch's
+acknowledgements (docs/serve.md, Modes and the read-back); any disagreement with what the mode
+and runner class imply is an error, never a silent pass."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
 """Read the server log back: prefill batches (chunk alignment) and the exact-fill hook lines
-(which lines count, saturation, data parallelism: docs/serve.md, Modes and the read-back).
-
-A point's prefill lines are those after its byte offset AND after the last ``Cache flushed
-successfully!`` in that slice (the client flushes between its warm-up and the measured requests),
-so every warm-up is excluded by position, not by guessing from sizes. A batch is *saturated*
-when ``#pending-token > 0`` (``#queue-req`` alone is not: real logs show a queued request with 0
-pending tokens). With DP every rank logs its own lines (``[... DP1 TP2] Prefill batch``), grouped
-per rank and judged against the per-rank chunk (``--chunked-prefill-size // attn_dp_size``).
-"""
+(which lines count, saturation, data parallelism: docs/serve.md, Modes and the read-back)."""
 
 from __future__ import annotations
 

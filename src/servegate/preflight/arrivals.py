@@ -1,13 +1,6 @@
-"""Replay one load point through sglang's real ``PrefillAdder`` with a closed-loop arrival model
-(the model and its limits: docs/serve.md, Preflight).
-
-What ``sglang.benchmark.serving --max-concurrency C`` does at request rate inf: the first ``C``
-requests arrive at once, then one per finished request. Time is counted in scheduler steps:
-while prefill work waits every step is a prefill round (a burst, replayed by
-:class:`servegate.admission.replay.Replayer` until the queue is drained); then running requests
-decode one token per step, and those finishing at the same step are replaced together (the next
-burst). With DP, rank 0's share is replayed, as a round-robin balancer would give it.
-"""
+"""Replay one load point through sglang's real ``PrefillAdder`` with the closed-loop arrival model of
+``sglang.benchmark.serving --max-concurrency C``, counted in scheduler steps; with DP, rank 0's
+share (the model and its limits: docs/serve.md, Preflight)."""
 
 from __future__ import annotations
 

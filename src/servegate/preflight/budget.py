@@ -1,14 +1,6 @@
-"""The admission budget the scheduler will use, read off sglang's parsed ``ServerArgs``.
-
-- chunk size: ``--chunked-prefill-size``; with DP attention each rank gets ``chunk // attn_dp``
-  (``sglang/srt/arg_groups/parallel_hook.py`` line 331).
-- ``max_prefill_tokens``: default 16384, the adder's ``rem_input_tokens``: a value below the
-  chunk caps every batch below it (``srt/managers/schedule_policy.py`` line 883).
-- page size: ``--page-size``. A model may force its own (DSA models on sglang 0.5.23:
-  ``srt/arg_groups/model_overrides/deepseek_v2.py`` lines 151-173); that needs the checkpoint's
-  config, which preflight does not download, so the profile states it.
-- radix cache: on unless ``--disable-radix-cache``.
-"""
+"""The admission budget the scheduler will use, read off sglang's parsed ``ServerArgs``: the
+per-rank chunk, ``max_prefill_tokens``, the page size (a model's forced one is the profile's:
+it needs the checkpoint's config) and the radix cache (the sglang lines: docs/serve.md, Preflight)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""One preflight cell (suite x runner): argv, budget, lengths, replays, and its status.
-
-Status, first match wins (docs/serve.md, Preflight): ``invalid`` (sglang's parser rejects the
-argv, or the chunk is not a multiple of the page), ``capped`` (exact fill cannot reach the
-chunk), ``misshaped`` (a shaped point admits other prefill rounds than the full load would:
-servegate.preflight.reshape), ``blind`` (exact fill admits the very same batches as ``off``),
-``ok``. ``gate_open`` is the tree's own gate on the runner's device (:mod:`servegate.serve.gate`):
-open, the cell's ``on`` is a claim; closed, a no-op. A cell *gates* when the suite expects exact
-fill there (``on`` where the gate opens, ``forced`` anywhere); ``invalid`` and ``misshaped``
-always gate.
-"""
+"""One preflight cell (suite x runner): argv, budget, lengths, replays, and its status (the statuses,
+``gate_open`` and which cells gate: docs/serve.md, Preflight)."""
 
 from __future__ import annotations
 

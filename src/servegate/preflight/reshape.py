@@ -1,13 +1,7 @@
-"""Proof that a shaped point measures what the full load would: the same prefill rounds.
-
-Why: a suite may shorten a point's outputs to its question (``[load].shaped_output_len``), since
-in the wave regime a request's TTFT is its place in the wave's prefill queue. That holds only
-if the shaped load admits the very same prefill rounds as the full load, in both ``off`` and
-exact fill; spread lengths (``range_ratio < 1``) or a DP rank's share can break it. Each shaped
-concurrency is replayed per mode through sglang's real ``PrefillAdder``
-(servegate.preflight.arrivals) with its shaped outputs and with the full load's; a difference in
-any round is a failing cell (``misshaped``), with the first round that differs.
-"""
+"""Proof that a shaped point measures what the full load would: each shaped concurrency replayed per
+mode through sglang's real ``PrefillAdder`` with its shaped outputs and the full load's; a
+difference in any round fails the cell (``misshaped``) naming the first round that differs (why:
+docs/guide/before-gpu.md, Points shaped to their question)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""The kernel stack under sglang, read once at the start of a run for the fingerprint.
-
-Why: an end-to-end step often comes from below sglang (a gfx950 GEMM config landing in aiter,
-a hipBLASLt or triton bump in the image, a clock cap), on another repository's schedule. The
-fingerprint names what was in use so ``reference:`` and the history can say so
-(servegate.core.stack compares it). Every source is a named file, a named environment variable
-or an argv list; nothing else of the environment is read, and a missing tool records nothing.
-Where each field comes from (sources checked 2026-12): docs/serve.md, The fingerprint's kernel
-stack.
-"""
+"""The kernel stack under sglang, read once at the start of a run for the fingerprint (why, and
+where each field comes from: docs/serve.md, The fingerprint's kernel stack). Every source is a
+named file, environment variable or argv list; a missing tool records nothing."""
 
 from __future__ import annotations
 

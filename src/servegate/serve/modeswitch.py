@@ -1,13 +1,7 @@
 """Every exact-fill mode inside one sglang server: servegate's side of the mode-switch protocol
-(the protocol: docs/serve.md, Modes inside one server; the server half is the exact-fill hook).
-
-Why: a server start costs 25-48 s on a CPU and minutes on a GPU, and every start is a fresh draw
-of run-to-run noise; switching ``off``/``on``/``forced`` between blocks of requests inside one
-server compares the modes on the same process, the same memory layout and the same warm caches.
-:meth:`ModeControl.switch` waits until every scheduler process registered at seq 0 acknowledged
-the new seq: TP/PP/DP ranks must flip together, or they would build different batches for the
-same requests.
-"""
+(why, and the protocol: docs/serve.md, Modes inside one server; the server half is the exact-fill
+hook). :meth:`ModeControl.switch` waits until every scheduler registered at seq 0 acknowledged
+the new seq: TP/PP/DP ranks must flip together, or they would batch the same requests apart."""
 
 from __future__ import annotations
 

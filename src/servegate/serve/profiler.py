@@ -1,12 +1,6 @@
-"""sglang's own profiler around one block: ``POST /start_profile`` with ``output_dir``,
-``num_steps`` and ``activities``, then the trace file it writes (the request and what sglang
-does with it: docs/serve.md, Profiled blocks).
-
-With ``num_steps`` the scheduler stops the profiler by itself after ``num_steps`` forwards and
-exports the trace in its own loop; a block with fewer forwards leaves it running, so
-:func:`finish` then calls ``/stop_profile``. ``with_stack`` and ``record_shapes`` are off (the
-reduction reads op and kernel names only; both add per-op cost to the profiled block).
-"""
+"""sglang's own profiler around one block: ``POST /start_profile``, then the trace file it writes
+(the request, and ``/stop_profile`` for a block shorter than ``num_steps``: docs/serve.md,
+Profiled blocks)."""
 
 from __future__ import annotations
 

@@ -21,13 +21,23 @@ from servegate.measure.client import parse_client_jsonl
 from servegate.report import write_reports
 
 
+@pytest.fixture(autouse=True)
+def registry_restored() -> Iterator[None]:
+    """Every test leaves the registry as it found it (registration has no undo: only tests need one).
+    Restored in place: other modules hold the registry's dicts themselves."""
+    saved = dict(metrics.METRICS), dict(metrics.QUANTITIES)
+    yield
+    for registry, before in zip((metrics.METRICS, metrics.QUANTITIES), saved, strict=True):
+        registry.clear()
+        registry.update(before)
+
+
 @pytest.fixture
 def latency_quantity() -> object:
     quantity = metrics.Quantity("queue_ms", "ms", "lower", "queue wait",
                                 lambda r: r.ttft_s * 2.0)
     metrics.register_quantity(quantity, client_prefix="queue_wait_ms")
-    yield quantity
-    metrics.unregister("queue_ms")
+    return quantity
 
 
 @pytest.mark.usefixtures("latency_quantity")
@@ -42,21 +52,17 @@ def test_register_quantity_registers_its_statistics_with_the_client_stem() -> No
 def test_register_quantity_without_prefix_uses_its_name() -> None:
     metrics.register_quantity(metrics.Quantity("wait_ms", "s", "higher", "wait",
                                                lambda r: None))
-    try:
-        assert metrics.METRICS["mean_wait_ms"].client_key == "mean_wait_ms"
-        assert metrics.METRICS["mean_wait_ms"].direction == "higher"
-        assert metrics.METRICS["mean_wait_ms"].unit == "s"
-    finally:
-        metrics.unregister("wait_ms")
-    assert "wait_ms" not in metrics.QUANTITIES
-    assert not any(name.endswith("_wait_ms") for name in metrics.METRICS)
+    assert metrics.METRICS["mean_wait_ms"].client_key == "mean_wait_ms"
+    assert metrics.METRICS["mean_wait_ms"].direction == "higher"
+    assert metrics.METRICS["mean_wait_ms"].unit == "s"
 
 
-def test_unregister_a_plain_metric() -> None:
-    metrics.register_metric(metrics.Metric("peak_x", "higher", "tok/s", "peak x", "peak_x"))
-    metrics.unregister("peak_x")
-    assert "peak_x" not in metrics.METRICS
-    metrics.unregister("never_registered")                     # no error
+def test_register_metric_registers_a_summary_only_metric() -> None:
+    peak = metrics.Metric("peak_x", "higher", "tok/s", "peak x", "peak_x")
+    metrics.register_metric(peak)
+    assert metrics.metric("peak_x") is peak
+    assert metrics.direction("peak_x") == "higher"
+    assert "peak_x" not in metrics.QUANTITIES
 
 
 def test_unknown_metric_lists_the_known_ones() -> None:
@@ -114,14 +120,12 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture
-def decode_metric() -> Iterator[str]:
+def decode_metric() -> str:
     """Decode time per request (latency - TTFT), a quantity servegate does not ship."""
     metrics.register_quantity(metrics.Quantity(
         "decode_ms", "ms", "lower", "decode time",
         lambda r: (r.latency_s - r.ttft_s) * 1000.0))
-    yield "mean_decode_ms"
-    metrics.unregister("decode_ms")
-    assert "mean_decode_ms" not in metrics.METRICS
+    return "mean_decode_ms"
 
 
 def _through_the_client(run_dir: Path, tmp: Path) -> None:

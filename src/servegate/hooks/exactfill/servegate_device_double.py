@@ -1,17 +1,8 @@
-"""servegate's device double: sglang's exact-fill gate evaluated as on another device (how, and
-what sglang's device checks read: docs/serve.md, gfx95 emulated on a CPU).
-
-Why: the gate (``schedule_policy._use_exact_chunk_fill``) decides by the device, through torch.
-To learn what a tree's gate does on a device servegate has no machine for, the gate is called
-with torch's device answers replaced for the call only (``torch.version.hip``/``cuda``,
-``get_device_properties``, ``get_device_capability``); everything else is the tree's own code,
-and sglang's lru caches of device-reading functions are cleared before and after. Device
-strings: ``gfx...`` (a ROCm ``gcnArchName``), ``sm_XY`` or ``cpu``.
-
-Stand-alone (no servegate imports): the server hook imports it, servegate loads it by path
-(servegate.serve.gate), and ``python servegate_device_double.py DEVICE...`` prints a tree's
-gate per device as JSON.
-"""
+"""servegate's device double: sglang's exact-fill gate evaluated with torch answering as another
+device for the call only (why, and what sglang's device checks read: docs/serve.md, gfx95
+emulated on a CPU). Stand-alone (no servegate imports): the server hook imports it, servegate
+loads it by path (servegate.serve.gate), and ``python servegate_device_double.py DEVICE...``
+prints a tree's gate per device as JSON."""
 
 from __future__ import annotations
 

@@ -1,27 +1,8 @@
-"""servegate's server-side import hook (this folder is put first on the sglang server's PYTHONPATH).
-
-Python imports ``sitecustomize`` at start-up in every process, including the scheduler that sglang
-spawns, so env vars set by servegate reach all of them. Everything here is inert unless asked
-(the lines it prints and the protocol: docs/serve.md, Modes and the read-back, Modes inside one
-server, gfx95 emulated on a CPU):
-
-- ``SERVEGATE_REPORT_EXACT_FILL=1``: print the real gate's value once per process.
-- ``SERVEGATE_FORCE_EXACT_FILL=1``: ``_use_exact_chunk_fill`` returns True (and says so).
-- ``SERVEGATE_EMULATE_ARCH=<device>`` (or the older ``SERVEGATE_EMULATE_GFX95=1``): the gate is
-  sglang's own, evaluated by the device double (``servegate_device_double.py``) as on ``<device>``;
-  nothing else in sglang sees the emulated device.
-- ``SERVEGATE_INJECT_DELAY_MS`` / ``SERVEGATE_INJECT_DECODE_DELAY_MS``: sleep in
-  ``Scheduler.run_batch`` per prefill / decode batch (a controlled regression), scoped to the
-  modes of ``SERVEGATE_INJECT_MODES`` (unset: every mode).
-- ``SERVEGATE_INJECT_GEMM_DELAY_MS``: real GEMMs added once per forward at the model's first
-  linear layer, so only one kernel family slows. One burst, not one per layer: on a CPU the ops
-  right after a GEMM burst run 2-4x slower (caches refilled), so 120 bursts a forward slowed
-  norm/elementwise too.
-- ``SERVEGATE_MODE_CONTROL=<path>``: every exact-fill mode inside one server; each scheduler
-  applies a new seq once idle, then acknowledges it (log line and ``<path>.ack.<pid>``).
-
-Any other ``sitecustomize`` further down ``sys.path`` is still imported afterwards (chained).
-"""
+"""servegate's server-side import hook, first on the sglang server's PYTHONPATH so that it runs in
+every process sglang spawns. Inert unless a ``SERVEGATE_*`` variable asks; the variables, the
+lines it prints and the mode-switch protocol: docs/serve.md (Modes and the read-back, Modes inside
+one server, gfx95 emulated on a CPU, Profiled blocks). Another ``sitecustomize`` further down
+``sys.path`` is still imported (chained)."""
 
 from __future__ import annotations
 
