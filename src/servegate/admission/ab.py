@@ -129,13 +129,18 @@ def _child_env(tree: SglangTree) -> dict[str, str]:
 
 
 def replay_trees(python: str, suite: Path, trees: dict[str, SglangTree],
-                 modes: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
-    """Both trees at once, each in its own process; their suite JSON by side."""
+                 modes: dict[str, list[str]],
+                 cache: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """Both trees at once, each in its own process; their suite JSON by side. ``cache`` (a
+    bisect's: its trees do not change while it runs) keeps each replay by tree, suite and modes:
+    the good end is replayed once, not at every step."""
+    cache = {} if cache is None else cache
+    keys = {side: f"{tree.path}|{suite}|{','.join(modes[side])}" for side, tree in trees.items()}
+    outputs = {side: cache[key] for side, key in keys.items() if key in cache}
     procs = {side: subprocess.Popen(_child_argv(python, tree, suite, modes[side]),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                     env=_child_env(tree))
-             for side, tree in trees.items()}
-    outputs: dict[str, dict[str, Any]] = {}
+             for side, tree in trees.items() if side not in outputs}
     errors: dict[str, str] = {}
     for side, proc in procs.items():
         try:
@@ -151,7 +156,7 @@ def replay_trees(python: str, suite: Path, trees: dict[str, SglangTree],
             errors[side] = (f"--{side} {trees[side].path}: replay exited {proc.returncode}: "
                             + (" | ".join(tail) or "no output"))
             continue
-        outputs[side] = json.loads(lines[-1])
+        outputs[side] = cache[keys[side]] = json.loads(lines[-1])
     if errors:
         raise AbError("; ".join(errors.values()), errors)
     return outputs
@@ -291,14 +296,15 @@ def invariant_failures(base: dict[str, Any], head: dict[str, Any],
 
 
 def run_ab(trees: dict[str, SglangTree], suite: AdmissionSuite, python: str,
-           runner_class: RunnerClass, expect: tuple[Expectation, ...] = ()) -> tuple[dict[str, Any],
-                                                                                 list[Row]]:
-    """Replay ``suite`` on ``trees`` (``base``, ``head``) and compare: the ``--json`` result and
-    its rows. Raises ``AbError`` when a tree's replay fails (``sides`` names which)."""
+           runner_class: RunnerClass, expect: tuple[Expectation, ...] = (),
+           cache: dict[str, dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[Row]]:
+    """Replay ``suite`` on ``trees`` (``base``, ``head``; :func:`replay_trees`' ``cache``) and
+    compare: the ``--json`` result and its rows. Raises ``AbError`` when a tree's replay fails
+    (``sides`` names which)."""
     # A tree without the gate (before 0.5.20) can only run `off`; the rest is one-sided.
     modes = {side: [m for m in suite.modes if tree.has_gate or m == "off"]
              for side, tree in trees.items()}
-    outputs = replay_trees(python, suite.path, trees, modes)
+    outputs = replay_trees(python, suite.path, trees, modes, cache)
     rows = compare(outputs["base"], outputs["head"], runner_class.gated, expect)
     failing = [row for row in rows if row.failing]
     invariants = invariant_failures(outputs["base"], outputs["head"], expect)

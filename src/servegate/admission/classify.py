@@ -57,10 +57,12 @@ def classify(result: dict[str, Any]) -> Classification:
 
 def classify_tree(good: Path | str, candidate: Path | str, *,
                   suite: Path = SUITES_DIR / "admission.toml", python: str = sys.executable,
-                  runner: str | None = None) -> Classification:
+                  runner: str | None = None,
+                  cache: dict[str, dict[str, Any]] | None = None) -> Classification:
     """Replay ``suite`` on both trees (each in its own process, both at once; ``python`` must
-    have sglang's dependencies) and classify the candidate. A good tree that does not resolve or
-    replay raises ``TreeError``/``AbError``: nothing can be judged against it."""
+    have sglang's dependencies; ``cache``: :func:`servegate.admission.ab.replay_trees`') and
+    classify the candidate. A good tree that does not resolve or replay raises
+    ``TreeError``/``AbError``: nothing can be judged against it."""
     from servegate.admission.suite import load_suite
     from servegate.core.runner_classes import get
     from servegate.serve.detect import detect
@@ -73,7 +75,7 @@ def classify_tree(good: Path | str, candidate: Path | str, *,
         return Classification(DOES_NOT_IMPORT, reason=str(err))
     try:
         result, _ = run_ab({"base": good_tree, "head": head}, load_suite(suite), python,
-                           get(detect(runner).runner_class))
+                           get(detect(runner).runner_class), cache=cache)
     except AbError as err:
         if "head" not in err.sides or "base" in err.sides:
             raise

@@ -134,6 +134,7 @@ class Bisect:
         self.by_admission, self.spent = False, 0.0
         self._paths: dict[int, Path] = {}
         self._admission: dict[int, tuple[classify.Classification, float]] = {}  # and seconds
+        self._replays: dict[str, dict[str, Any]] = {}      # the good end's replay, once
 
     def path(self, index: int) -> Path:
         ref = self.points[index][0]
@@ -159,7 +160,8 @@ class Bisect:
         if index not in self._admission:
             started = time.monotonic()
             found = classify.classify_tree(self.path(0), self.path(index), python=sys.executable,
-                                           suite=self.args.admission_suite, runner=self.runner)
+                                           suite=self.args.admission_suite, runner=self.runner,
+                                           cache=self._replays)
             self._admission[index] = (found, time.monotonic() - started)
         return self._admission[index][0]
 

@@ -1,13 +1,12 @@
 """The README's main command in a fresh clone: nothing outside the repository and the registries.
 
-Clones this repository's HEAD into an empty temporary folder (no data folder beside it), makes a
-new virtual environment from the base interpreter (as a new user's ``python``), and runs exactly
-``python -m pip install nox && python -m nox -s bench`` there with ``HF_HUB_OFFLINE=1`` (no hub).
-The shared CPU environment is keyed by the lock's pins, so the clone reuses it. Then it checks the
+The run (``main_job``, tests/main_job.py): ``python -m pip install nox && python -m nox -s
+bench`` in a fresh clone and a new venv, nothing beside them, no hub. This test checks the
 whole pipeline's output: the run.json contract, the alignment read back from the real sglang
 server, GSM8K per mode with every question (from the packaged copy), the paired analysis, a
 verdict (the committed baseline, from another machine, named and not judged against; the run kept
-as this machine's local baseline in the test's own folder and the re-judgement against it), and
+as this machine's local baseline in the fixture's own folder, the re-judgement against it, and
+the gate validation's baseline: test_gate_validation.py), and
 that no process of the run is left behind. The verdict's speed (exit 0; the no-op TOSTs) is
 asserted last, and skipped naming the measured share when the run's own interference record has
 more than a quarter of its blocks busy (``tests/contention.py``); everything else is asserted
@@ -17,19 +16,12 @@ either way.
 from __future__ import annotations
 
 import json
-import os
 import re
-import statistics
-import subprocess
-import sys
-import time
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from contention import excused_if_contended, measured
-from repo_files import REPO_ROOT, edited_suite
+from main_job import MainJob, tagged_processes
 
 from servegate.accuracy.report import paired_analysis
 from servegate.commands import compare
@@ -37,38 +29,7 @@ from servegate.config import load_suite, suite_path
 from servegate.core.paths import LOCAL_BASELINES_ENV
 from servegate.core.results import load_run
 from servegate.history import cli as history_cli
-from servegate.judge.baselines import local_baseline_path
 from servegate.plan.cost import Cell, estimate
-
-TAG_VAR = "SERVEGATE_E2E_TAG"
-
-
-def _tagged_processes(tag: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if f"{TAG_VAR}={tag}".encode() in (entry / "environ").read_bytes():
-                state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-                if state != "Z":
-                    found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
-def _user_env(tag: str) -> dict[str, str]:
-    """This environment minus anything that would point the clone back at this checkout."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"} and not k.startswith("NOX")}
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                                  if not p.startswith(sys.prefix))
-    return {**env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", TAG_VAR: tag}
-
-
-def _history(store: Path) -> dict[str, str]:
-    return {"SERVEGATE_HISTORY": str(store)}
 
 
 def _check_points(run: dict, run_dir: Path) -> None:
@@ -207,48 +168,6 @@ def _check_gsm8k(run_dir: Path, run: dict, questions: int, clone: Path) -> None:
     assert run["paired_accuracy"]["forced_vs_off"] == pytest.approx(paired)
 
 
-@dataclass(frozen=True)
-class MainJob:
-    """The README main command's run in a fresh clone, shared by the module's two tests."""
-
-    proc: subprocess.CompletedProcess[str]
-    clone: Path
-    store: Path             # the nightly history store the run was kept in
-    local: Path             # the local baselines folder its bench kept this machine's run in
-    tag: str
-    seconds: float
-
-    @property
-    def run_dir(self) -> Path:
-        lines = self.proc.stdout.strip().splitlines()
-        return Path(lines[-1]) if lines else self.clone / "results" / "none"  # last: the folder
-
-
-@pytest.fixture(scope="module")
-def main_job(tmp_path_factory: pytest.TempPathFactory) -> MainJob:
-    """``python -m pip install nox && python -m nox -s bench`` in a fresh clone and venv."""
-    tmp_path = tmp_path_factory.mktemp("fresh")
-    local = tmp_path_factory.mktemp("clone-local-baselines")
-    clone = tmp_path / "servegate"
-    subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], check=True)
-    assert [p.name for p in tmp_path.iterdir()] == ["servegate"]    # nothing beside the clone
-    base_python = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base_python, "-m", "venv", str(tmp_path / "user")], check=True)
-    python = str(tmp_path / "user" / "bin" / "python")
-    tag = uuid.uuid4().hex
-    env = {**_user_env(tag), LOCAL_BASELINES_ENV: str(local)}
-    started = time.monotonic()
-    # README: `python -m pip install nox && python -m nox -s bench`
-    install = subprocess.run([python, "-m", "pip", "install", "-q", "nox"], cwd=clone,
-                             env=env, capture_output=True, text=True, timeout=600)
-    assert install.returncode == 0, install.stderr[-3000:]
-    store = tmp_path / "history"
-    proc = subprocess.run([python, "-m", "nox", "-s", "bench"], cwd=clone,
-                          env={**env, **_history(store)}, capture_output=True, text=True,
-                          timeout=2400)
-    return MainJob(proc, clone, store, local, tag, time.monotonic() - started)
-
-
 @pytest.mark.e2e
 @pytest.mark.timing
 def test_readme_main_command_in_a_fresh_clone(main_job: MainJob, tmp_path: Path,
@@ -286,7 +205,7 @@ def test_readme_main_command_in_a_fresh_clone(main_job: MainJob, tmp_path: Path,
     assert history_cli.main(["report", "--store", str(store), "--plots", str(plots)]) == 0
     assert sorted(plots.glob("*.png"))
     assert run["run_id"] == run_dir.name and run["servegate_commit"]
-    assert _tagged_processes(main_job.tag) == []
+    assert tagged_processes(main_job.tag) == []
     print(f"fresh clone, README main command: {main_job.seconds:.0f} s")
     predicted_s, measured_s = _serving_seconds(run)
     with excused_if_contended(run_dir, what=f"the verdict (exit "
@@ -296,60 +215,3 @@ def test_readme_main_command_in_a_fresh_clone(main_job: MainJob, tmp_path: Path,
         _check_verdict_speed(run_dir, proc.returncode, verdicts)
         # issue 29: the speed model prices the main job within 25 % of what it measured
         assert abs(predicted_s - measured_s) <= 0.25 * measured_s, (predicted_s, measured_s)
-
-
-@pytest.mark.e2e
-@pytest.mark.timing
-def test_injected_decode_slowdown_against_this_machines_run_is_a_regression_of_its_size(
-        main_job: MainJob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The gate validated on a real baseline (issue 42 item 6: against the fresh clone's run, no
-    baseline run of its own). A run of the ``cpu`` suite in ``off`` with a servegate-injected
-    decode delay of one baseline median TPOT per step (a 2x decode slowdown;
-    ``SERVEGATE_INJECT_DECODE_DELAY_MS``, active only in the server process) is judged by bench
-    against this machine's local baseline, the clone's run minutes ago (kept by its bench; from
-    a contended sitting, which bench does not keep, recorded here by ``update_baselines``), and
-    must be a regression of about that size naming the metric; a fault-injected run never
-    becomes a baseline. The suite's ``run_to_run_cv`` 0.5 covers a baseline from another
-    sitting; a baseline from this sitting is judged at the same-sitting figure this machine
-    measured (suites/cpu-gate.toml: 0.08, 10 dof) with every check gating (no family). The
-    verdict is speed: asserted after the functional facts, and excused naming the measured share
-    when the two runs' interference record has more than a quarter of the blocks busy."""
-    from servegate.commands import bench
-    from servegate.commands import update_baselines as update
-
-    run_dir = main_job.run_dir
-    baseline_run = load_run(run_dir)
-    monkeypatch.setenv(LOCAL_BASELINES_ENV, str(main_job.local))
-    kept = local_baseline_path(baseline_run)
-    assert kept is not None
-    if not kept.is_file():      # the clone's sitting was contended: bench kept nothing
-        assert update.main([str(run_dir), "--baseline", str(kept)]) == 0
-    base_tpot = statistics.fmean(p["metrics"]["median_tpot_ms"] for p in baseline_run["points"]
-                                 if p["mode"] == "off")
-    delay_ms = round(base_tpot)
-    monkeypatch.setenv("SERVEGATE_INJECT_DECODE_DELAY_MS", str(delay_ms))
-    suite = edited_suite(tmp_path, "cpu", "run_to_run_cv = 0.5\n",
-                         "run_to_run_cv = 0.08\nrun_to_run_cv_dof = 10\n",
-                         ('family = ["claims"]\n', ""))
-    results = tmp_path / "results"
-    code = bench.main(["--suite", str(suite), "--runner", "cpu", "--modes", "off",
-                       "--skip-accuracy", "--results-dir", str(results)])
-    [slowed] = results.iterdir()
-    run = load_run(slowed)
-    assert run["complete"] is True
-    assert run["injected"] == {"SERVEGATE_INJECT_DECODE_DELAY_MS": str(delay_ms)}
-    verdict = json.loads((slowed / "verdict.json").read_text())
-    assert verdict["baseline"]["file"] == str(kept)          # this machine's, found by bench
-    tpot = next(c for c in verdict["checks"] if c["kind"] == "baseline"
-                and c["metric"] == "median_tpot_ms" and c["mode"] == "off")
-    assert tpot["verdict"] != "error", tpot
-    # A fault-injected run can never become a baseline by accident (nor replace the kept one).
-    assert update.main([str(slowed), "--baseline", str(tmp_path / "never.json")]) == 2
-    assert json.loads(kept.read_text())["provenance"]["source_run"] == str(run_dir)
-    expected = (base_tpot + delay_ms) / base_tpot
-    with excused_if_contended(run_dir, slowed, what=f"the injected x{expected:.2f} decode "
-                              f"slowdown is a regression of its size (exit {code}, median TPOT "
-                              f"{tpot['verdict']} x{tpot['ratio']:.2f} {tpot['interval']})"):
-        assert code == 1, verdict["overall"]
-        assert tpot["verdict"] == "regression"
-        assert 0.75 * expected <= tpot["ratio"] <= 1.25 * expected, (tpot, expected)

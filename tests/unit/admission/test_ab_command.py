@@ -91,6 +91,27 @@ def test_each_tree_is_replayed_by_its_own_child_with_the_tree_first_on_the_path(
         assert Path(path[0]) == tree.import_root and Path(path[1]).resolve() == SRC.resolve()
 
 
+def test_a_cached_tree_is_not_replayed_again_and_a_failed_replay_is_not_cached(
+        tmp_path: Path) -> None:
+    """A bisect's cache: the good end replays once across its steps; the same tree with other
+    modes, or a tree whose replay failed, replays again."""
+    base = resolve_tree(_tree(tmp_path / "base", _replay({})), "--base")
+    head = resolve_tree(_tree(tmp_path / "head", _replay({}, exit=3)), "--head")
+    python, cache = _python(tmp_path), {}
+    trees, modes = {"base": base, "head": head}, {"base": ["off"], "head": ["off"]}
+    with pytest.raises(ab.AbError):
+        ab.replay_trees(python, SUITE, trees, modes, cache)
+    assert [key.split("|")[0] for key in cache] == [str(base.path)]
+    first = cache[next(iter(cache))]
+    (tmp_path / "head" / "replay.json").write_text(json.dumps(_replay({}, seconds=2.5)))
+    (tmp_path / "base" / "replay.json").write_text(json.dumps(_replay({}, seconds=9.0)))
+    out = ab.replay_trees(python, SUITE, trees, modes, cache)
+    assert out["base"] is first and out["base"]["seconds"] == 1.5     # not replayed again
+    assert out["head"]["seconds"] == 2.5 and len(cache) == 2
+    again = ab.replay_trees(python, SUITE, trees, {"base": ["off", "on"], "head": ["off"]}, cache)
+    assert again["base"]["seconds"] == 9.0 and again["head"] is out["head"]
+
+
 def test_a_replay_that_fails_is_named_by_side_with_its_exit_code_and_last_lines(
         tmp_path: Path) -> None:
     """A child exiting 2 (its last three stderr lines, warnings.warn lines left out), one that

@@ -178,8 +178,10 @@ class Stages:
     admission: dict[str, str]
     served: dict[str, tuple[str, float]]
     pairs: list[tuple[str, str]] = field(default_factory=list)      # (head, base) served
+    caches: list[int] = field(default_factory=list)     # the replay cache each step was given
 
-    def classify_tree(self, good: Path, candidate: Path, **_: object) -> Classification:
+    def classify_tree(self, good: Path, candidate: Path, **kw: object) -> Classification:
+        self.caches.append(id(kw["cache"]))
         verdict = self.admission.get(Path(candidate).name, IDENTICAL)
         if verdict == DOES_NOT_IMPORT:
             return Classification(verdict, reason=f"--head {candidate}: does not import")
@@ -232,6 +234,7 @@ def test_a_tree_that_does_not_import_is_skipped_and_the_culprit_still_named(
     assert result["culprit"]["effect"]["mean_ttft_ms"]["ratio"] == 3.0
     assert stages.pairs == [("B", "A")]                         # served against the good tree
     assert result["conclusion"].startswith("first bad commit: B (mean_ttft_ms x3.000")
+    assert len(stages.caches) >= 2 and len(set(stages.caches)) == 1   # good end replayed once
     assert result["bad_end_admission"]["verdict"] == IDENTICAL
 
 
