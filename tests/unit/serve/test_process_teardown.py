@@ -193,3 +193,17 @@ def test_a_log_with_bytes_that_are_not_utf8_is_read_with_replacement_marks(
     log = tmp_path / "server.log"
     log.write_bytes(b"ok\n\xff\xfe crash\nlast\n")
     assert tail(log) == "ok\n\ufffd\ufffd crash\nlast"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="needs root to drop to another user")
+def test_a_process_the_caller_may_not_signal_counts_as_alive() -> None:
+    """For a non-root caller, PID 1 (root's) refuses signals (EPERM): alive, not gone. (The
+    module is imported before dropping to nobody, who cannot read root's Python.)"""
+    from repo_files import SRC
+
+    code = ("import os\nfrom servegate.serve.process import _alive\n"
+            "os.setgid(65534)\nos.setuid(65534)\nprint(_alive(1))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=60, check=True)
+    assert out.stdout.strip() == "True"
