@@ -197,7 +197,7 @@ def test_a_log_with_bytes_that_are_not_utf8_is_read_with_replacement_marks(
 
 @pytest.mark.skipif(not hasattr(os, "setresuid") or os.geteuid() != 0,
                     reason="needs root to act as another user")
-def test_a_process_the_caller_may_not_signal_counts_as_alive() -> None:
+def test_a_process_that_refuses_the_callers_signals_is_alive() -> None:
     """Acting as nobody, PID 1 (root's) refuses signals (EPERM): alive, not gone. The saved
     user id stays root, so the test gets its own back."""
     os.setresuid(65534, 65534, 0)
