@@ -206,3 +206,24 @@ def test_a_process_that_refuses_the_callers_signals_is_alive() -> None:
     finally:
         os.setresuid(0, 0, 0)
     assert alive
+
+
+def test_waiting_for_an_orphan_deaf_to_sigterm_costs_no_cpu() -> None:
+    """The launcher died at SIGTERM, its escaped grandchild ignores it: the grace is waited
+    out asleep (it spun a core at 100 % for the whole grace before)."""
+    code = ("import subprocess, sys, time\n"
+            f"g = subprocess.Popen({DEAF!r}, start_new_session=True)\n"
+            "print(g.pid, flush=True); time.sleep(3600)\n")
+    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                start_new_session=True)
+    try:
+        [grandchild] = _pids(launcher)
+        _until(lambda: Path(f"/proc/{grandchild}/comm").read_text().strip() == "sleep")
+        cpu = time.process_time()
+        took = _teardown(launcher, grace_s=2)
+        assert took >= 2 and time.process_time() - cpu < 0.5 * took
+        assert _gone([grandchild])
+    finally:
+        launcher.kill()
+        assert launcher.stdout is not None
+        launcher.stdout.close()
