@@ -8,13 +8,14 @@ deadline, so a teardown that hangs fails the test instead of blocking it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,31 @@ def _pids(proc: subprocess.Popen[bytes]) -> list[int]:
     return [int(p) for p in proc.stdout.readline().split()]
 
 
+
+@contextlib.contextmanager
+def _launched(code: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A launcher running ``code`` in a session of its own, killed whatever the test did."""
+    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                start_new_session=True)
+    try:
+        yield launcher
+    finally:
+        launcher.kill()
+        assert launcher.stdout is not None
+        launcher.stdout.close()
+
+
+@contextlib.contextmanager
+def _escaped_deaf_grandchild() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A launcher whose grandchild, in a session of its own, ignores SIGTERM."""
+    code = ("import subprocess, sys, time\n"
+            f"g = subprocess.Popen({DEAF!r}, start_new_session=True)\n"
+            "print(g.pid, flush=True); time.sleep(3600)\n")
+    with _launched(code) as launcher:
+        [grandchild] = _pids(launcher)
+        _until(lambda: Path(f"/proc/{grandchild}/comm").read_text().strip() == "sleep")
+        yield launcher, grandchild
+
 def test_every_generation_of_descendants_is_found_and_killed() -> None:
     """launcher -> sh -> sleep, the sleep in a session of its own: all found, all gone."""
     launcher = subprocess.Popen(["sh", "-c", "sh -c 'setsid sleep 3600 & wait' & wait"],
@@ -86,18 +112,12 @@ def test_group_members_are_the_process_group_not_the_session() -> None:
     code = ("import os, subprocess, sys, time\n"
             "c = subprocess.Popen(['sleep', '3600'], process_group=0)\n"
             "print(c.pid, flush=True); time.sleep(3600)\n")
-    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                                start_new_session=True)
-    try:
+    with _launched(code) as launcher:
         [child] = _pids(launcher)
         assert group_members(launcher.pid) == [launcher.pid]
         assert child in descendants(launcher.pid)
         _teardown(launcher, grace_s=5)
         assert _gone([child])
-    finally:
-        launcher.kill()
-        assert launcher.stdout is not None
-        launcher.stdout.close()
 
 
 def test_a_name_with_a_parenthesis_is_read_up_to_its_last_one() -> None:
@@ -153,20 +173,9 @@ def test_a_tree_that_obeys_sigterm_ends_the_teardown_without_waiting_out_the_gra
 def test_a_grandchild_that_escaped_the_group_deaf_to_sigterm_is_killed() -> None:
     """The launcher dies on SIGTERM, orphaning a grandchild in its own session that ignores
     SIGTERM: no longer a descendant nor a group member, it is still SIGKILLed after the grace."""
-    code = ("import subprocess, sys, time\n"
-            f"g = subprocess.Popen({DEAF!r}, start_new_session=True)\n"
-            "print(g.pid, flush=True); time.sleep(3600)\n")
-    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                                start_new_session=True)
-    try:
-        [grandchild] = _pids(launcher)
-        _until(lambda: Path(f"/proc/{grandchild}/comm").read_text().strip() == "sleep")
+    with _escaped_deaf_grandchild() as (launcher, grandchild):
         _teardown(launcher, grace_s=0.5)
         assert _gone([grandchild])
-    finally:
-        launcher.kill()
-        assert launcher.stdout is not None
-        launcher.stdout.close()
 
 
 def test_a_member_reaped_during_the_grace_is_skipped_at_sigkill() -> None:
@@ -176,16 +185,10 @@ def test_a_member_reaped_during_the_grace_is_skipped_at_sigkill() -> None:
             "c = subprocess.Popen(['sleep', '3600'])\n"
             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
             "print(c.pid, flush=True); c.wait(); time.sleep(3600)\n")
-    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                                start_new_session=True)
-    try:
+    with _launched(code) as launcher:
         [child] = _pids(launcher)
         _teardown(launcher, grace_s=0.5)
         assert launcher.returncode == -signal.SIGKILL and not _alive(child)
-    finally:
-        launcher.kill()
-        assert launcher.stdout is not None
-        launcher.stdout.close()
 
 
 def test_a_log_with_bytes_that_are_not_utf8_is_read_with_replacement_marks(
@@ -211,19 +214,8 @@ def test_a_process_that_refuses_the_callers_signals_is_alive() -> None:
 def test_waiting_for_an_orphan_deaf_to_sigterm_costs_no_cpu() -> None:
     """The launcher died at SIGTERM, its escaped grandchild ignores it: the grace is waited
     out asleep (it spun a core at 100 % for the whole grace before)."""
-    code = ("import subprocess, sys, time\n"
-            f"g = subprocess.Popen({DEAF!r}, start_new_session=True)\n"
-            "print(g.pid, flush=True); time.sleep(3600)\n")
-    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                                start_new_session=True)
-    try:
-        [grandchild] = _pids(launcher)
-        _until(lambda: Path(f"/proc/{grandchild}/comm").read_text().strip() == "sleep")
+    with _escaped_deaf_grandchild() as (launcher, grandchild):
         cpu = time.process_time()
         took = _teardown(launcher, grace_s=2)
         assert took >= 2 and time.process_time() - cpu < 0.5 * took
         assert _gone([grandchild])
-    finally:
-        launcher.kill()
-        assert launcher.stdout is not None
-        launcher.stdout.close()
