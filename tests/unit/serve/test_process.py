@@ -7,6 +7,7 @@ normal exit, an exception, Ctrl-C (SIGINT) or SIGTERM, no process of the tree ma
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -190,19 +192,34 @@ def test_second_signal_during_teardown_forces_kill(tmp_path: Path, tag: str,
 
 # --------------------------------------------------------------------------- port (no server)
 
-def test_taken_port_refused_before_launch(tmp_path: Path) -> None:
-    """The server is never launched onto a taken port (its /health could be someone else's)."""
+@contextlib.contextmanager
+def _server_on_a_held_port(tmp_path: Path, host: str = "127.0.0.1") -> Iterator[tuple[Server, int]]:
+    """A server for a port something already listens on, on ``host``."""
     with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
+        held.bind((host, 0))
         held.listen(1)
         port = held.getsockname()[1]
         spec = LaunchSpec(argv=[sys.executable, "-c", "pass", "--port", str(port)], env={},
                           set_env={}, health_path="/health", timeout_s=5, chunk_size=256,
                           page_size=64)
-        server = Server(spec, tmp_path / "server.log")
-        with pytest.raises(PortInUse, match=f"port {port} on 127.0.0.1 is already in use"):
+        yield Server(spec, tmp_path / "server.log", host=host), port
+
+
+def test_taken_port_refused_before_launch(tmp_path: Path) -> None:
+    """The server is never launched onto a taken port (its /health could be someone else's).
+    No server ran, so no log: bench then shows the error's own lines, not a stale tail."""
+    with _server_on_a_held_port(tmp_path) as (server, port):
+        with pytest.raises(PortInUse, match=f"port {port} on 127.0.0.1 is already in use") as info:
             server.start()
         assert server.proc is None and not (tmp_path / "server.log").exists()
+    assert info.value.log_tail == ""
+
+
+def test_the_port_is_checked_on_the_servers_own_host(tmp_path: Path) -> None:
+    """Taken on 127.0.0.2 (loopback), free on 127.0.0.1: a server for 127.0.0.2 is refused."""
+    with _server_on_a_held_port(tmp_path, "127.0.0.2") as (server, port), \
+            pytest.raises(PortInUse, match=f"port {port} on 127.0.0.2 is already in use"):
+        server.start()
 
 
 def test_wait_log_quiet_returns_once_the_log_stops_growing(tmp_path: Path) -> None:
