@@ -22,6 +22,11 @@ def packaged_gsm8k() -> Path:
     return PACKAGED_DIR
 
 
+# suites/cpu.toml's [design] keys as written: a test that serves a counted design replaces them
+CPU_DESIGN = ("\nstarts = 1\nblocks = 40\nlooks = [8, 12, 16, 20, 24, 28, 32, 36]\n"
+              "min_block_seconds = 2.5\nmax_minutes = 4.5\nforced_blocks = 4\n")
+
+
 def edited_suite(tmp_path: Path, name: str, old: str, new: str,
                  *more: tuple[str, str]) -> Path:
     """A copy of the shipped ``suites/<name>.toml`` in ``tmp_path`` (same file name: a suite's name

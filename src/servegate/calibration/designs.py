@@ -12,9 +12,11 @@ from servegate.calibration.worlds import Noise
 from servegate.config import Suite
 from servegate.config.judge import JudgeConfig
 from servegate.core.runner_classes import REGISTRY
+from servegate.judge import sequential
 from servegate.judge.baselines import baseline_from_run
 from servegate.judge.block_checks import block_pendings
 from servegate.judge.evidence import evidence_from_baseline, evidence_from_run
+from servegate.plan.cost import sized_suite
 from servegate.plan.design import half_of, halves_layout
 
 CLAIM_SIZES = (0.054, 0.095)           # the PR's mean TTFT improvements (conc 4 .. conc 64)
@@ -34,6 +36,12 @@ class BlockDesign:
     gated: bool
     looks: tuple[int, ...] = ()     # [design] looks (servegate.judge.sequential)
     halves: bool = False            # [design] halves where this runner holds two servers
+    look_levels: tuple[float, ...] = ()     # a time cap's interim looks': the planned ones
+
+    def levels(self) -> list[float]:
+        """Each look's family level as bench takes it, the final look last."""
+        own = sequential.nominal_levels(self.looks, self.blocks, 1 - self.config.confidence)
+        return [*self.look_levels, *own[len(self.look_levels):]]
 
     def start_halves(self, starts: int) -> list[int] | None:
         """Each start's half as bench records it (None: not halves, or a rolling baseline)."""
@@ -62,17 +70,22 @@ def suite_questions(suite: Suite) -> int:
     return 1319 if not isinstance(q, int) else int(q)
 
 
-def block_design(suite: Suite, runner: str) -> BlockDesign:
-    design = suite.effective_design
+def block_design(suite: Suite, runner: str, slower: float = 1.0) -> BlockDesign:
+    """The design as bench runs it on ``runner``; sized in time (``[design] max_minutes``),
+    on a machine the model profile's speed model describes, ``slower`` times slower."""
     questions = suite_questions(suite)
     gated = runner in REGISTRY and REGISTRY[runner].gated
     # a gated runner night runs off and on (the nightly matrix's MI355X cell); elsewhere the
     # suite's modes
     modes = tuple(m for m in suite.modes if m != "forced") if gated else tuple(suite.modes)
+    design = sized_suite(suite, runner, modes, slower).effective_design
+    planned = suite.effective_design
+    levels = () if design.blocks == planned.blocks else tuple(sequential.nominal_levels(
+        planned.looks, planned.blocks, 1 - suite.judge.confidence)[:len(design.looks)])
     halves = design.halves and halves_layout(suite, runner)[0].live
     return BlockDesign(suite.name, runner, design.starts, design.blocks, modes,
                        tuple(suite.load.concurrency), questions, suite.judge, gated,
-                       design.looks, halves)
+                       design.looks, halves, levels)
 
 
 def _skeleton(design: BlockDesign) -> dict[str, Any]:

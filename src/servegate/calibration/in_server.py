@@ -223,8 +223,7 @@ def decide_sequential(design: BlockDesign, checks: list[SimCheck], current: dict
     if not design.looks:
         return (decide_nights(design, checks, current, reference, rng, nights,
                               learned=learned), np.full(nights, design.blocks))
-    alpha = 1.0 - design.config.confidence
-    levels = sequential.nominal_levels(design.looks, design.blocks, alpha)
+    levels = design.levels()
     accuracy = _accuracy(rng, nights, design.questions)
     schedule = [*design.looks, design.blocks]
     walk = sequential.FirstStops(nights, design.blocks)
@@ -256,7 +255,7 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
                                  len(design.suite), int(design.gated)])
     pr_effect = math.log(1 - CLAIM_SIZES[-1]) if design.gated else 0.0
     tally: dict[str, int] = {"aa": 0, "noop_fail": 0, "false_confirmation": 0,
-                             "noop_gating": 0, "aa_pass": 0}
+                             "noop_gating": 0, "aa_pass": 0, "noop_pass": 0}
     resolutions: list[np.ndarray] = []
     claim_pass = {size: 0 for size in CLAIM_SIZES}
     caught = {s: 0 for s in SLOWDOWNS}
@@ -282,6 +281,8 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
         tally["noop_fail"] += int((((aa.codes == 1) & aa.gating)[:, noop]).any(axis=1).sum())
         tost = np.array([c.kind == "noop_tost" for c in checks])
         tally["noop_gating"] += int(aa.gating[:, tost].any(axis=1).sum()) if tost.any() else 0
+        # the TOST's power: every no-op TOST gated and passed (on is off here)
+        tally["noop_pass"] += int(((aa.codes == 0) & aa.gating)[:, tost].all(axis=1).sum())
         if claim is not None:
             for claim_size in CLAIM_SIZES:
                 cur = night({"on:ttft": math.log(1 - claim_size)})
@@ -315,6 +316,7 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
         "noop_false_failure": round(tally["noop_fail"] / nights, 5),
         "noop_false_failure_ci": ci(tally["noop_fail"]),
         "noop_gating_nights": round(tally["noop_gating"] / nights, 4),
+        "noop_tost_power": round(tally["noop_pass"] / nights, 4) if tost.any() else None,
         # a healthy night's overall verdict PASS; the median resolution its aggregates state
         "aa_pass_share": round(tally["aa_pass"] / nights, 4),
         "one_night_resolution": round(float(np.nanmedian(np.concatenate(resolutions))), 4),
@@ -326,8 +328,7 @@ def calibrate_design(design: BlockDesign, noise: Noise, *, nights: int, seed: in
     if design.looks:
         # the blocks a night ran: every earlier start in full, the last one to its stop
         parts["looks"] = [*design.looks, design.blocks]
-        parts["look_levels"] = [round(x, 6) for x in sequential.nominal_levels(
-            design.looks, design.blocks, 1.0 - design.config.confidence)]
+        parts["look_levels"] = [round(x, 6) for x in design.levels()]
         parts["blocks_run_fraction"] = {
             world: round(float(np.mean(((design.starts - 1) * design.blocks
                                         + np.concatenate(arrays))

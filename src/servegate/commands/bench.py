@@ -172,6 +172,8 @@ def main(argv: list[str], suite: Suite | None = None) -> int:
                                     args.models_dir)
         modes = _select_modes(suite, args.modes)
         trees = _trees(args)
+        if tuple(trees) != ("",):           # head vs base: counted, not sized in time
+            suite = dataclasses.replace(suite, design=suite.design.counted())
         _require_gate(modes, trees)
     except (ConfigError, RunnerError, UnsupportedSglang, TreeError) as err:
         print(f"servegate bench: {err}", file=sys.stderr)

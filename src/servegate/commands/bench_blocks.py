@@ -175,26 +175,33 @@ def batches_since(server: Server, since: int) -> int:
     return logparse.batch_lines(logparse.read_slice(server.log_path, since))
 
 
-def warm_up(ctx: Context, server: Server, planned: PlannedPoint, host: ClientHost) -> None:
+def warm_up(ctx: Context, server: Server, planned: PlannedPoint, host: ClientHost,
+            runs: range | None = None, tag: str = "w") -> tuple[float, Path] | None:
     """``[design] warmup_blocks`` discarded client runs in a mode at its first switch in a
     start, with the first measured block's shape and fresh prompts (distinct prompts make
     chunk-sized prefill batches; the client's own warm-up copies one prompt, which the radix
     cache shares): a GPU kernel picked by the batch's M is tuned or compiled before anything is
-    measured. Kept in client/ as warmup-*, never a point."""
+    measured. Kept in client/ as warmup-*, never a point. ``runs`` (``tag`` in their names):
+    other discarded runs; the last one's wall and client record are returned (a block sized in
+    time reads the machine's rate from them)."""
     suite = ctx.suite
-    for index in range(suite.effective_design.warmup_blocks):
+    last = None
+    for index in range(suite.effective_design.warmup_blocks) if runs is None else runs:
         label = f"{planned.arm}-{planned.mode}" if planned.arm else planned.mode
-        name = f"warmup-{label}-c{planned.concurrency}-s{planned.start}-w{index}"
+        name = f"warmup-{label}-c{planned.concurrency}-s{planned.start}-{tag}{index}"
         jsonl = ctx.run_dir / "client" / f"{name}.jsonl"
         jsonl.unlink(missing_ok=True)
         point = client_point(ctx, server, planned, jsonl,
                              seed=planned.seed + WARMUP_SEED_OFFSET + index)
         ctx.console.log(f"warm-up block {index + 1} in mode {planned.mode} (discarded)")
+        began = time.monotonic()
         with bench_timings.timed(ctx.run, "warmups", arm=planned.arm, mode=planned.mode,
                                  start=planned.start, concurrency=planned.concurrency):
             host.run(client_argv(ctx.python, point)[3:],
                      ctx.run_dir / "client" / f"{name}.log", suite.load.point_timeout_s,
                      watch=server.check_alive)
+        last = (time.monotonic() - began, jsonl)
+    return last
 
 
 def record(ctx: Context, planned: PlannedPoint, point: Point, progress: Progress,

@@ -1,11 +1,15 @@
 """The in-server executor of ``servegate bench``: one server start runs every mode, its blocks
 in the plan's order, switched in place (``[design]``; head vs base one tree after the other
 where a live pair does not fit). ``[design] halves``: two such starts at once, one on each half
-of the runner, loaded together and measured together, each in its own thread."""
+of the runner, loaded together and measured together, each in its own thread. ``[design]
+min_block_seconds``: the first start measures this machine's wave and sizes the blocks
+(:func:`sized_points`)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
@@ -19,12 +23,15 @@ from servegate.commands.bench_blocks import (
     client_host,
     measure_block,
     record,
+    switch,
+    warm_up,
 )
 from servegate.commands.bench_context import BenchError, Context
 from servegate.commands.bench_looks import run_points
 from servegate.commands.bench_profile import profile_modes
 from servegate.commands.bench_servers import ServerRequest, start_servers
 from servegate.core import runner_classes
+from servegate.measure.client import parse_client_jsonl
 from servegate.plan.design import (
     HalvesRound,
     PlannedPoint,
@@ -45,10 +52,45 @@ def _serve(ctx: Context, this: LiveServer, progress: Progress, task: Any,
             raise BenchError(f"{this.slot.label}: stopped, the other half failed")
         record(ctx, planned, measure_block(ctx, this, planned, progress, task), progress, task)
 
-    run_points(ctx, this.slot.points, measure)
+    run_points(ctx, sized_points(ctx, this), measure)
     if gsm8k_modes:
         accuracy_per_mode(ctx, this, gsm8k_modes)
     profile_modes(ctx, this, this.slot.repeat)     # after everything measured; never a point
+
+
+def sized_points(ctx: Context, this: LiveServer) -> tuple[PlannedPoint, ...]:
+    """This start's blocks; under ``[design] min_block_seconds`` each runs as many waves (of
+    ``[load].num_prompts``) as a block needs to last that long on this machine. The first start
+    measures it per concurrency, in the mode it opens with: a discarded run pays the server's
+    first use (2-4x a wave on CPU), the next one's client duration is the wave and the rest of
+    its wall a block's overhead. run.json ``design``: ``waves`` per concurrency, ``sizing``."""
+    design, points = ctx.suite.effective_design, this.slot.points
+    if design.min_block_seconds is None or not points:
+        return points
+    record = ctx.run["design"]
+    if "waves" not in record:
+        first = points[0]
+        switch(ctx, this.server, this.control, first.mode, first.arm)
+        waves: dict[str, int] = {}
+        sizing: dict[str, list[float]] = {"wave_seconds": [], "block_overhead_seconds": []}
+        for conc in dict.fromkeys(p.concurrency for p in points):
+            planned = next(p for p in points if (p.concurrency, p.mode) == (conc, first.mode))
+            measured = warm_up(ctx, this.server, planned, this.host,
+                               range(1 if waves else 2), "size")
+            assert measured is not None
+            wave = float(parse_client_jsonl(measured[1])[0]["duration"])
+            overhead = max(measured[0] - wave, 0.0)
+            waves[str(conc)] = max(1, math.ceil((design.min_block_seconds - overhead) / wave))
+            sizing["wave_seconds"].append(round(wave, 2))
+            sizing["block_overhead_seconds"].append(round(overhead, 2))
+        record.update(waves=waves, sizing={**record.get("sizing", {}), **sizing,
+                                           "measured_in": this.slot.label})
+        ctx.console.log(f"blocks of >= {design.min_block_seconds:g} s: {waves} wave(s) a block "
+                        f"per concurrency (a wave {sizing['wave_seconds']} s, overhead "
+                        f"{sizing['block_overhead_seconds']} s)")
+        ctx.session.save()
+    return tuple(dataclasses.replace(p, num_prompts=p.num_prompts * int(
+        record["waves"].get(str(p.concurrency), 1))) for p in points)
 
 
 def _gsm8k_modes(ctx: Context, slot: ServerSlot, with_accuracy: bool,

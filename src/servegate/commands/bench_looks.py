@@ -2,13 +2,17 @@
 
 After block round ``k`` of the last server start, when ``k`` is a look, the run so far is judged
 at that look's family level (:mod:`servegate.judge.sequential`); the run stops there when its
-verdict cannot change (a gated regression, or every gated check decided). Head vs base stops
-both trees together (their blocks are one interleaved list). run.json's ``sequential`` records
-every look taken, where the run stopped and the measured minutes it saved.
+verdict cannot change (a gated regression, or every check of the family decided: one short of
+the power to gate is not), or when the next look would end past ``[design] max_minutes`` of
+points at this run's pace: the blocks are counted by need, and that look becomes the final one
+(:func:`cap_here`). Head vs base stops both trees together (their blocks are one interleaved
+list). run.json's ``sequential`` records every look taken, where the run stopped and the
+measured minutes it saved.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from servegate.commands import bench_timings
@@ -42,27 +46,65 @@ def _record(ctx: Context) -> dict[str, Any]:
         "taken": [], "stopped_at_blocks": None})
 
 
-def take_look(ctx: Context, blocks: int) -> bool:
+def take_look(ctx: Context, blocks: int, rest: tuple[PlannedPoint, ...] = ()) -> bool:
     """Judge the run at the look after ``blocks`` blocks (a crossover: starts); True when it
-    should stop there."""
+    should stop there (``rest``: the blocks planned after it, for the time cap)."""
     record = _record(ctx)
     ctx.session.save()
     judgement = judge(ctx.run_dir, at_blocks=blocks)
-    gated = [c for c in judgement.checks if c.primary and c.gate and c.kind != "integrity"]
-    regressions = [c.name for c in gated if c.verdict == "regression"]
-    undecided = [c.name for c in gated if c.verdict in ("inconclusive", "error")]
-    stop = bool(gated) and (bool(regressions) or not undecided)
+    family = [c for c in judgement.checks if c.primary and c.kind != "integrity"]
+    regressions = [c.name for c in family if c.gate and c.verdict == "regression"]
+    undecided = [c.name for c in family if not c.gate or c.verdict in ("inconclusive", "error")]
+    stop = any(c.gate for c in family) and (bool(regressions) or not undecided)
+    capped = not stop and past_cap(ctx, blocks, rest)
     record["taken"].append({"blocks": blocks, "level": round(1.0 - judgement.config.confidence, 6),
-                            "stop": stop, "regressions": regressions, "undecided": undecided})
+                            "stop": stop or capped, "regressions": regressions,
+                            "undecided": undecided})
     why = (f"regression: {', '.join(regressions)}" if regressions
            else "every gated check decided" if stop
-           else f"{len(undecided)} gated check(s) undecided")
+           else f"{len(undecided)} check(s) undecided or short of the power to gate" + (
+               f"; the next look would end past the {ctx.suite.effective_design.max_minutes:g}"
+               " min time cap: this look is the final one" if capped else ""))
     ctx.console.log(f"look after {blocks} of {record['looks'][-1]} {record['unit']}: "
-                    f"{'stop' if stop else 'go on'} ({why})")
+                    f"{'stop' if stop or capped else 'go on'} ({why})")
     if stop:
         record["stopped_at_blocks"] = blocks
+    elif capped:
+        cap_here(ctx, blocks)
     ctx.session.save()
-    return stop
+    return stop or capped
+
+
+def past_cap(ctx: Context, blocks: int, rest: tuple[PlannedPoint, ...]) -> bool:
+    """Whether the blocks planned up to the next look (of ``rest``), at this run's pace so far
+    (blocks and mode switches measured; its last 8 blocks' when slower: a machine getting
+    busier), would end past ``[design] max_minutes`` of points."""
+    design = ctx.suite.effective_design
+    following = next((k for k in (*design.looks, design.blocks) if k > blocks), None)
+    if design.max_minutes is None or following is None:
+        return False
+    timings = ctx.run.get("timings") or {}
+    spent = sum(float(item["seconds"]) for kind in ("blocks", "switches")
+                for item in timings.get(kind, []))      # type: ignore[attr-defined]
+    walls = [float(item["seconds"]) for item in timings.get("blocks", [])]
+    pace = max(spent / max(len(walls), 1), sum(walls[-8:]) / max(len(walls[-8:]), 1))
+    return spent + pace * sum(p.block < following for p in rest) > 60.0 * design.max_minutes
+
+
+def cap_here(ctx: Context, blocks: int) -> None:
+    """The time cap makes the look after ``blocks`` the final one: run.json's ``design`` and
+    ``sequential`` say so, and the judge spends there all the alpha the later looks would have
+    had. Still the family's level: the earlier looks were taken at stricter levels than this
+    shorter schedule's, so their crossings lie inside its own."""
+    design = ctx.suite.effective_design
+    final = dataclasses.replace(design, blocks=blocks,
+                                looks=tuple(k for k in design.looks if k < blocks))
+    ctx.suite = dataclasses.replace(ctx.suite, design=final)
+    ctx.run["design"].update(blocks=blocks, looks=list(final.looks))
+    ctx.run["sequential"].update(looks=[*final.looks, blocks], time_cap={  # type: ignore[typeddict-item]
+        "planned_blocks": design.blocks, "max_minutes": design.max_minutes},
+        levels=[round(x, 6) for x in sequential.nominal_levels(
+            final.looks, blocks, 1.0 - ctx.suite.judge.confidence)])
 
 
 def skipped(ctx: Context, rest: list[PlannedPoint]) -> None:
@@ -83,6 +125,6 @@ def run_points(ctx: Context, points: tuple[PlannedPoint, ...], measure: Any) -> 
         measure(planned)
         following = points[index + 1] if index + 1 < len(points) else None
         blocks = look_due(ctx, planned, following)
-        if blocks is not None and take_look(ctx, blocks):
+        if blocks is not None and take_look(ctx, blocks, points[index + 1:]):
             skipped(ctx, list(points[index + 1:]))
             return

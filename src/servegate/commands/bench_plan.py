@@ -50,7 +50,8 @@ def select_plan(suite: Suite, modes: list[str], trees: dict[str, SglangTree | No
             pairs = [dataclasses.replace(pair, points=()) for pair in pairs]
         return list(pairs)
     slots = build_block_plan(modes, suite.load.concurrency, suite.load.num_prompts,
-                             starts, design.blocks, suite.seed, arms=arms)
+                             starts, design.blocks, suite.seed, arms=arms,
+                             forced_blocks=design.forced_blocks)
     if accuracy_only:
         slots = [dataclasses.replace(slot, points=()) for slot in slots]
     return list(slots)

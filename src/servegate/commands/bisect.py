@@ -181,7 +181,7 @@ class Bisect:
                      family=["ab-aggregate"], aggregate_concurrency={
                          m: c for m, c in table.get("aggregate_concurrency", {}).items()
                          if m in floors})
-        design = self.suite.design
+        design = self.suite.design.counted()
         looks = design.looks or tuple(range(2, design.blocks, 2))
         return replace(self.suite, name=f"bisect-{self.suite.name}", modes=(self.mode,),
                        judge=parse_judge_table(table, f"{self.suite.source} (bisect)"),

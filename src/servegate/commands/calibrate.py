@@ -28,6 +28,7 @@ DEFAULT_SUITES = ("cpu", "premerge", "nightly")
 DEFAULT_RUN_CVS = (0.01, 0.02, 0.04)
 DEFAULT_BLOCK_CVS = (0.01,)        # GPU block-to-block CV inside a start: an assumption
 CPU_BLOCK_CV = 0.065               # measured on this 2-core VM (4 starts x 6 blocks)
+TIMED_BLOCK_CVS = (0.05, 0.10, 0.15, 0.20)  # a design sized in time: the range it must gate at
 
 
 def _runner_classes(suite_name: str, runner: str | None) -> list[str]:
@@ -51,22 +52,25 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Rows of an in-server ([design]) suite: per runner class, run CV and block CV."""
     suite = load_suite(suite_path(name))
     rows = []
-    for runner in _runner_classes(name, args.runner):
-        design = blocks.block_design(suite, runner)
-        block_cvs = args.block_cv or ((CPU_BLOCK_CV,) if runner.startswith("cpu")
-                                      else DEFAULT_BLOCK_CVS)
+    timed = suite.effective_design.max_minutes is not None
+    for runner, slower in ((r, x) for r in _runner_classes(name, args.runner)
+                           for x in (args.slower if timed else (1.0,))):
+        design = blocks.block_design(suite, runner, slower)
+        block_cvs = args.block_cv or ((TIMED_BLOCK_CVS if timed else (CPU_BLOCK_CV,))
+                                      if runner.startswith("cpu") else DEFAULT_BLOCK_CVS)
         for run_cv in args.run_cv:
             for block_cv in block_cvs:
                 interaction = suite.judge.interaction_cv if args.interaction_cv is None \
                     else args.interaction_cv
                 noise = blocks.Noise(run_cv, block_cv, interaction, half_cv=args.half_cv)
-                # head vs base of this design (servegate ab): both trees' servers alive,
-                # its start level learned from --stored-pairs, a crossover on GPU halves
-                crossover = live_pair_layout(suite, runner).crossover(design.starts,
-                                                                      design.looks)
+                # head vs base of this design (servegate ab: a timed one counted), both
+                # trees' servers alive, its start level learned from --stored-pairs, a
+                # crossover on GPU halves
+                ab = suite.effective_design.counted() if timed else design
+                crossover = live_pair_layout(suite, runner).crossover(ab.starts, ab.looks)
                 pair = pairs.live_pair_calibration(
-                    suite.judge, design.starts, design.blocks, len(design.modes), noise,
-                    nights=args.nights, seed=args.seed, looks=design.looks,
+                    suite.judge, ab.starts, ab.blocks, len(design.modes), noise,
+                    nights=args.nights, seed=args.seed, looks=ab.looks,
                     stored=args.stored_pairs, changes=args.stored_changes,
                     crossover=crossover)
                 if blocks.family(design):
@@ -93,7 +97,10 @@ def _block_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                     row["one_night_vs_history"] = sustained.one_night_against_history(
                         design, noise, nights=args.nights, seed=args.seed,
                         history=args.history_nights)
-                _expected_minutes(suite, design, row)
+                _expected_minutes(suite, design, row, slower)
+                if timed:
+                    row["sized_in_time"] = {"slower": slower,
+                                            "max_minutes": suite.effective_design.max_minutes}
                 rows.append(row)
     return rows
 
@@ -114,14 +121,16 @@ def _health(row: dict[str, Any], design: blocks.BlockDesign, noise: blocks.Noise
         "runner_health": health[1]}
 
 
-def _expected_minutes(suite: Any, design: blocks.BlockDesign, row: dict[str, Any]) -> None:
+def _expected_minutes(suite: Any, design: blocks.BlockDesign, row: dict[str, Any],
+                      slower: float = 1.0) -> None:
     """``expected_serving_minutes`` per simulated world (A/A, the claims, the slowdowns): the
     suite's serving minutes on the class (:mod:`servegate.plan.cost`) with its blocks scaled by the
     share a world's nights ran before they stopped (1 without looks); ``max`` with none
     skipped. The head-vs-base pair's the same way, both trees priced."""
     for record, trees in ((row, 1), (row["head_vs_base"], 2)):
         try:
-            priced = estimate(suite, Cell(design.runner, design.modes, "gate", trees))
+            priced = estimate(suite, Cell(design.runner, design.modes, "gate", trees),
+                              measured_scale=slower)
         except (CostError, ValueError):
             continue                        # a class the profile has no speed table for
         minutes = priced["minutes"]
@@ -132,6 +141,8 @@ def _expected_minutes(suite: Any, design: blocks.BlockDesign, row: dict[str, Any
         cross = record.get("crossover_run") or {}   # nights that ran a second start
         second = minutes["warmups"] + minutes["blocks"] if cross else 0.0
         worlds |= {world: worlds.get(world, 1.0) for world in cross}
+        record["expected_point_minutes"] = {world: round(minutes["blocks"] * share, 1)
+                                            for world, share in worlds.items()}
         record["expected_serving_minutes"] = {
             "max": round(fixed + minutes["blocks"] + second, 1),
             **{world: round(fixed + minutes["blocks"] * share + second * cross.get(world, 0.0),
@@ -193,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="true block-to-block CVs inside a start (in-server designs; "
                              f"default {CPU_BLOCK_CV} on cpu classes, "
                              f"{','.join(map(str, DEFAULT_BLOCK_CVS))} on GPUs)")
+    parser.add_argument("--slower", type=_floats, default=(1.0, 2.0),
+                        help="a design sized in time ([design] max_minutes) on machines this "
+                             "many times slower than the model profile's speed model")
     parser.add_argument("--interaction-cv", type=float,
                         help="true start x mode interaction CV (default: the suite's prior)")
     parser.add_argument("--stored-pairs", type=int, default=0,
@@ -265,6 +279,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f", crossover on {100 * cross['aa']:.0f}% of A/A" if cross else "")
                   + f"): A/A {pair['aa_false_alarm']:.4f} [{p_low:.4f}, {p_high:.4f}], 80 % "
                   f"power at a {p_at} TTFT slowdown")
+        timed = row.get("sized_in_time")
+        if timed:
+            points = row.get("expected_point_minutes") or {}
+            print(f"{'':<10} sized in time, {timed['slower']:g}x the speed model's time: up to "
+                  f"{row['blocks']} blocks within {timed['max_minutes']:g} min: no-op TOST power "
+                  f"{100 * (row.get('noop_tost_power') or 0):.1f}% (gating on "
+                  f"{100 * (row.get('noop_gating_nights') or 0):.1f}% of A/A nights); minutes "
+                  "of points: "
+                  f"A/A {points.get('aa', '-')}")
         honest = row.get("claim_honesty")
         if honest:
             print(f"{'':<10} {_honesty_line(honest)}")

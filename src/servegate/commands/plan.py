@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -128,21 +129,101 @@ def _priced(suite: Suite, cell: Cell, with_accuracy: bool, store: Path | None,
         model["gsm8k_sizing"] = gsm8k_sizing(suite, cell)
     measured = measured_figures(store, suite.name, cell.runner_class,
                                 model["mean_point_seconds"])
+    scale, load_s = (measured["block_scale"], measured["model_load_s"]) if measured else (None,
+                                                                                          None)
+    learned = learned_design(suite, cell, store, with_accuracy, scale, load_s)
     if measured is None:
-        return {**model, "figures": "speed model (models/ profile)"}
-    priced = estimate(suite, cell, with_accuracy, measured_scale=measured["block_scale"],
-                      measured_load_s=measured["model_load_s"], with_profile=profile)
+        return {**model, "figures": "speed model (models/ profile)", "learned": learned}
+    priced = estimate(suite, cell, with_accuracy, measured_scale=scale, measured_load_s=load_s,
+                      with_profile=profile)
     return {**priced, "gsm8k_sizing": model.get("gsm8k_sizing"),
             "figures": f"measured: {measured['runs']} stored run(s) of {suite.name} on "
                        f"{cell.runner_class}",
             "measured": measured, "speed_model_estimate": {
-                k: model[k] for k in ("serving_minutes", "wall_minutes", "gpu_minutes")}}
+                k: model[k] for k in ("serving_minutes", "wall_minutes", "gpu_minutes")},
+            "learned": learned}
+
+
+def _paired_noise(profile: Any, check: Any) -> dict[str, Any] | None:
+    """A paired check's levels from the runner's nights: the start x mode interaction (the
+    profile's) and the block level of the on - off block differences, pooled by degrees of
+    freedom; None when the nights do not measure both."""
+    from servegate.history.noise_profile import night_levels
+    from servegate.judge.evidence import MissingEvidence, paired_matrices
+
+    prior = profile.interaction("on", "off", check.metric, check.concs)
+    var = dof = 0.0
+    for night in profile.nights:
+        try:
+            a, b = paired_matrices(*(night.evidence.logs("", mode, list(check.concs),
+                                                          check.metric) for mode in ("on", "off")))
+        except MissingEvidence:
+            continue
+        found = night_levels(a - b)
+        var += float(found.block_var.reshape(-1)[0] * found.block_dof.reshape(-1)[0])
+        dof += float(found.block_dof.reshape(-1)[0])
+    if prior is None or dof <= 0:
+        return None
+    return {"between_var": prior.var, "block_var": var / dof, "df": prior.dof,
+            "source": prior.source}
+
+
+def learned_design(suite: Suite, cell: Cell, store: Path | None, with_accuracy: bool,
+                   scale: float | None, load_s: float | None) -> dict[str, Any] | None:
+    """The design the runner's learned profile (servegate.history.profile: its nights' noise)
+    and measured speed would run: per paired gated check (the claim, the no-op TOST) the
+    cheapest starts x blocks with 80 % power at Holm's strictest level (servegate.judge.budget;
+    the claim at the PR's smaller improvement, the TOST at no change), the largest of them,
+    priced like the cell; None without a profile for (class, model, suite)."""
+    from servegate.calibration import CLAIM_SIZES, block_design, family
+    from servegate.history.profile import profile_from_store
+    from servegate.judge import budget
+
+    profile = (profile_from_store(store, cell.runner_class, suite.model.name, suite.name)
+               if store is not None and cell.trees == 1 else None)
+    if profile is None:
+        return None
+    checks = family(replace(block_design(suite, cell.runner_class), modes=cell.modes))
+    alpha = (1.0 - suite.judge.confidence) / max(len(checks), 1)
+    model = estimate(suite, cell, False)
+    start_s = model["speed"]["model_load_s"]["value"] if load_s is None else load_s
+    round_s = (scale or 1.0) * model["mean_point_seconds"] * len(  # every mode and concurrency
+        cell.modes) * len(suite.load.concurrency)
+    sized = []
+    for check in (c for c in checks if c.kind in ("claim_ttft", "noop_tost")):
+        noise = _paired_noise(profile, check)
+        if noise is None:
+            continue
+        distance = (math.log1p(check.floor) if check.kind == "noop_tost"
+                    else math.log(1 - check.floor) - math.log(1 - CLAIM_SIZES[0]))
+        found = budget.cheapest(noise, budget.target_se(distance, alpha, noise["df"], True),
+                                start_s, round_s)
+        if found is None:
+            return {"starts": None, "source": noise["source"],
+                    "why": f"no design up to {budget.MAX_STARTS} starts x {budget.MAX_BLOCKS} "
+                           f"blocks gives {check.name} 80 % power"}
+        sized.append((found, noise))
+    if not sized:
+        return None
+    plan, noise = max(sized, key=lambda pair: pair[0].seconds)
+    toml = suite.effective_design
+    design = replace(toml, starts=plan.starts, blocks=plan.blocks, looks=(), max_minutes=None,
+                     halves=toml.halves and plan.starts % 2 == 0)
+    priced = estimate(replace(suite, design=design), cell, with_accuracy, measured_scale=scale,
+                      measured_load_s=load_s)
+    return {"starts": plan.starts, "blocks": plan.blocks, "source": noise["source"],
+            **{k: priced[k] for k in ("serving_minutes", "wall_minutes", "gpu_minutes")},
+            "interaction_log_sd": round(math.sqrt(noise["between_var"]), 5),
+            "block_log_sd": round(math.sqrt(noise["block_var"]), 5)}
 
 
 def _print(result: dict[str, Any]) -> None:
+    design, sizing = result["design"], result["design"].get("sizing") or {}
     print(f"servegate plan: {result['suite']} ({result['suite_file']}), workflow "
-          f"{result['workflow']}, design {result['design']['starts']} start(s) x "
-          f"{result['design']['blocks']} blocks")
+          f"{result['workflow']}, design {design['starts']} start(s) x "
+          + (f"up to {design['blocks']} blocks, counted by need within "
+             f"{sizing['max_minutes']:g} min of points (the cells: the blocks that fit)"
+             if "max_minutes" in sizing else f"{design['blocks']} blocks"))
     for c in result["cells"]:
         trees = "head vs base" + (" (live pair)" if c["live_pair"] else "") \
             if c["trees"] == 2 else "one tree" + (", two starts at once (halves)"
@@ -163,6 +244,17 @@ def _print(result: dict[str, Any]) -> None:
         print(f"    {c['gpus_held']} GPUs held: {c['gpu_minutes']} GPU-minutes held, "
               f"{c['gpu_minutes_used']} used serving, {100 * c['idle_share']:.0f} % idle while "
               f"serving" if c["gpus_held"] else "    no GPUs held (a CPU runner)")
+        learned = c.get("learned")
+        if learned and learned["starts"] is None:
+            print(f"    learned design ({learned['source']}): {learned['why']}")
+        elif learned:
+            print(f"    learned design ({learned['source']}: interaction log-sd "
+                  f"{learned['interaction_log_sd']:g}, block log-sd {learned['block_log_sd']:g})"
+                  f": {learned['starts']} start(s) x {learned['blocks']} blocks, serving "
+                  f"{learned['serving_minutes']} min, wall {learned['wall_minutes']} min; the "
+                  f"TOML design {c['server_starts']} start(s) x "
+                  f"{c['blocks'] // max(len(c['modes']) * c['server_starts'], 1)} blocks: "
+                  f"serving {c['serving_minutes']} min, wall {c['wall_minutes']} min")
         if c.get("gsm8k_sizing"):
             print(f"    {c['gsm8k_sizing']['line']}")
         if c["gate_open"] is not None:

@@ -29,7 +29,10 @@ _TOP = {
     "profile": Field(dict),         # servegate.config.profiling
 }
 _DESIGN = {"starts": Field(int, required=True), "blocks": Field(int, required=True),
-           "warmup_blocks": Field(int), "looks": Field(list, item=int), "halves": Field(bool)}
+           "warmup_blocks": Field(int), "looks": Field(list, item=int), "halves": Field(bool),
+           # sized in time (Design.min_block_seconds / max_minutes)
+           "min_block_seconds": Field((int, float)), "max_minutes": Field((int, float)),
+           "forced_blocks": Field(int)}
 _SUITE = {
     "name": Field(str, required=True),
     "description": Field(str),
@@ -122,12 +125,30 @@ class Design:
     # two starts at once, one on each half of a runner that holds two servers (start s on
     # half s % 2, rounds of two: servegate.plan.design.build_halves_plan)
     halves: bool = False
+    # sized in time: a block lasts at least ``min_block_seconds`` (bench measures this
+    # machine's wave and sets the waves per block); ``max_minutes`` of points cap the looks, so
+    # blocks are counted by need (servegate.commands.bench_looks)
+    min_block_seconds: float | None = None
+    max_minutes: float | None = None
+    # ``forced`` (an experiment, never gated) only in each start's first rounds
+    forced_blocks: int | None = None
+
+    def counted(self) -> Design:
+        """Head vs base's design (servegate ab, bisect: both trees' blocks interleaved): one
+        sized in time runs its first look's blocks, unsized and without looks, as before."""
+        if self.max_minutes is None and self.min_block_seconds is None:
+            return self
+        return replace(self, blocks=self.looks[0] if self.looks else self.blocks, looks=(),
+                       min_block_seconds=None, max_minutes=None, forced_blocks=None)
 
     def record(self) -> dict[str, Any]:
         """What run.json's ``design`` says about it."""
+        timed = {k: v for k, v in (("min_block_seconds", self.min_block_seconds),
+                                   ("max_minutes", self.max_minutes)) if v is not None}
         return {"in_server": self.in_server, "starts": self.starts, "blocks": self.blocks,
                 "warmup_blocks": self.warmup_blocks, "looks": list(self.looks),
-                "halves": self.halves,
+                "halves": self.halves, **({"sizing": timed} if timed else {}),
+                **({"forced_blocks": self.forced_blocks} if self.forced_blocks else {}),
                 "unit": "block" if self.in_server else "server start per mode and repeat"}
 
 
@@ -328,8 +349,19 @@ def _design(path: Path, data: dict[str, Any], head: dict[str, Any]
         raise ConfigError(f"{path}: design.halves: expected an even design.starts (a start on "
                           f"each half per round) and no design.looks, got starts = "
                           f"{table['starts']}, looks = {list(looks)}")
+    timed = {k: float(table[k]) for k in ("min_block_seconds", "max_minutes") if k in table}
+    if any(not 0 < v < 1e6 for v in timed.values()) or (timed and halves) or (
+            "max_minutes" in timed and not looks):
+        raise ConfigError(f"{path}: design.min_block_seconds / max_minutes: expected positive "
+                          "numbers, not with design.halves, and max_minutes with design.looks "
+                          f"(the cap is kept at the looks), got {timed}, halves = {halves}, "
+                          f"looks = {list(looks)}")
+    if "forced_blocks" in table:
+        _positive_ints(path, "design.forced_blocks", [table["forced_blocks"]])
     return Design(starts=table["starts"], blocks=table["blocks"], warmup_blocks=warmup,
-                  looks=looks, halves=halves), ()
+                  looks=looks, halves=halves, min_block_seconds=timed.get(
+                      "min_block_seconds"), max_minutes=timed.get("max_minutes"),
+                  forced_blocks=table.get("forced_blocks")), ()
 
 
 def suite_path(name_or_path: str) -> Path:

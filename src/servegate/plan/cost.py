@@ -168,10 +168,13 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
         raise CostError(f"{suite.model.source}: no [runners.<section>.speed] table for "
                         f"{cell.runner_class} (the section servegate serves it with): "
                         f"servegate plan prices a suite with it")
+    suite = (sized_suite(suite, cell.runner_class, cell.modes, measured_scale or 1.0)
+             if cell.trees == 1 else replace(suite, design=suite.design.counted()))
     design = suite.effective_design
     arms = ("base", "head") if cell.trees == 2 else ("",)
     slots = build_block_plan(cell.modes, suite.load.concurrency, suite.load.num_prompts,
-                             design.starts, design.blocks, suite.seed, arms=arms)
+                             design.starts, design.blocks, suite.seed, arms=arms,
+                             forced_blocks=design.forced_blocks)
     tally = Tally()
     profiled = suite.profile.enabled if with_profile is None else with_profile
     profiled_blocks, profile_s = 0, 0.0
@@ -235,8 +238,8 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
     return {
         "runner_class": cell.runner_class, "modes": list(cell.modes), "role": cell.role,
         "trees": cell.trees, "live_pair": live, "halves": halves,
-        "server_starts": server_starts, "blocks": design.starts * design.blocks
-        * len(cell.modes) * len(arms), "points": tally.points,
+        "server_starts": server_starts, "blocks": tally.points // len(suite.load.concurrency),
+        "points": tally.points,
         "warmup_points": tally.warmup_points, "waves": tally.waves,
         "requests": tally.requests, "prefill_tokens": tally.prefill_tokens,
         "decode_steps": tally.decode_steps, "gsm8k_questions": tally.gsm8k_questions,
@@ -257,3 +260,40 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
         "speed": speed.figures(),
         "notes": notes,
     }
+
+
+def sized_suite(suite: Suite, runner_class: str, modes: tuple[str, ...],
+                scale: float = 1.0) -> Suite:
+    """The suite as bench sizes it in time on a machine the speed model describes, ``scale``
+    times slower: waves per block under ``[design] min_block_seconds`` (a wave is the
+    ``[load]`` prompts of a point, its price less the block overhead), and under
+    ``max_minutes`` the blocks of the last look that ends within the cap (as
+    servegate.commands.bench_looks keeps it); as written otherwise, or without a speed model."""
+    design, load = suite.effective_design, suite.load
+    speed = suite.server_for(runner_class).speed
+    if speed is None or (design.min_block_seconds is None and design.max_minutes is None):
+        return suite
+    overhead = scale * speed.block_overhead_s
+    prompts = []
+    for c, n in zip(load.concurrency, load.num_prompts, strict=True):
+        point = PlannedPoint("off", c, n, 0, 0, 0)
+        wave = scale * point_seconds(speed, suite, point)[0] - overhead
+        waves = 1 if design.min_block_seconds is None else max(1, math.ceil(
+            (design.min_block_seconds - overhead) / wave))
+        prompts.append(n * waves)
+    sized = replace(suite, load=replace(load, num_prompts=tuple(prompts)))
+    if design.max_minutes is not None:
+        block_s = sum(scale * point_seconds(speed, sized, PlannedPoint("off", c, n, 0, 0, 0))[0]
+                      for c, n in zip(load.concurrency, prompts, strict=True))
+        forced = "forced" in modes and design.forced_blocks is not None
+
+        def start_s(k: int) -> float:        # k rounds of a start: forced in its first ones
+            return block_s * (k * (len(modes) - forced) + forced * min(
+                k, design.forced_blocks or 0))
+        schedule = (*design.looks, design.blocks)
+        fits = [k for k in schedule if (design.starts - 1) * start_s(design.blocks)
+                + start_s(k) <= 60.0 * design.max_minutes]
+        blocks = max(fits or schedule[:1])
+        design = replace(design, blocks=blocks, looks=tuple(k for k in design.looks
+                                                            if k < blocks))
+    return replace(sized, design=design)

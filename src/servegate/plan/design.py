@@ -122,11 +122,13 @@ ONE_SERVER = ["*"]  # pragma: no mutate (a placeholder: only the arms' order is 
 def build_block_plan(modes: tuple[str, ...] | list[str],
                      concurrency: tuple[int, ...] | list[int],
                      num_prompts: tuple[int, ...] | list[int], starts: int, blocks: int,
-                     seed: int, arms: tuple[str, ...] = ("",)) -> list[ServerSlot]:
+                     seed: int, arms: tuple[str, ...] = ("",),
+                     forced_blocks: int | None = None) -> list[ServerSlot]:
     """The in-server design: per (start, arm) one server running every mode. A point's
     ``repeat`` is ``start * blocks + block`` (unique per mode and concurrency); its client seed
     depends on that and the concurrency only, so every mode (and tree) of a block round gets
-    the same prompts."""
+    the same prompts. ``forced_blocks``: ``forced`` (an experiment) only in a start's first
+    rounds, so the gated modes' rounds come faster."""
     if len(concurrency) != len(num_prompts):
         raise ValueError("one prompt count per concurrency is required")
     slots: list[ServerSlot] = []
@@ -137,7 +139,8 @@ def build_block_plan(modes: tuple[str, ...] | list[str],
             points = []
             for block, round_modes in enumerate(rounds):
                 repeat = start * blocks + block
-                for mode in round_modes:
+                for mode in (m for m in round_modes if m != "forced"
+                             or forced_blocks is None or block < forced_blocks):
                     # lengths checked above: strict never fires (so not mutated)
                     for conc, prompts in zip(concurrency, num_prompts, strict=True):  # pragma: no mutate
                         points.append(PlannedPoint(

@@ -230,8 +230,11 @@ def sequential_text(judgement: Judgement) -> str | None:
     if not looks:
         return None
     at, unit = record.get("stopped_at_blocks"), record.get("unit", "blocks")
+    cap = record.get("time_cap")
     if at is None:
-        return f"all {len(looks)} looks: ran to its maximum {looks[-1]} {unit}"
+        return f"all {len(looks)} looks: ran to its maximum {looks[-1]} {unit}" + (
+            f" (the {cap['max_minutes']:g} min time cap; {cap['planned_blocks']} planned)"
+            if cap else "")
     index = looks.index(at) + 1 if at in looks else "?"
     return (f"stopped at look {index} of {len(looks)} ({at} of {looks[-1]} {unit}): "
             f"~{record.get('minutes_saved', 0)} min saved")

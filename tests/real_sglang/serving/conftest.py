@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from forced_run import BLOCKS, ForcedRun, injected_gemm_ms
 from main_job import MainJob, run_main_job
-from repo_files import REPO_ROOT, edited_suite
+from repo_files import CPU_DESIGN, REPO_ROOT, edited_suite
 from servegate_cli import run_servegate
 
 
@@ -31,8 +31,8 @@ def forced_gemm_run(tmp_path_factory: pytest.TempPathFactory) -> ForcedRun:
     pytest.importorskip("sglang")
     root = tmp_path_factory.mktemp("forced_gemm")
     effect, gemm_ms = injected_gemm_ms()
-    suite = edited_suite(root, "cpu", "\nblocks = 8\n",
-                         f"\nblocks = {BLOCKS}\nwarmup_blocks = 1\n")
+    suite = edited_suite(root, "cpu", CPU_DESIGN,
+                         f"\nstarts = 1\nblocks = {BLOCKS}\nwarmup_blocks = 1\n")
     started = time.monotonic()
     proc = run_servegate(
         "bench", "--results-dir", root / "results", "--skip-accuracy", "--modes",

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import pytest
-from repo_files import REPO_ROOT, edited_suite
+from repo_files import CPU_DESIGN, REPO_ROOT, edited_suite
 from servegate_cli import run_servegate
 
 from servegate.core.results import load_run
@@ -72,7 +72,7 @@ def _check_server(run_dir: Path, points: list[dict], start: int) -> None:
 @pytest.mark.e2e
 def test_cpu_suite_on_two_halves_with_gfx95_emulated_end_to_end(tmp_path: Path) -> None:
     pytest.importorskip("sglang")
-    suite = edited_suite(tmp_path, "cpu", "\nstarts = 1\nblocks = 8\n",
+    suite = edited_suite(tmp_path, "cpu", CPU_DESIGN,
                          "\nstarts = 2\nblocks = 1\nhalves = true\n",
                          ('runners = ["cpu"]', 'runners = ["cpu", "cpu-gfx95"]'))
     started = time.monotonic()

@@ -15,6 +15,7 @@ either way.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -33,14 +34,21 @@ from servegate.plan.cost import Cell, estimate
 
 
 def _check_points(run: dict, run_dir: Path) -> None:
-    """One server start for every mode, 8 blocks per mode at concurrency 2 (suites/cpu.toml),
+    """One server start for every mode at concurrency 2 (suites/cpu.toml), its blocks sized in
+    time and counted by need (issue 39): the rounds the looks ran to (a stop, or the time cap's
+    final look), forced in the first 4 only, each block the waves this machine's warm-up set;
     each block attributed to its mode (issue 20 (c): forced aligned at the chunk, off/on not)."""
-    design = run["design"]
-    assert design["in_server"] is True and (design["starts"], design["blocks"]) == (1, 8)
+    design, looks = run["design"], run["sequential"]
+    assert design["in_server"] is True and design["starts"] == 1
+    blocks = looks["stopped_at_blocks"] or design["blocks"]
+    assert blocks in looks["looks"] and blocks <= 40
+    assert set(design["waves"]) == {"2"} and design["sizing"]["wave_seconds"][0] > 0
     assert sorted(p.name for p in (run_dir / "server").glob("*.log")) == ["s0.log"]
     points = run["points"]
     assert sorted((p["mode"], p["concurrency"], p["block"]) for p in points) == sorted(
-        (m, 2, b) for m in ("off", "on", "forced") for b in range(8))
+        [(m, 2, b) for m in ("off", "on") for b in range(blocks)]
+        + [("forced", 2, b) for b in range(min(blocks, 4))])
+    assert {len(p["requests"]["ttft_ms"]) for p in points} == {2 * design["waves"]["2"]}
     for point in points:
         a = point["alignment"]
         assert a["chunk_size"] == 256 and a["saturated_batches"] > 0
@@ -103,11 +111,10 @@ def _check_verdict_speed(run_dir: Path, code: int, verdict_lines: list[str]) -> 
     exits 0 (no regression) and the no-op TOSTs hold.
 
     The equivalence TOSTs (mean TTFT, the claim's metric, and mean E2E) gate only when their
-    power rule is met: calibrated on 95 / 83 / 74 % of runs at block log-sd 0.04 / 0.065 / 0.09
-    (8 block pairs, family of the 3 no-op claims, docs/judge.md); measured 2026-12-01: 4 of 7
-    real runs (the 3 others at block log-sd 0.08-0.095). A gating TOST passes with about its
-    power (>= 80 %), so one run in several leaves a gating TOST inconclusive: CI 2026-12-01
-    21:56, TOST power 88 %, on/off x0.922 [0.845, 1.005] (12 other runs that day: x0.95-1.03).
+    power rule is met: with the blocks counted by need under the time cap, the TTFT TOST gates
+    and passes on 88-100 % of simulated nights at a block CV of 5-20 % (docs/judge.md "Blocks
+    sized in time"; with 8 fixed blocks 89 % down to 11 %). A gating TOST passes with about its
+    power, so one run in several may leave a TOST not gating or inconclusive.
     Asserted: none is a regression, and a TOST whose power is >= 99 % passes."""
     verdict = json.loads((run_dir / "verdict.json").read_text())
     assert code == 0, "README main command exited {}\n{}".format(code, "\n".join(verdict_lines))
@@ -124,6 +131,9 @@ def _serving_seconds(run: dict) -> tuple[float, float]:
     """(`servegate plan`'s serving seconds for the `cpu` main job, the run's measured
     ``timings.serving_seconds``): warm-ups, blocks, switches and GSM8K."""
     suite = load_suite(suite_path("cpu"))
+    ran = run["sequential"]["stopped_at_blocks"] or run["design"]["blocks"]   # counted by need
+    suite = dataclasses.replace(suite, design=dataclasses.replace(
+        suite.design, blocks=ran, looks=(), max_minutes=None))
     priced = estimate(suite, Cell("cpu", tuple(run["design"]["modes"]), "run", 1))
     predicted = 60 * priced["serving_minutes"]
     measured = float(run["timings"]["serving_seconds"])
@@ -216,3 +226,6 @@ def test_readme_main_command_in_a_fresh_clone(main_job: MainJob, tmp_path: Path,
         _check_verdict_speed(run_dir, proc.returncode, verdicts)
         # issue 29: the speed model prices the main job within 25 % of what it measured
         assert abs(predicted_s - measured_s) <= 0.25 * measured_s, (predicted_s, measured_s)
+        # issue 39: its points (blocks and mode switches) within 5 minutes
+        timings = run["timings"]
+        assert sum(t["seconds"] for k in ("blocks", "switches") for t in timings[k]) <= 300

@@ -45,7 +45,7 @@ def test_the_run_stops_at_the_first_look_that_decides_and_records_the_saving(
     points = tuple(_points(starts=1))
     looked: list[int] = []
 
-    def take(ctx: Any, blocks: int) -> bool:
+    def take(ctx: Any, blocks: int, rest: Any) -> bool:
         looked.append(blocks)
         return blocks == 3
 
@@ -113,3 +113,76 @@ def test_bench_stops_where_the_calibrated_rule_stops_in_every_verdict_state(
     monkeypatch.setattr(bench_looks, "judge", lambda run_dir, at_blocks: _judgement(first, second))
     simulated = sequential.stops(np.array([[code[first], code[second]]]), np.array([[True, True]]))
     assert bench_looks.take_look(ctx, 2) is bool(simulated[0])
+
+
+def test_a_family_check_short_of_the_power_to_gate_keeps_the_run_going(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A no-op TOST reported, not gating (its power below noop_min_power) is not a decision:
+    more blocks may let it gate, so the look goes on, as the simulated rule does."""
+    import numpy as np
+
+    from servegate.judge import sequential
+
+    judged = _judgement("pass", "pass")
+    judged.checks[1].gate = False
+    ctx = _ctx(tmp_path, starts=1)
+    monkeypatch.setattr(bench_looks, "judge", lambda run_dir, at_blocks: judged)
+    assert bench_looks.take_look(ctx, 2) is False
+    assert ctx.run["sequential"]["taken"][0]["undecided"] == ["check 1"]
+    assert not sequential.stops(np.array([[0, 0]]), np.array([[True, False]]))[0]
+
+
+def _rest() -> tuple[Any, ...]:
+    """The blocks planned after round 4 of 12 (2 modes, one concurrency)."""
+    [slot] = build_block_plan(("off", "on"), (2,), (2,), 1, 12, seed=1)
+    return tuple(p for p in slot.points if p.block >= 4)
+
+
+def _capped_ctx(tmp_path: Path, block_s: float, walls: list[float] | None = None) -> Any:
+    import dataclasses
+
+    from servegate.config import load_suite, suite_path
+
+    ctx = _ctx(tmp_path, starts=1)
+    ctx.suite = dataclasses.replace(load_suite(suite_path("cpu")), design=Design(
+        starts=1, blocks=12, looks=(4, 8), max_minutes=1.0))
+    ctx.run["design"] = ctx.suite.effective_design.record()
+    # 4 rounds of 2 modes measured, block_s each, plus a switch per block
+    ctx.run["timings"] = {"blocks": [{"seconds": w} for w in walls or [block_s] * 8],
+                          "switches": [] if walls else [{"seconds": 0.5}] * 8}
+    return ctx
+
+
+def test_the_time_cap_makes_a_look_the_final_one_when_the_next_would_end_past_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks counted by need: undecided at look 4 of 12, 8 blocks of 3.5 s (and 0.5 s switches)
+    measured, the 8 planned to the look at 8 would end at 64 s, past the 1 min cap: this look is
+    the final one, run.json's design and sequential say so, judged at the shorter schedule's
+    level."""
+    from servegate.judge import sequential
+
+    monkeypatch.setattr(bench_looks, "judge",
+                        lambda run_dir, at_blocks: _judgement("pass", "inconclusive"))
+    ctx = _capped_ctx(tmp_path, 3.5)
+    assert bench_looks.take_look(ctx, 4, _rest()) is True
+    record = ctx.run["sequential"]
+    assert record["stopped_at_blocks"] is None and record["taken"][0]["stop"] is True
+    assert record["time_cap"] == {"planned_blocks": 12, "max_minutes": 1.0}
+    assert record["looks"] == [4] and ctx.run["design"]["blocks"] == 4
+    assert ctx.run["design"]["looks"] == []
+    assert record["levels"] == [round(sequential.nominal_levels((), 4, 0.05)[0], 6)] == [0.05]
+    assert "1 min time cap: this look is the final one" in ctx.logged[-1]
+    faster = _capped_ctx(tmp_path, 3.0)                 # 8 blocks would end at 56 s: go on
+    assert bench_looks.take_look(faster, 4, _rest()) is False and "time_cap" not in faster.run[
+        "sequential"]
+
+
+def test_a_machine_getting_busier_is_capped_at_its_recent_pace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """16 blocks measured, 8 of 0.5 s then 8 of 4 s: at the mean pace the 8 planned blocks to
+    the next look would end at 54 s, at the last 8 blocks' pace at 68 s, past the 1 min cap."""
+    monkeypatch.setattr(bench_looks, "judge",
+                        lambda run_dir, at_blocks: _judgement("pass", "inconclusive"))
+    ctx = _capped_ctx(tmp_path, 0.0, walls=[0.5] * 8 + [4.0] * 8)
+    assert bench_looks.take_look(ctx, 4, _rest()) is True
+    assert ctx.run["sequential"]["time_cap"]["planned_blocks"] == 12

@@ -187,8 +187,10 @@ def test_premerge_on_a_gpu_class_learns_its_pair_and_plans_a_crossover(
         capsys.readouterr().err
 
 
-def test_in_server_defaults_pick_a_class_per_gate_and_the_measured_block_noise(
+def test_in_server_defaults_pick_a_class_per_gate_and_a_timed_design_its_block_noise_range(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU classes at their assumed block CV; the cpu suite, sized in time, across the block
+    CVs it must gate at, on the speed model's CPU and one twice as slow."""
     sims = _BlockRecorder(monkeypatch)
     assert cal.main(["--suite", "nightly", "--suite", "cpu", "--run-cv", "0.03",
                      "--nights", "4"]) == 0
@@ -199,7 +201,8 @@ def test_in_server_defaults_pick_a_class_per_gate_and_the_measured_block_noise(
     assert [(r, n) for r, n, *_ in sims.designs] == [
         (first_off, cal.blocks.Noise(0.03, 0.01, nightly.judge.interaction_cv)),
         (first_on, cal.blocks.Noise(0.03, 0.01, nightly.judge.interaction_cv)),
-        ("cpu", cal.blocks.Noise(0.03, cal.CPU_BLOCK_CV, cpu.judge.interaction_cv))]
+        *[("cpu", cal.blocks.Noise(0.03, cv, cpu.judge.interaction_cv))
+          for _slower in (1, 2) for cv in cal.TIMED_BLOCK_CVS]]
     assert {(nights, seed, batch) for *_, nights, seed, batch in sims.designs} == {
         (4, 20261130, 200)}
 
@@ -215,6 +218,7 @@ def test_a_suite_gated_only_head_vs_base_is_the_live_pairs_row(
     assert pair["design"] == "live-pair"
     noise = sims.pairs[0][3]
     minutes = row.pop("expected_serving_minutes")      # priced by servegate.plan.cost (1 tree)
+    assert row.pop("expected_point_minutes")["aa"] < minutes["aa"]     # the blocks alone
     assert set(minutes) == {"max", "aa"} and 0 < minutes["aa"] == minutes["max"]
     assert set(pair["expected_serving_minutes"]) == {"max", "aa"}      # both trees
     assert pair["expected_serving_minutes"]["max"] > minutes["max"]
@@ -243,13 +247,14 @@ def test_a_suite_naming_no_runner_is_judged_as_an_mi300x(tmp_path: Path) -> None
 def test_defaults_of_the_command(monkeypatch: pytest.MonkeyPatch,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     """Without options: the three true CVs, 1000 nights, the documented seed, batches of 200,
-    the block CV measured on the CPU VM for a cpu class."""
+    and for the cpu suite (sized in time) its block CV range on a CPU and one twice as slow."""
     sims = _BlockRecorder(monkeypatch)
     assert cal.main(["--suite", "cpu", "--runner", "cpu"]) == 0
     assert [(runner, noise.run_cv, noise.block_cv, nights, seed, batch)
             for runner, noise, nights, seed, batch in sims.designs] == [
-        ("cpu", cv, cal.CPU_BLOCK_CV, 1000, 20261130, 200) for cv in (0.01, 0.02, 0.04)]
-    assert [(nights, seed) for *_, nights, seed in sims.pairs] == [(1000, 20261130)] * 3
+        ("cpu", cv, block_cv, 1000, 20261130, 200) for _slower in (1, 2)
+        for cv in (0.01, 0.02, 0.04) for block_cv in cal.TIMED_BLOCK_CVS]
+    assert [(nights, seed) for *_, nights, seed in sims.pairs] == [(1000, 20261130)] * 24
     assert capsys.readouterr().out.splitlines()[-1].startswith("1000 nights per row, seed 20261130")
 
 
@@ -261,7 +266,7 @@ def test_argv_defaults_to_the_command_line_and_one_night_is_enough(
                                       "--block-cv", "0.03", "--seed", "9"])
     assert cal.main() == 0
     noise = cal.blocks.Noise(0.0, 0.03, cal.load_suite(cal.suite_path("cpu")).judge.interaction_cv)
-    assert sims.designs == [("cpu", noise, 1, 9, 1)]
+    assert sims.designs == [("cpu", noise, 1, 9, 1)] * 2      # a CPU and one twice as slow
 
 
 def test_json_of_a_canned_row_with_the_clocks_wall_time(

@@ -53,7 +53,8 @@ def test_shipped_suites_load() -> None:
     designs = {name: load_suite(suite_path(name))
                for name in ("cpu", "cpu-gfx95", "premerge", "nightly")}
     assert {name: (s.design, s.repeats, s.notes) for name, s in designs.items()} == {
-        "cpu": (Design(starts=1, blocks=8), 1, ()),
+        "cpu": (Design(starts=1, blocks=40, looks=(8, 12, 16, 20, 24, 28, 32, 36),
+                       min_block_seconds=2.5, max_minutes=4.5, forced_blocks=4), 1, ()),
         "cpu-gfx95": (Design(starts=1, blocks=3), 1, ()),
         "premerge": (Design(starts=1, blocks=4, warmup_blocks=1), 1, ()),
         "nightly": (Design(starts=4, blocks=3, warmup_blocks=1, halves=True), 1, ())}
@@ -139,7 +140,7 @@ def test_invalid_toml_is_reported(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [
-    ("blocks = 8", "blocks = 8\nblock = 2", r"cpu.toml: \[design\]: unknown key 'block'"),
+    ("blocks = 40", "blocks = 40\nblock = 2", r"cpu.toml: \[design\]: unknown key 'block'"),
     ('modes = ["off", "on", "forced"]', 'modes = ["off", "fast"]',
      r"cpu.toml: suite.modes: 'fast' is not one of"),
     ("concurrency = [2]", "concurrency = [2, 4]",

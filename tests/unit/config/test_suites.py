@@ -137,6 +137,27 @@ def test_halves_need_even_starts_and_no_looks(tmp_path: Path, design: str) -> No
         load(write_suite(tmp_path, tail=f"[design]\n{design}\n"))
 
 
+def test_a_design_sized_in_time_is_read_and_recorded_under_sizing(tmp_path: Path) -> None:
+    suite = load(write_suite(tmp_path, tail="[design]\nstarts = 1\nblocks = 40\nlooks = [8, 16]"
+                                            "\nmin_block_seconds = 2.5\nmax_minutes = 4.5\n"))
+    assert (suite.design.min_block_seconds, suite.design.max_minutes) == (2.5, 4.5)
+    record = suite.design.record()
+    assert record["sizing"] == {"min_block_seconds": 2.5, "max_minutes": 4.5}
+    assert "block_seconds" not in record        # run.json's measured mean block wall
+    plain = load(write_suite(tmp_path, tail="[design]\nstarts = 1\nblocks = 2\n"))
+    assert "sizing" not in plain.design.record()
+
+
+@pytest.mark.parametrize("design", [
+    "starts = 1\nblocks = 8\nmax_minutes = 4",                       # a cap needs its looks
+    "starts = 1\nblocks = 8\nlooks = [4]\nmax_minutes = 0",
+    "starts = 1\nblocks = 8\nmin_block_seconds = -1",
+    "starts = 2\nblocks = 8\nhalves = true\nmin_block_seconds = 3"])
+def test_a_bad_time_sizing_is_refused_naming_the_keys(tmp_path: Path, design: str) -> None:
+    with pytest.raises(ConfigError, match=r"design.min_block_seconds / max_minutes: expected"):
+        load(write_suite(tmp_path, tail=f"[design]\n{design}\n"))
+
+
 @pytest.mark.parametrize("looks", ["[1, 3]", "[3, 2]", "[2, 2]", "[2, 6]", "[7]"])
 def test_bad_looks_are_refused_naming_the_key(tmp_path: Path, looks: str) -> None:
     with pytest.raises(ConfigError, match=r"design.looks: expected increasing block counts"):
@@ -182,3 +203,16 @@ def test_aggregate_concurrency_is_read_and_checked_against_the_load(tmp_path: Pa
         with pytest.raises(ConfigError, match=re.escape(needle)):
             load(write_suite(tmp_path, tail=DESIGN + f"[judge]\naggregate_concurrency = "
                                                      f"{table}\n"))
+
+
+def test_head_vs_base_runs_a_timed_design_counted_as_its_first_look() -> None:
+    """servegate ab and bisect interleave both trees' blocks: a design sized in time runs its
+    first look's blocks there, unsized and without looks (the cpu suite: 8, as before)."""
+    from servegate.config import load_suite, suite_path
+
+    design = load_suite(suite_path("cpu")).design
+    counted = design.counted()
+    assert (counted.blocks, counted.looks, counted.max_minutes, counted.min_block_seconds,
+            counted.forced_blocks) == (8, (), None, None, None)
+    assert counted.counted() is counted and Design(starts=2, blocks=3).counted() == Design(
+        starts=2, blocks=3)

@@ -49,10 +49,14 @@ def test_a_look_is_known_by_its_blocks_and_a_design_without_looks_has_none() -> 
         sequential.look_at(design, 0.05, 1)
 
 
-def test_a_night_stops_on_a_gated_regression_or_when_nothing_gated_is_undecided() -> None:
-    codes = np.array([[1, 3], [0, 3], [0, 2], [3, 0]])   # regression / pass+? / decided / ?+pass
-    gating = np.array([[True, True], [True, True], [True, True], [False, True]])
-    assert sequential.stops(codes, gating).tolist() == [True, False, True, True]
+def test_a_night_stops_on_a_gated_regression_or_when_nothing_is_undecided() -> None:
+    # regression / pass+? / decided / an underpowered TOST + pass / an underpowered one + a
+    # gated regression: a check short of the power to gate is undecided (more blocks may let
+    # it gate), a gated regression fails the run whatever the rest
+    codes = np.array([[1, 3], [0, 3], [0, 2], [3, 0], [0, 0], [0, 1]])
+    gating = np.array([[True, True], [True, True], [True, True], [False, True],
+                       [False, True], [False, True]])
+    assert sequential.stops(codes, gating).tolist() == [True, False, True, False, False, True]
 
 
 def _with_looks(run_dir: Path, looks: list[int], stopped: int | None = None) -> Path:

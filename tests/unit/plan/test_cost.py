@@ -18,6 +18,7 @@ from servegate.plan.cost import (
     cells,
     estimate,
     point_seconds,
+    sized_suite,
 )
 from servegate.plan.design import build_block_plan
 
@@ -34,7 +35,9 @@ def test_cpu_cell_is_the_speed_models_arithmetic_over_the_suites_blocks_and_gsm8
              + min(speed.gsm8k_output_tokens, g.max_tokens) * speed.decode_step_ms(g.concurrency)
              / 1000)
     modes = len(suite.modes)
-    points = modes * suite.effective_design.blocks
+    sized = sized_suite(suite, "cpu", suite.modes).effective_design
+    assert sized.forced_blocks is not None        # forced only in the first rounds
+    points = (modes - 1) * sized.blocks + min(sized.blocks, sized.forced_blocks)
     got = estimate(suite, Cell("cpu", suite.modes, "run", 1))
     assert (got["server_starts"], got["points"], got["waves"]) == (1, points, points)
     assert got["gsm8k_questions"] == modes * g.questions
@@ -104,6 +107,8 @@ def test_the_trees_gate_decides_the_nightly_experiment() -> None:
 
 def test_measured_figures_replace_the_load_and_scale_the_serving_time() -> None:
     suite = load_suite(suite_path("cpu"))
+    suite = dataclasses.replace(suite, design=dataclasses.replace(    # counted, not timed
+        suite.design, max_minutes=None, min_block_seconds=None))
     cell = Cell("cpu", suite.modes, "run", 1)
     model = estimate(suite, cell)
     measured = estimate(suite, cell, measured_scale=2.0, measured_load_s=120.0)
@@ -158,7 +163,8 @@ def test_warm_up_blocks_are_priced_per_start_and_mode_in_serving_and_wall_minute
     before its measured ones, each as long as that mode's first block; plan's minutes carry
     exactly them (the serving, the wall and the warm-up figures), at one and at two starts."""
     suite = load_suite(suite_path(suite_name))
-    suite = dataclasses.replace(suite, design=dataclasses.replace(suite.design, halves=False))
+    suite = dataclasses.replace(suite, design=dataclasses.replace(
+        suite.design, halves=False, max_minutes=None, min_block_seconds=None))
     runner = "cpu" if suite_name == "cpu" else "mi355x"
     speed = suite.server_for(runner).speed
     cell = Cell(runner, suite.modes, "run", 1)
@@ -201,3 +207,36 @@ def test_halves_price_two_starts_at_once_and_the_gpus_they_leave_idle() -> None:
     no_gsm8k = estimate(suite, cell, with_accuracy=False)
     assert no_gsm8k["serving_minutes"] == pytest.approx(
         halves["serving_minutes"] - halves["minutes"]["gsm8k"] / 2, abs=0.1)
+
+
+def test_a_design_sized_in_time_runs_the_blocks_of_the_last_look_within_its_cap() -> None:
+    """[design] max_minutes: the blocks a machine the speed model describes runs are those of
+    the last look whose rounds end within the cap (bench_looks keeps it there); twice as slow,
+    fewer; min_block_seconds sets the waves a block runs, each a [load] point's prompts."""
+    suite = load_suite(suite_path("cpu"))
+    design = suite.effective_design
+    assert design.max_minutes is not None and design.min_block_seconds is not None
+    speed = suite.server_for("cpu").speed
+    assert speed is not None
+    block_s = point_seconds(speed, suite, build_block_plan(
+        suite.modes, suite.load.concurrency, suite.load.num_prompts, 1, 1, 1)[0].points[0])[0]
+    cap_s = 60 * design.max_minutes
+    schedule = (*design.looks, design.blocks)
+    for slower in (1.0, 2.0):
+        sized = sized_suite(suite, "cpu", suite.modes, slower)
+        blocks = sized.effective_design.blocks
+        assert sized.load.num_prompts == suite.load.num_prompts       # one wave: long enough
+        def start_s(k: int, slower: float = slower) -> float:   # forced in the first rounds
+            return slower * block_s * (2 * k + min(k, design.forced_blocks or 0))
+        assert start_s(blocks) <= cap_s < start_s(schedule[schedule.index(blocks) + 1])
+        assert sized.effective_design.looks == tuple(k for k in design.looks if k < blocks)
+    assert sized_suite(suite, "cpu", suite.modes, 2.0).effective_design.blocks < \
+        sized_suite(suite, "cpu", suite.modes).effective_design.blocks
+    longer = dataclasses.replace(suite, design=dataclasses.replace(design, min_block_seconds=10))
+    wave = block_s - speed.block_overhead_s
+    waves = math.ceil((10 - speed.block_overhead_s) / wave)
+    assert waves > 1 and sized_suite(longer, "cpu", suite.modes).load.num_prompts == tuple(
+        n * waves for n in suite.load.num_prompts)
+    counted = dataclasses.replace(suite, design=dataclasses.replace(
+        design, max_minutes=None, min_block_seconds=None))
+    assert sized_suite(counted, "cpu", suite.modes) is counted
