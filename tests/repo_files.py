@@ -24,7 +24,7 @@ def packaged_gsm8k() -> Path:
 
 # suites/cpu.toml's [design] keys as written: a test that serves a counted design replaces them
 CPU_DESIGN = ("\nstarts = 1\nblocks = 40\nlooks = [8, 12, 16, 20, 24, 28, 32, 36]\n"
-              "min_block_seconds = 2.5\nmax_minutes = 4.5\nforced_blocks = 4\n")
+              "min_block_seconds = 2.5\nmax_minutes = 4.5\nforced_blocks = 4\nspending_power = 1.25\n")
 
 
 def edited_suite(tmp_path: Path, name: str, old: str, new: str,

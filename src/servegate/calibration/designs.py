@@ -37,10 +37,12 @@ class BlockDesign:
     looks: tuple[int, ...] = ()     # [design] looks (servegate.judge.sequential)
     halves: bool = False            # [design] halves where this runner holds two servers
     look_levels: tuple[float, ...] = ()     # a time cap's interim looks': the planned ones
+    spending_power: float | None = None     # [design] spending_power (sequential.spent)
 
     def levels(self) -> list[float]:
         """Each look's family level as bench takes it, the final look last."""
-        own = sequential.nominal_levels(self.looks, self.blocks, 1 - self.config.confidence)
+        own = sequential.nominal_levels(self.looks, self.blocks, 1 - self.config.confidence,
+                                        self.spending_power)
         return [*self.look_levels, *own[len(self.look_levels):]]
 
     def start_halves(self, starts: int) -> list[int] | None:
@@ -81,11 +83,12 @@ def block_design(suite: Suite, runner: str, slower: float = 1.0) -> BlockDesign:
     design = sized_suite(suite, runner, modes, slower).effective_design
     planned = suite.effective_design
     levels = () if design.blocks == planned.blocks else tuple(sequential.nominal_levels(
-        planned.looks, planned.blocks, 1 - suite.judge.confidence)[:len(design.looks)])
+        planned.looks, planned.blocks, 1 - suite.judge.confidence,
+        planned.spending_power)[:len(design.looks)])
     halves = design.halves and halves_layout(suite, runner)[0].live
     return BlockDesign(suite.name, runner, design.starts, design.blocks, modes,
                        tuple(suite.load.concurrency), questions, suite.judge, gated,
-                       design.looks, halves, levels)
+                       design.looks, halves, levels, design.spending_power)
 
 
 def _skeleton(design: BlockDesign) -> dict[str, Any]:

@@ -36,13 +36,14 @@ def look_due(ctx: Context, planned: PlannedPoint, following: PlannedPoint | None
 
 def _record(ctx: Context) -> dict[str, Any]:
     alpha = 1.0 - ctx.suite.judge.confidence
-    look = sequential.look_at({**ctx.suite.effective_design.record(),
+    design = ctx.suite.effective_design
+    look = sequential.look_at({**design.record(),
                                **(ctx.run.get("design") or {})}, alpha, None)
     assert look is not None                 # a look is only taken in a design with looks
     return ctx.run.setdefault("sequential", {     # type: ignore[typeddict-item]
         "looks": list(look.schedule), "unit": look.unit,
         "levels": [round(x, 6) for x in sequential.nominal_levels(
-            look.schedule[:-1], look.of_blocks, alpha)],
+            look.schedule[:-1], look.of_blocks, alpha, design.spending_power)],
         "taken": [], "stopped_at_blocks": None})
 
 
@@ -104,7 +105,7 @@ def cap_here(ctx: Context, blocks: int) -> None:
     ctx.run["sequential"].update(looks=[*final.looks, blocks], time_cap={  # type: ignore[typeddict-item]
         "planned_blocks": design.blocks, "max_minutes": design.max_minutes},
         levels=[round(x, 6) for x in sequential.nominal_levels(
-            final.looks, blocks, 1.0 - ctx.suite.judge.confidence)])
+            final.looks, blocks, 1.0 - ctx.suite.judge.confidence, design.spending_power)])
 
 
 def skipped(ctx: Context, rest: list[PlannedPoint]) -> None:

@@ -32,7 +32,7 @@ _DESIGN = {"starts": Field(int, required=True), "blocks": Field(int, required=Tr
            "warmup_blocks": Field(int), "looks": Field(list, item=int), "halves": Field(bool),
            # sized in time (Design.min_block_seconds / max_minutes)
            "min_block_seconds": Field((int, float)), "max_minutes": Field((int, float)),
-           "forced_blocks": Field(int)}
+           "forced_blocks": Field(int), "spending_power": Field((int, float))}
 _SUITE = {
     "name": Field(str, required=True),
     "description": Field(str),
@@ -132,6 +132,7 @@ class Design:
     max_minutes: float | None = None
     # ``forced`` (an experiment, never gated) only in each start's first rounds
     forced_blocks: int | None = None
+    spending_power: float | None = None     # the looks' alpha spending (judge.sequential.spent)
 
     def counted(self) -> Design:
         """Head vs base's design (servegate ab, bisect: both trees' blocks interleaved): one
@@ -139,16 +140,19 @@ class Design:
         if self.max_minutes is None and self.min_block_seconds is None:
             return self
         return replace(self, blocks=self.looks[0] if self.looks else self.blocks, looks=(),
-                       min_block_seconds=None, max_minutes=None, forced_blocks=None)
+                       min_block_seconds=None, max_minutes=None, forced_blocks=None,
+                       spending_power=None)
 
     def record(self) -> dict[str, Any]:
         """What run.json's ``design`` says about it."""
         timed = {k: v for k, v in (("min_block_seconds", self.min_block_seconds),
                                    ("max_minutes", self.max_minutes)) if v is not None}
+        extra = {k: v for k, v in (("forced_blocks", self.forced_blocks),
+                                   ("spending_power", self.spending_power)) if v}
         return {"in_server": self.in_server, "starts": self.starts, "blocks": self.blocks,
                 "warmup_blocks": self.warmup_blocks, "looks": list(self.looks),
                 "halves": self.halves, **({"sizing": timed} if timed else {}),
-                **({"forced_blocks": self.forced_blocks} if self.forced_blocks else {}),
+                **extra,
                 "unit": "block" if self.in_server else "server start per mode and repeat"}
 
 
@@ -358,10 +362,15 @@ def _design(path: Path, data: dict[str, Any], head: dict[str, Any]
                           f"looks = {list(looks)}")
     if "forced_blocks" in table:
         _positive_ints(path, "design.forced_blocks", [table["forced_blocks"]])
+    power = table.get("spending_power")
+    if power is not None and not (0 < power <= 10 and looks):
+        raise ConfigError(f"{path}: design.spending_power: expected a number in (0, 10] with "
+                          f"design.looks (alpha t^power spent by a look at fraction t), got "
+                          f"{power!r}, looks = {list(looks)}")
     return Design(starts=table["starts"], blocks=table["blocks"], warmup_blocks=warmup,
                   looks=looks, halves=halves, min_block_seconds=timed.get(
                       "min_block_seconds"), max_minutes=timed.get("max_minutes"),
-                  forced_blocks=table.get("forced_blocks")), ()
+                  forced_blocks=table.get("forced_blocks"), spending_power=power), ()
 
 
 def suite_path(name_or_path: str) -> Path:

@@ -1,6 +1,7 @@
 """Block rounds as looks: a group-sequential boundary so a run can stop once its verdict is known
 (a gated regression, or every gated check decided). ``[design] looks`` names the block counts;
-levels are O'Brien-Fleming-type alpha spending turned into per-look nominal levels, and what the
+levels are O'Brien-Fleming-type alpha spending (``[design] spending_power`` rho: ``alpha t^rho``,
+Kim and DeMets) turned into per-look nominal levels, and what the
 Holm family of t intervals gives is measured by ``servegate calibrate``: docs/judge.md,
 Sequential looks.
 """
@@ -21,10 +22,11 @@ from servegate.core.results import Run, point_slot
 _GRID = 1001               # Simpson points over a look's continuation region (odd)
 
 
-def spent(fraction: float, alpha: float) -> float:
-    """Alpha spent by information fraction ``fraction`` (O'Brien-Fleming-type spending)."""
-    if fraction >= 1.0:
-        return alpha
+def spent(fraction: float, alpha: float, power: float | None = None) -> float:
+    """Alpha spent by information fraction ``fraction`` (O'Brien-Fleming-type spending; with
+    ``power``, the power family's ``alpha fraction^power``: kinder to the early looks)."""
+    if fraction >= 1.0 or power is not None:
+        return alpha * min(fraction, 1.0) ** (power or 1.0)
     z = sps.norm.ppf(1.0 - alpha / 2.0)
     return float(2.0 - 2.0 * sps.norm.cdf(z / np.sqrt(fraction)))
 
@@ -34,14 +36,16 @@ def look_fractions(looks: Sequence[int], blocks: int) -> list[float]:
     return [k / blocks for k in looks if k < blocks] + [1.0]
 
 
-def nominal_levels(looks: Sequence[int], blocks: int, alpha: float) -> list[float]:
+def nominal_levels(looks: Sequence[int], blocks: int, alpha: float,
+                   power: float | None = None) -> list[float]:
     """Two-sided nominal level per look (the final look last): look ``i`` rejects at
     ``|z| >= c_i`` where ``P(first crossing at look i) = spent(t_i) - spent(t_{i-1})``."""
-    return list(_levels(tuple(look_fractions(looks, blocks)), float(alpha)))
+    return list(_levels(tuple(look_fractions(looks, blocks)), float(alpha), power))
 
 
 @lru_cache(maxsize=64)
-def _levels(fractions: tuple[float, ...], alpha: float) -> tuple[float, ...]:
+def _levels(fractions: tuple[float, ...], alpha: float,
+            power: float | None) -> tuple[float, ...]:
     """By the recursive integration of Armitage, McPherson and Rowe (1969): the density of the
     score ``S = Z sqrt(t)`` of the paths no look stopped, carried from look to look on a grid
     (Simpson) by the increment ``N(0, t - t_prev)``: fast for any number of looks."""
@@ -51,7 +55,7 @@ def _levels(fractions: tuple[float, ...], alpha: float) -> tuple[float, ...]:
     simpson = np.ones(_GRID)
     simpson[1:-1:2], simpson[2:-1:2] = 4.0, 2.0
     for t in fractions:
-        step = spent(t, alpha) - previous
+        step = spent(t, alpha, power) - previous
         previous += step
         sd = float(np.sqrt(t - last))
 
@@ -116,11 +120,12 @@ class Look:
                 if self.unit == "blocks" else f"{self.blocks} of 2 starts, the second (a "
                 "crossover) only when the first is undecided")
         return (f"sequential design: look {self.index + 1} of {self.count} ({seen}), "
-                f"family-wise level {100 * self.level:.3g}% (O'Brien-Fleming alpha spending "
+                f"family-wise level {100 * self.level:.3g}% ({self.spending} alpha spending "
                 f"over looks at {self.schedule} {self.unit})")
 
     schedule: tuple[int, ...] = ()
     unit: str = "blocks"            # or "starts": a one-start live pair's crossover
+    spending: str = "O'Brien-Fleming"
 
 
 def look_at(design: dict[str, Any], alpha: float, blocks: int | None) -> Look | None:
@@ -135,8 +140,10 @@ def look_at(design: dict[str, Any], alpha: float, blocks: int | None) -> Look | 
     if at not in (*looks, total):
         raise ValueError(f"no look after {at} {unit} (looks: {[*looks, total]})")
     index = (*looks, total).index(at)
-    level = nominal_levels(looks, total, alpha)[index]
-    return Look(index, len(looks) + 1, at, total, level, (*looks, total), unit)
+    power = design.get("spending_power")
+    level = nominal_levels(looks, total, alpha, power)[index]
+    return Look(index, len(looks) + 1, at, total, level, (*looks, total), unit,
+                f"alpha t^{power:g}" if power else "O'Brien-Fleming")
 
 
 def stopped_at(run: dict[str, Any]) -> int | None:
