@@ -139,10 +139,12 @@ def test_halves_need_even_starts_and_no_looks(tmp_path: Path, design: str) -> No
 
 def test_a_design_sized_in_time_is_read_and_recorded_under_sizing(tmp_path: Path) -> None:
     suite = load(write_suite(tmp_path, tail="[design]\nstarts = 1\nblocks = 40\nlooks = [8, 16]"
-                                            "\nmin_block_seconds = 2.5\nmax_minutes = 4.5\n"))
+                                            "\nmin_block_seconds = 2.5\nmax_minutes = 4.5\n"
+                                            "spending_power = 1.25\n"))
     assert (suite.design.min_block_seconds, suite.design.max_minutes) == (2.5, 4.5)
     record = suite.design.record()
     assert record["sizing"] == {"min_block_seconds": 2.5, "max_minutes": 4.5}
+    assert record["spending_power"] == 1.25
     assert "block_seconds" not in record        # run.json's measured mean block wall
     plain = load(write_suite(tmp_path, tail="[design]\nstarts = 1\nblocks = 2\n"))
     assert "sizing" not in plain.design.record()
@@ -156,6 +158,13 @@ def test_a_design_sized_in_time_is_read_and_recorded_under_sizing(tmp_path: Path
 def test_a_bad_time_sizing_is_refused_naming_the_keys(tmp_path: Path, design: str) -> None:
     with pytest.raises(ConfigError, match=r"design.min_block_seconds / max_minutes: expected"):
         load(write_suite(tmp_path, tail=f"[design]\n{design}\n"))
+
+
+@pytest.mark.parametrize("design", ["looks = [4]\nspending_power = 0", "spending_power = 1.5"])
+def test_a_spending_power_needs_looks_and_a_positive_number(tmp_path: Path, design: str) -> None:
+    with pytest.raises(ConfigError, match=r"design.spending_power: expected a number in \(0, "
+                                          r"10\] with design.looks"):
+        load(write_suite(tmp_path, tail=f"[design]\nstarts = 1\nblocks = 8\n{design}\n"))
 
 
 @pytest.mark.parametrize("looks", ["[1, 3]", "[3, 2]", "[2, 2]", "[2, 6]", "[7]"])

@@ -26,16 +26,30 @@ def test_the_first_look_spends_obrien_fleming_and_later_looks_grow_below_alpha()
     assert levels[0] == pytest.approx(2 * sps.norm.sf(1.96 / np.sqrt(0.5)), rel=1e-3)
 
 
+@pytest.mark.parametrize("power", [None, 1.25])
 @pytest.mark.parametrize("looks", [[2], [2, 3], [1, 2, 3]])
-def test_the_looks_together_cross_with_probability_alpha(looks: list[int]) -> None:
-    """Brownian motion observed at the looks' information fractions (seeded Monte Carlo)."""
+def test_the_looks_together_cross_with_probability_alpha(looks: list[int],
+                                                          power: float | None) -> None:
+    """Brownian motion observed at the looks' information fractions (seeded Monte Carlo), for
+    O'Brien-Fleming and the power family's spending."""
     fractions = np.array(sequential.look_fractions(looks, 4))
-    bounds = sps.norm.isf(np.array(sequential.nominal_levels(looks, 4, 0.05)) / 2)
+    bounds = sps.norm.isf(np.array(sequential.nominal_levels(looks, 4, 0.05, power)) / 2)
     rng = np.random.default_rng(7)
     steps = np.diff(np.concatenate([[0.0], fractions]))
     paths = np.cumsum(rng.normal(size=(400_000, len(fractions))) * np.sqrt(steps), axis=1)
     crossed = (np.abs(paths / np.sqrt(fractions)) >= bounds).any(axis=1).mean()
     assert crossed == pytest.approx(0.05, abs=0.0015)
+
+
+def test_a_spending_power_gives_the_first_look_alpha_t_to_that_power_and_the_look_says_so(
+        ) -> None:
+    levels = sequential.nominal_levels([8, 12], 40, 0.05, 1.25)
+    assert levels[0] == pytest.approx(0.05 * 0.2 ** 1.25)
+    assert levels[0] > 100 * sequential.nominal_levels([8, 12], 40, 0.05)[0]  # kinder early
+    look = sequential.look_at({"in_server": True, "blocks": 40, "looks": [8, 12],
+                               "spending_power": 1.25}, 0.05, 8)
+    assert look is not None and look.level == pytest.approx(levels[0])
+    assert "(alpha t^1.25 alpha spending over looks at (8, 12, 40) blocks)" in look.note()
 
 
 def test_a_look_is_known_by_its_blocks_and_a_design_without_looks_has_none() -> None:
