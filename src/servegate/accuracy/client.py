@@ -1,12 +1,8 @@
 """Send GSM8K prompts to a running sglang server: bounded concurrency, greedy, retry on connect.
 
-Endpoint: sglang's native ``POST /generate``, not ``/v1/completions``: it takes the prompt text
-verbatim (the path SGLang's own few-shot GSM8K script uses, so scores stay comparable) and its
-``meta_info`` reports the token counts and the structured ``finish_reason`` directly.
-Retries only when the connection fails (a server restarting or briefly overloaded); an HTTP
-error or a malformed body raises, and a wrong answer is never retried. aiohttp because sglang
-itself depends on it.
-"""
+sglang's native ``POST /generate`` (the prompt verbatim, as SGLang's own GSM8K script; token
+counts and ``finish_reason`` in ``meta_info``). Retries only a failed connection; an HTTP error
+or malformed body raises, a wrong answer is never retried. aiohttp: sglang depends on it."""
 
 from __future__ import annotations
 

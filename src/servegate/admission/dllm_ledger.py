@@ -1,14 +1,9 @@
 """A dLLM config's admission round: is its budget still charged page-ceiled under forced fill?
 
 ``PrefillAdder`` turns exact fill off for a dLLM config (risk 4 of PR #32888's review); this
-replays the calls ``SchedulerDllmMixin.process_dllm_incoming_reqs`` makes for incoming
-requests (``init_next_round_input``, then ``add_one_req(has_chunked_req=True)``) on a real
-adder built as ``_create_dllm_prefill_adder`` builds it, and records how much each admission
-took off ``rem_dllm_tokens``. Context encoding is separate (``requires_separate_context_encoding``),
-the one dLLM mode whose extends are prompt lengths, not page multiples, so ceiling shows.
-One round, no KV allocation: the dLLM forward/staging cycle needs the scheduler's
-``dllm_manager`` and a model.
-"""
+replays ``SchedulerDllmMixin.process_dllm_incoming_reqs``'s calls on a real adder (built as
+``_create_dllm_prefill_adder`` builds it) with separate context encoding, the one dLLM mode whose
+extends are prompt lengths, and records what each admission took off ``rem_dllm_tokens``."""
 
 from __future__ import annotations
 

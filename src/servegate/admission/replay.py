@@ -1,13 +1,7 @@
-"""Drive sglang's real scheduler admission code round by round, the way ``Scheduler`` does.
-
-Per round (mirroring ``Scheduler._get_new_batch_prefill_raw`` and the prefill result handling):
-stash the chunked request (``checkpoint_kv_cache``), build a real ``PrefillAdder``, continue the
-chunked request first (``add_chunked_req``), then ``add_one_req`` for waiting requests in FCFS
-order until the result is not CONTINUE, allocate KV for real with ``ScheduleBatch.init_new`` +
-``prepare_for_extend``, and release requests whose prefill finished into the tree cache
-(``release_kv_cache(checkpoint=True)``). Nothing here re-implements the budget arithmetic: every
-number recorded is read off sglang's own objects.
-"""
+"""Drive sglang's real scheduler admission code round by round, the way ``Scheduler`` does
+(``_get_new_batch_prefill_raw``: the chunked request first, then ``add_one_req`` in FCFS order,
+real KV allocation, finished prefills released into the tree cache). Nothing here re-implements
+the budget arithmetic: every number recorded is read off sglang's own objects."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Calibration stage: simulated nights through the real judge decide every design's size.
 
-One module per job: :mod:`.worlds` (the noise every simulated night is drawn from),
-:mod:`.designs` (a suite's design and its gated family, as the judge builds it),
-:mod:`.in_server` (nights of the in-server design: A/A, power, the claim), :mod:`.pairs`
-(paired modes and live pairs), :mod:`.history` (a runner's learned priors vs its first night)
-and :mod:`.sustained` (the sustained-shift rule over simulated histories). The public names
-of the first three are re-exported here.
-"""
+:mod:`.worlds` (the noise), :mod:`.designs` (a suite's design and gated family), :mod:`.in_server`
+(A/A, power, the claim), :mod:`.pairs` (paired modes, live pairs), :mod:`.history` (learned
+priors) and :mod:`.sustained` (the sustained-shift rule); the first three's names re-exported."""
 
 from servegate.calibration.designs import (
     CLAIM_SIZES,

@@ -1,14 +1,9 @@
 """Interim looks of a sequential design inside ``servegate bench`` (``[design] looks``).
 
-After block round ``k`` of the last server start, when ``k`` is a look, the run so far is judged
-at that look's family level (:mod:`servegate.judge.sequential`); the run stops there when its
-verdict cannot change (a gated regression, or every check of the family decided: one short of
-the power to gate is not), or when the next look would end past ``[design] max_minutes`` of
-points at this run's pace: the blocks are counted by need, and that look becomes the final one
-(:func:`cap_here`). Head vs base stops both trees together (their blocks are one interleaved
-list). run.json's ``sequential`` records every look taken, where the run stopped and the
-measured minutes it saved.
-"""
+After block round ``k`` of the last start, when ``k`` is a look, the run is judged at that
+look's family level (:mod:`servegate.judge.sequential`) and stops when its verdict cannot
+change, or when the next look would end past ``[design] max_minutes`` (:func:`cap_here`).
+run.json ``sequential`` records the looks (docs/judge.md, Sequential looks)."""
 
 from __future__ import annotations
 
@@ -77,9 +72,8 @@ def take_look(ctx: Context, blocks: int, rest: tuple[PlannedPoint, ...] = ()) ->
 
 
 def past_cap(ctx: Context, blocks: int, rest: tuple[PlannedPoint, ...]) -> bool:
-    """Whether the blocks planned up to the next look (of ``rest``), at this run's pace so far
-    (blocks and mode switches measured; its last 8 blocks' when slower: a machine getting
-    busier), would end past ``[design] max_minutes`` of points."""
+    """Whether ``rest``'s blocks up to the next look, at this run's pace (its last 8 blocks'
+    when slower), would end past ``[design] max_minutes`` of points."""
     design = ctx.suite.effective_design
     following = next((k for k in (*design.looks, design.blocks) if k > blocks), None)
     if design.max_minutes is None or following is None:
@@ -93,10 +87,8 @@ def past_cap(ctx: Context, blocks: int, rest: tuple[PlannedPoint, ...]) -> bool:
 
 
 def cap_here(ctx: Context, blocks: int) -> None:
-    """The time cap makes the look after ``blocks`` the final one: run.json's ``design`` and
-    ``sequential`` say so, and the judge spends there all the alpha the later looks would have
-    had. Still the family's level: the earlier looks were taken at stricter levels than this
-    shorter schedule's, so their crossings lie inside its own."""
+    """The time cap makes the look after ``blocks`` the final one, spending the rest of alpha
+    there (why that keeps the family's level: docs/judge.md, Blocks sized in time)."""
     design = ctx.suite.effective_design
     final = dataclasses.replace(design, blocks=blocks,
                                 looks=tuple(k for k in design.looks if k < blocks))

@@ -286,8 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{row['blocks']} blocks within {timed['max_minutes']:g} min: no-op TOST power "
                   f"{100 * (row.get('noop_tost_power') or 0):.1f}% (gating on "
                   f"{100 * (row.get('noop_gating_nights') or 0):.1f}% of A/A nights); minutes "
-                  "of points: "
-                  f"A/A {points.get('aa', '-')}")
+                  f"of points: A/A {points.get('aa', '-')}")
         honest = row.get("claim_honesty")
         if honest:
             print(f"{'':<10} {_honesty_line(honest)}")

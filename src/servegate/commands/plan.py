@@ -129,11 +129,17 @@ def _priced(suite: Suite, cell: Cell, with_accuracy: bool, store: Path | None,
         model["gsm8k_sizing"] = gsm8k_sizing(suite, cell)
     measured = measured_figures(store, suite.name, cell.runner_class,
                                 model["mean_point_seconds"])
-    scale, load_s = (measured["block_scale"], measured["model_load_s"]) if measured else (None,
-                                                                                          None)
-    learned = learned_design(suite, cell, store, with_accuracy, scale, load_s)
+    scale, load_s = (measured or {}).get("block_scale"), (measured or {}).get("model_load_s")
+    extra: dict[str, Any] = {"learned": learned_design(suite, cell, store, with_accuracy, scale,
+                                                       load_s)}
+    design = suite.effective_design
+    if design.max_minutes is not None and cell.trees == 1:      # counted by need: the least
+        first = estimate(replace(suite, design=replace(design, blocks=design.looks[0], looks=(),
+                                                       max_minutes=None)), cell, False,
+                         measured_scale=scale)
+        extra["first_look"] = {"blocks": first["blocks"], "minutes": first["minutes"]["blocks"]}
     if measured is None:
-        return {**model, "figures": "speed model (models/ profile)", "learned": learned}
+        return {**model, "figures": "speed model (models/ profile)", **extra}
     priced = estimate(suite, cell, with_accuracy, measured_scale=scale, measured_load_s=load_s,
                       with_profile=profile)
     return {**priced, "gsm8k_sizing": model.get("gsm8k_sizing"),
@@ -141,13 +147,11 @@ def _priced(suite: Suite, cell: Cell, with_accuracy: bool, store: Path | None,
                        f"{cell.runner_class}",
             "measured": measured, "speed_model_estimate": {
                 k: model[k] for k in ("serving_minutes", "wall_minutes", "gpu_minutes")},
-            "learned": learned}
+            **extra}
 
 
 def _paired_noise(profile: Any, check: Any) -> dict[str, Any] | None:
-    """A paired check's levels from the runner's nights: the start x mode interaction (the
-    profile's) and the block level of the on - off block differences, pooled by degrees of
-    freedom; None when the nights do not measure both."""
+    """The profile's on/off interaction and its nights' on - off block level (dof-pooled)."""
     from servegate.history.noise_profile import night_levels
     from servegate.judge.evidence import MissingEvidence, paired_matrices
 
@@ -160,8 +164,8 @@ def _paired_noise(profile: Any, check: Any) -> dict[str, Any] | None:
         except MissingEvidence:
             continue
         found = night_levels(a - b)
-        var += float(found.block_var.reshape(-1)[0] * found.block_dof.reshape(-1)[0])
-        dof += float(found.block_dof.reshape(-1)[0])
+        night_dof = float(found.block_dof.reshape(-1)[0])
+        var, dof = var + float(found.block_var.reshape(-1)[0]) * night_dof, dof + night_dof
     if prior is None or dof <= 0:
         return None
     return {"between_var": prior.var, "block_var": var / dof, "df": prior.dof,
@@ -170,11 +174,8 @@ def _paired_noise(profile: Any, check: Any) -> dict[str, Any] | None:
 
 def learned_design(suite: Suite, cell: Cell, store: Path | None, with_accuracy: bool,
                    scale: float | None, load_s: float | None) -> dict[str, Any] | None:
-    """The design the runner's learned profile (servegate.history.profile: its nights' noise)
-    and measured speed would run: per paired gated check (the claim, the no-op TOST) the
-    cheapest starts x blocks with 80 % power at Holm's strictest level (servegate.judge.budget;
-    the claim at the PR's smaller improvement, the TOST at no change), the largest of them,
-    priced like the cell; None without a profile for (class, model, suite)."""
+    """The design the runner's learned profile and measured speed would run (docs/judge.md,
+    Blocks sized in time); None without a profile for (class, model, suite)."""
     from servegate.calibration import CLAIM_SIZES, block_design, family
     from servegate.history.profile import profile_from_store
     from servegate.judge import budget
@@ -244,6 +245,9 @@ def _print(result: dict[str, Any]) -> None:
         print(f"    {c['gpus_held']} GPUs held: {c['gpu_minutes']} GPU-minutes held, "
               f"{c['gpu_minutes_used']} used serving, {100 * c['idle_share']:.0f} % idle while "
               f"serving" if c["gpus_held"] else "    no GPUs held (a CPU runner)")
+        if c.get("first_look"):
+            print(f"    decided at the first look: {c['first_look']['blocks']} blocks, "
+                  f"{c['first_look']['minutes']} min of blocks (the least; above: the most)")
         learned = c.get("learned")
         if learned and learned["starts"] is None:
             print(f"    learned design ({learned['source']}): {learned['why']}")

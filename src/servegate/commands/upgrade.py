@@ -1,11 +1,7 @@
 """``servegate upgrade PATH...``: rewrite run.json files, baselines and golden traces to the
-current schema version, atomically (a file already current is left untouched).
-
-Reading never needs this (older files are upgraded in memory); it makes the upgrade a
-reviewable diff, e.g. for the committed baselines after a schema change. A folder argument
-means every such file below it. Exit 0 when every file was readable, 2 otherwise (each bad
-file is named with the field at fault; no file is half-written).
-"""
+current schema version, atomically, as a reviewable diff (reading never needs it). A folder
+means every such file below it. Exit 0 when every file was readable, 2 otherwise (each bad file
+named with the field at fault)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
 """servegate's exit codes and the one error base every stage's errors derive from.
 
-Exit codes (the contract CI and other tools rely on):
-0 pass / improvement, 1 regression (or a failed check), 2 infrastructure or input error,
-3 inconclusive (only with ``--strict``), 130 / 143 interrupted by SIGINT / SIGTERM.
-
-Every error servegate raises on purpose is a :class:`ServegateError` carrying its exit code, so
-the command line catches one type, once (``servegate.commands.dispatch``), and prints its message.
-Stage errors keep their builtin second base (``ValueError`` for bad input, ``RuntimeError`` for
-something that went wrong while running) so callers that catch those still do.
-"""
+Exit codes (the contract CI relies on): 0 pass / improvement, 1 regression, 2 infrastructure
+or input error, 3 inconclusive (``--strict``), 130 / 143 interrupted. Stage errors keep their
+builtin second base (``ValueError``, ``RuntimeError``) so callers catching those still do."""
 
 from __future__ import annotations
 

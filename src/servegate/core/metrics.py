@@ -1,12 +1,9 @@
 """The one registry of what servegate measures: per-request quantities and summary metrics.
 
-Everything that needs to know about a metric reads it here: the client mapping (which
-per-request samples to keep), the judge (direction, and how to recompute a metric from
-per-request samples), baselines (which samples to store), reports and plots (unit, label).
-Adding a per-request quantity is one :func:`register_quantity` call (its summary statistics
-``mean_/median_/std_/p90_/p95_/p99_<name>`` are registered with it); adding a summary-only metric
-of the client's is one :func:`register_metric` call.
-"""
+The client mapping, the judge (direction, recomputation from samples), baselines, reports and
+plots all read a metric here. A per-request quantity is one :func:`register_quantity` call (its
+``mean_/median_/std_/p90_/p95_/p99_`` summaries come with it); a summary-only metric one
+:func:`register_metric` call."""
 
 from __future__ import annotations
 

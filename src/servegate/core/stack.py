@@ -1,12 +1,8 @@
 """The software and kernel stack of a fingerprint as comparable components (pure, no I/O).
 
-A step in TTFT can come from sglang or from anything under it: aiter, hipBLASLt, triton,
-tilelang, a tuned GEMM config file, the image, a clock cap. The fingerprint records them
-(:mod:`servegate.serve.kernel_stack`); this module turns a fingerprint into one flat
-``{component key: value}`` view so the ``reference:`` line (servegate.report.reference) and the
-history's change points (servegate.history.report) compare the same things the same way. Values
-are display-ready strings: a file hash is shortened, a clock record reduced to its limits.
-"""
+A TTFT step can come from sglang or anything under it (aiter, hipBLASLt, triton, a tuned GEMM
+file, the image, a clock cap); one flat ``{component: value}`` view lets the ``reference:`` line
+and the history's change points compare the same things the same way."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """Versioned JSON files: every file servegate writes carries a schema version, and reading an
-older one upgrades it in memory, step by step, instead of refusing it.
-
-Each file kind (``run.json``, baselines, golden admission traces) declares a :class:`Schema`:
-its version key, its current version and one upgrade function per older version (v -> v + 1).
-``servegate upgrade PATH...`` rewrites files to the current version atomically. A file from a
-newer servegate, or without a usable version, is an error naming the file and the key.
-Modelled on asv's ``Results.update_to_N`` chain.
-"""
+older one upgrades it in memory, step by step (v -> v + 1, like asv's ``Results.update_to_N``),
+instead of refusing it. ``servegate upgrade PATH...`` rewrites files atomically; a file from a
+newer servegate, or without a usable version, is an error naming the file and the key."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """A point's load: the work its values were measured on, and where a series' load changed.
 
-Why: a suite's load changes (``[load].shaped_output_len``, ``input_len``, the chunk size, ...)
-and a series then holds nights of two loads; a reader that compares them sees the load change as
-a level shift. Each store line carries its point's ``load`` (docs/history.md, Store layout) and
-readers compare a night only with nights of the same load; a line without it is *load unknown*:
-comparable with any night, since an old store cannot recover it.
-"""
+Why: when a suite's load changes a series holds nights of two loads, and comparing them would
+read the change as a level shift. Readers compare a night only with nights of the same load; a
+line without one is *load unknown*, comparable with any (docs/history.md, Store layout)."""
 
 from __future__ import annotations
 

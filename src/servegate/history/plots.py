@@ -1,11 +1,6 @@
 """PNG per (runner, model, suite, metric): nights on x, one line per point, change points marked
-(what each mark means: docs/history.md, Plots).
-
-Why one plot per metric and runner: a performance owner asks "since when, between which sglang
-commits" for one metric on one machine; every (mode, concurrency) of it shares the nights axis,
-so a step that hits all points (a scheduler change) and one that hits one mode (exact fill) look
-different at a glance.
-"""
+(docs/history.md, Plots). Every (mode, concurrency) shares the nights axis, so a step that hits
+all points and one that hits one mode look different at a glance."""
 
 from __future__ import annotations
 

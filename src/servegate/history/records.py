@@ -1,14 +1,9 @@
 """One line of the history store: a metric of one (mode, concurrency) of one run, every value with
-its server start and block (a contract: docs/history.md, Store layout; servegate.history.store
-keeps the files).
+its server start and block (the contract: docs/history.md, Store layout).
 
-Why every value keeps its start and block: the noise lives at two levels (server start, block
-within a start; servegate.judge.nested), and a history that flattens them counts the blocks of
-one start as independent repeats. The optional keys (``stack`` and ``timings`` on a run's first
-line, ``load`` on a point's lines, ``arm``) are additive: no schema bump, a reader ignores what it
-does not know. A schema-1 line (``values`` alone) is upgraded when read, as the judge reads a run
-from before blocks.
-"""
+Why start and block: the noise lives at both levels (servegate.judge.nested); a flat history
+would count one start's blocks as independent repeats. Optional keys are additive (no schema
+bump); a schema-1 line (``values`` alone) is upgraded when read."""
 
 from __future__ import annotations
 

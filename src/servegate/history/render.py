@@ -1,11 +1,8 @@
 """The history site's HTML: the index, a series page, and the one stylesheet.
 
-Plain HTML5 with the charts inline (:mod:`servegate.history.svg`), the stylesheet linked
-relative to each page's folder and every other link relative too, so the same files work from
-``file://`` and GitHub Pages. No JavaScript: folding is ``<details>``. Every page carries the
-generator's ``<meta>`` mark (what lets a later publish remove its own stale pages and nothing
-else). Pure functions of the analysed store: no wall-clock stamp.
-"""
+Plain HTML5, charts inline, every link relative (``file://`` and GitHub Pages alike), no
+JavaScript; each page carries the generator's ``<meta>`` mark, so a later publish removes only
+its own stale pages. Pure functions of the analysed store."""
 
 from __future__ import annotations
 

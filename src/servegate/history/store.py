@@ -1,11 +1,9 @@
-"""The history store: a directory with one JSON-lines file per accepted run (a contract:
-docs/history.md, Store layout; a line's model: servegate.history.records).
+"""The history store: a directory with one JSON-lines file per accepted run (the contract:
+docs/history.md, Store layout; a line: servegate.history.records).
 
-Why one file per run: parallel nightly cells never write the same file, so merging two stores
-is copying files. Files are written atomically and not rewritten (the same run again: a no-op,
-an upgrade from an older schema, or a refusal when it differs). Reading skips a malformed line
-but names it (``file:line: what``); ``strict`` reading turns it into an error.
-"""
+One file per run, so parallel nightly cells never write the same file and merging stores is
+copying files. Written atomically, never rewritten; a malformed line is skipped and named
+(``strict``: an error)."""
 
 from __future__ import annotations
 

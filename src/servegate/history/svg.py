@@ -1,11 +1,7 @@
-"""The history site's charts as inline SVG: a sparkline per series for the index, a full chart
-per series page.
+"""The history site's charts as inline SVG (a sparkline per series, a full chart per page).
 
-Why SVG drawn here (not a plotting library, not JavaScript): the site opens from ``file://`` and
-GitHub Pages alike with nothing fetched at view time, and publishing the same store twice must
-write the same bytes, so every chart is text built from the store's numbers alone. Hover text
-is SVG ``<title>``.
-"""
+Why drawn here: the site opens from ``file://`` and GitHub Pages with nothing fetched, and
+publishing the same store twice writes the same bytes. Hover text is SVG ``<title>``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""What the history says about a series' latest night: the verdict the site shows.
-
-The store keeps no judge verdicts (``verdict.json`` stays in the run folder), so the site's
-verdict is derived from the change points ``history report`` finds: ``suspected`` (the latest
-nights are at a new level that has not held ``confirm`` nights yet), ``confirmed`` (a change
-point whose first night is among the last :data:`RECENT_NIGHTS`), ``steady``, ``not analysed``.
-A group of series shows its worst gated series (:func:`group_verdict`).
-"""
+"""What the history says about a series' latest night: the verdict the site shows, derived from
+the change points ``history report`` finds (``suspected``, ``confirmed``, ``steady``, ``not
+analysed``); a group shows its worst gated series (:func:`group_verdict`)."""
 
 from __future__ import annotations
 

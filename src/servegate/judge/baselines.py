@@ -1,12 +1,8 @@
-"""Stored baselines: one JSON file per (runner class, model profile, suite), with provenance.
+"""Stored baselines: ``baselines/<runner_class>/<model_profile>/<suite>.json``, with provenance.
 
-``baselines/<runner_class>/<model_profile>/<suite>.json`` holds, per point (mode, concurrency),
-every metric's reference value (mean over blocks), its spread, every block's value with the
-server start it ran in (``blocks`` and ``starts``: the block judge's nested evidence) and a
-capped, seeded sample of per-request values (the reports' distributions); accuracy per mode with
-n and per-question outcomes; and where it came from. Keys are sorted, points ordered by (mode,
-concurrency) and number lists kept on one line, so a baseline update reads as a short diff.
-"""
+Per point: every metric's reference value, spread, block values with their starts (the nested
+evidence) and a seeded sample of per-request values; accuracy per mode. Keys sorted and number
+lists on one line, so a baseline update reads as a short diff."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Checks judged on blocks, for runs whose modes share their server starts (``[design]``).
-
-Every check reads the one evidence table (:mod:`servegate.judge.evidence`) and one of two
-nested estimates (:mod:`servegate.judge.nested`): modes paired within their starts, or two
-sittings / two trees as independent nested means. ``[judge] family`` (``claims``,
-``baseline-aggregate``, ``ab-aggregate``) picks the gated checks; every other check is reported,
-not gated. What each family holds: docs/judge.md, How a check is decided.
-"""
+"""Checks judged on blocks, for runs whose modes share their server starts (``[design]``): every
+check reads the one evidence table and a nested estimate (modes paired within starts, or two
+sittings / trees as independent means); ``[judge] family`` picks the gated ones (docs/judge.md,
+How a check is decided)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """The noise budget: the cheapest server starts x blocks that would decide a check.
 
-Kalibera & Jones ("Rigorous benchmarking in reasonable time", ISMM 2013): with noise at two
-levels, a mean over S starts of B blocks has variance ``var_start / S + var_block / (S B)`` and
-costs ``S (cost_start + B cost_round)``, so the expensive level is repeated only as often as its
-variance requires. Both variances and both costs are the run's own; the target is 80 % power at
-the check's level for the distance between the estimate and the nearest decision boundary.
-"""
+Kalibera & Jones (ISMM 2013): a mean over S starts of B blocks has variance ``var_start / S +
+var_block / (S B)`` and costs ``S (cost_start + B cost_round)``; the target is 80 % power at the
+check's level for the distance to the nearest decision boundary."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """The evidence, built once: one table of block values per (arm, mode, concurrency, metric).
 
-A block is one client run (one run.json point); its value for a metric is the client's summary
-over the block's requests (mean TTFT, median TPOT, p99, ...). Every check reads this table
-instead of regrouping the raw points. Where the blocks sit in the design is kept with them:
-``start`` (which server start) and ``block`` (its index within that start for this mode and
-concurrency). Points from designs before blocks existed count as one block per server start
-(``start`` = repeat, ``block`` = 0); baselines store each block's value with its start.
-"""
+A block is one client run (a run.json point), its value the client's summary over its requests;
+every check reads this table, with each block's ``start`` and ``block`` index kept (points from
+before blocks count as one block per start)."""
 
 from __future__ import annotations
 

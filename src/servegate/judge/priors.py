@@ -1,11 +1,7 @@
-"""Where the judge's noise priors come from: the suite's stated figures, or a profile learned
-from the runner's own nights (servegate.history.profile) that replaces a figure once it is
-worth more degrees of freedom.
-
-Why a small protocol here: the judge sits below the history store (import layers), so the
-history hands it an object that answers "what is the prior for this level of this series";
-the judge keeps the rule (more degrees of freedom wins) and names the source in every reason.
-"""
+"""Where the judge's noise priors come from: the suite's stated figures, or a profile learned from
+the runner's own nights (servegate.history.profile) once it is worth more degrees of freedom.
+A small protocol because the judge sits below the history (import layers): the history answers
+"the prior for this level of this series", the judge keeps the rule and names the source."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """Run sglang's own load client (``python -m sglang.benchmark.serving``) for one point and parse
 its JSONL. No hand-written load generator: the numbers are the ones SGLang's CI reports.
-
-``--dataset-name random-ids --tokenize-prompt`` draws token-id prompts with no dataset download;
-``--random-range-ratio`` is the suite's ``[load].range_ratio`` (1, the default: exactly
-``input_len`` / ``output_len`` tokens; below 1: uniform in ``[len * ratio, len]``, sglang's own
-sampler, which ``servegate preflight`` replays); ``--flush-cache`` after the client's warm-up
-both avoids prefix reuse and leaves the marker the server-log parser cuts at.
-"""
+``random-ids`` prompts need no download; ``--flush-cache`` avoids prefix reuse and leaves the
+marker the server-log parser cuts at."""
 
 from __future__ import annotations
 

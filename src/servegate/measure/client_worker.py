@@ -1,11 +1,7 @@
-"""A long-lived host for sglang's own serving client: ``python -m servegate.measure.client_worker``
-imports sglang once and runs ``sglang.benchmark.serving.cli_main`` (same argv) per request, so a
-block's prompts (seeded from ``--seed`` in every run) are a fresh process's without its 10-15 s
-import (docs/guide/run.md).
-
-Protocol (one JSON object per line): stdin ``{"argv": [...], "log": "path"}``; stdout
-``{"rc": 0}`` or ``{"rc": N, "error": "..."}``; EOF ends the worker. Standard library and
-sglang only: this runs in the sglang environment."""
+"""A long-lived host for sglang's own serving client: imports sglang once and runs
+``sglang.benchmark.serving.cli_main`` (same argv) per request, without the 10-15 s import
+(docs/guide/run.md). Protocol, a JSON object a line: stdin ``{"argv": [...], "log": "path"}``;
+stdout ``{"rc": 0}`` or ``{"rc": N, "error": "..."}``; EOF ends it. Stdlib and sglang only."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """What else used the machine during a block: CPU steal, other processes' CPU, other GPU users.
 
-Why: on a shared VM the noise is interference bursts (+10-30 % for tens of seconds), and a
-verdict is easier to trust, or to distrust, when the block values sit beside what the machine
-was doing. Recorded per block (run.json ``points[*].machine``), never used to drop data.
-
-CPU figures come from psutil (system-wide times and the server's process tree); "ours" is the
-server tree plus this process and its finished children (the client), so ``other_cpu_pct`` is
-the share of the machine's CPU time the rest of the world took. GPU users come from
-``nvidia-smi`` / ``amd-smi`` where installed (absent here: the field is then omitted).
-"""
+Why: on a shared VM the noise is interference bursts, and a verdict is easier to trust (or
+distrust) beside what the machine was doing. Recorded per block (run.json
+``points[*].machine``), never used to drop data; GPU users only where ``nvidia-smi`` /
+``amd-smi`` exist."""
 
 from __future__ import annotations
 

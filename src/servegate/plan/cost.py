@@ -264,11 +264,8 @@ def estimate(suite: Suite, cell: Cell, with_accuracy: bool = True,
 
 def sized_suite(suite: Suite, runner_class: str, modes: tuple[str, ...],
                 scale: float = 1.0) -> Suite:
-    """The suite as bench sizes it in time on a machine the speed model describes, ``scale``
-    times slower: waves per block under ``[design] min_block_seconds`` (a wave is the
-    ``[load]`` prompts of a point, its price less the block overhead), and under
-    ``max_minutes`` the blocks of the last look that ends within the cap (as
-    servegate.commands.bench_looks keeps it); as written otherwise, or without a speed model."""
+    """The suite as bench sizes it in time (waves per block, the blocks of the last look within
+    the cap) on a machine the speed model describes, ``scale`` times slower."""
     design, load = suite.effective_design, suite.load
     speed = suite.server_for(runner_class).speed
     if speed is None or (design.min_block_seconds is None and design.max_minutes is None):

@@ -1,12 +1,6 @@
-"""The launch argv bench would use, parsed by the installed sglang's own server-argument parser.
-
-The argv comes from :func:`servegate.serve.launch.build_launch` (the same code bench runs), so
-what is checked is what would be launched. sglang's parser is built the way
-``sglang.srt.server_args.prepare_server_args`` builds it (``ServerArgs.add_cli_args`` on an
-``argparse.ArgumentParser``, then ``ServerArgs.from_cli_args``), without the model-dependent
-resolution that needs the checkpoint. A rejected argument names the profile file and the key it
-came from.
-"""
+"""The launch argv bench would use (:func:`servegate.serve.launch.build_launch`), parsed by the
+installed sglang's own ``ServerArgs`` parser as ``prepare_server_args`` builds it, without the
+model-dependent resolution. A rejected argument names the profile file and key it came from."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The exact prompt and output lengths ``python -m sglang.benchmark.serving`` will send.
-
-servegate runs the client with ``--dataset-name random-ids --tokenize-prompt ... --seed S``
-(:mod:`servegate.measure.client`). The client seeds numpy's global generator with ``--seed``
-and nothing else draws from it before ``RandomDataset.sample_random_requests`` draws the input
-lengths, then the output lengths, with ``compute_random_lens`` (``benchmark/datasets/common.py``):
-calling sglang's own function in that order reproduces the lengths.
-"""
+"""The exact prompt and output lengths ``python -m sglang.benchmark.serving`` will send: the client
+seeds numpy's global generator with ``--seed`` and draws input then output lengths with
+``compute_random_lens``; calling sglang's own function in that order reproduces them."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """The verdict as people read it: one headline, the gated checks, one line for the rest.
 
-Shared by the terminal (:func:`servegate.report.print_judgement`), ``summary.md`` and
-``junit.xml``, so the three cannot disagree. The block (:func:`verdict_block`): the headline, the
-reference when it is another machine or software, one line per gated check, one line for the
-reported rest, what would decide the inconclusive gated checks, the notes that matter;
-``verbose`` lists every check and note. Pure functions: nothing here reads or writes files.
-"""
+Shared by the terminal, ``summary.md`` and ``junit.xml``, so the three cannot disagree
+(:func:`verdict_block`; ``verbose`` lists every check and note). Pure functions: no file I/O."""
 
 from __future__ import annotations
 

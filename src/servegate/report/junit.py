@@ -1,11 +1,6 @@
-"""``junit.xml``: one test case per gated check, so CI test views show what decides the exit.
-
-Gated (primary) checks are the test cases: regression -> <failure>, infrastructure/input error
--> <error>, inconclusive -> <skipped> with the reason (and the minimal detectable effect), pass
-and improvement -> passed. Every check reported but not gated is a <property> of the test suite
-(name -> "verdict ratio [low, high]"), and the suite's <system-out> is the verdict block the
-terminal prints (:func:`servegate.report.headline.verdict_block`), headline first.
-"""
+"""``junit.xml``: one test case per gated check, so CI test views show what decides the exit
+(regression -> <failure>, error -> <error>, inconclusive -> <skipped> with the reason); checks
+reported but not gated are <property> entries, <system-out> the terminal's verdict block."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Each serving point in pytest-benchmark's saved-JSON format (``pytest_benchmark.json``).
-
-So ``pytest-benchmark compare``/``list`` and dashboards built on that format can read servegate
-runs. The honest mapping: one benchmark per (mode, concurrency); its "rounds" are the requests,
-its timing ``stats`` are per-request end-to-end latencies in seconds (the one wall time
-pytest-benchmark understands); every serving metric (TTFT, TPOT, ITL, throughput, per repeat and
-averaged) goes into ``extra_info``, which pytest-benchmark stores and shows but never gates.
-"""
+"""Each serving point in pytest-benchmark's saved-JSON format (``pytest_benchmark.json``), so its
+``compare`` / ``list`` and dashboards read servegate runs: one benchmark per (mode,
+concurrency), its rounds the requests, its ``stats`` per-request E2E latencies in seconds, every
+serving metric in ``extra_info`` (shown, never gated)."""
 
 from __future__ import annotations
 

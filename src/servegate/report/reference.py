@@ -1,11 +1,6 @@
-"""What the reference is: how the baseline's machine and software differ from the run's.
-
-A stored baseline keeps the fingerprint of the run it was made from
-(``provenance.fingerprint``, :func:`servegate.judge.baselines.baseline_from_run`); the run has
-its own (``run.json`` ``fingerprint``, :func:`servegate.serve.detect.fingerprint`). When they differ,
-the verdict says so once, because a ratio against another machine or another sglang measures
-the machine or the sglang too. Pure functions: no I/O.
-"""
+"""What the reference is: how the baseline's machine and software differ from the run's
+(``provenance.fingerprint`` vs run.json ``fingerprint``). Said once when they differ: a ratio
+against another machine or sglang measures that too. Pure functions: no I/O."""
 
 from __future__ import annotations
 

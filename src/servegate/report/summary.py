@@ -1,11 +1,6 @@
-"""The ``## Verdict`` section of ``summary.md`` (replaced, never duplicated, on re-runs).
-
-The same shape as the terminal (:mod:`servegate.report.headline`): the headline, what the
-reference is, the gated checks as a table, one line for the checks reported but not gated, what
-would decide, every note, then every check in a collapsed ``<details>`` table. The same section
-is appended to ``$GITHUB_STEP_SUMMARY`` when that variable is set, so the verdict shows on the
-workflow run page.
-"""
+"""The ``## Verdict`` section of ``summary.md`` (replaced, never duplicated, on re-runs): the
+terminal's shape (:mod:`servegate.report.headline`) with the checks as tables; also appended to
+``$GITHUB_STEP_SUMMARY`` when set, so the verdict shows on the workflow run page."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """Runner detection (which registered runner class this machine is) and the provenance
-fingerprint (with the hardware identity, servegate.core.hardware).
-
-The class (a GPU model, :mod:`servegate.core.runner_classes`) keys baselines; its architecture decides the
-profile section and what ``on`` must do (the real exact-fill gate is gfx95-only). torch is asked
-first, the way sglang itself decides (``get_device_properties(0).gcnArchName`` on ROCm);
-``rocminfo`` / ``nvidia-smi`` are used only when torch is not importable. ``--runner`` (or env
-``SERVEGATE_RUNNER``) overrides detection.
-"""
+fingerprint (with the hardware identity, servegate.core.hardware). torch is asked first, as
+sglang decides (``gcnArchName`` on ROCm); ``rocminfo`` / ``nvidia-smi`` only without torch;
+``--runner`` (or ``SERVEGATE_RUNNER``) overrides."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """Build and reuse the environments servegate runs sglang in (stdlib only: the noxfile imports it).
 
-The CPU environment (torch + sglang, about 6 GB) is shared by every nox session, keyed by the
-digest of ``ci/requirements-cpu.txt`` and the interpreter version under ``$SERVEGATE_CACHE``
-(default ``~/.cache/servegate``), built once under a file lock and marked complete last.
-
-GPU sessions run on the runner image's *own* interpreter (``$SERVEGATE_PYTHON``), never in a venv
-on top of it: ROCm images keep their stack in a venv (``/opt/venv``), and a venv made from a
-venv's python sees the *base* interpreter's site-packages: ``No module named sglang``.
-"""
+The CPU environment is shared by every nox session, keyed by the lock's digest and interpreter
+under ``$SERVEGATE_CACHE``, built once under a file lock. GPU sessions run on the image's own
+interpreter (``$SERVEGATE_PYTHON``), never a venv over it: a venv made from ROCm's ``/opt/venv``
+python sees the base site-packages (``No module named sglang``)."""
 
 from __future__ import annotations
 

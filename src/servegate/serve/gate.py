@@ -1,13 +1,9 @@
 """Is exact fill's gate open on a runner class? Read from the sglang tree under test.
 
-Why: which devices the gate (``schedule_policy._use_exact_chunk_fill``) accepts is the code under
-test's decision (0.5.23: gfx95 only; a PR may open it on gfx942). So a runner class's ``on`` cell
-is a claim cell (the gate opens: on must improve) or a no-op cell (it stays closed: on must change
-nothing) by what the tree's own gate answers with ``SGLANG_EXACT_CHUNK_FILL=1`` on the class's
-device, emulated by servegate's device double (``hooks/exactfill/servegate_device_double.py``:
-torch answers as that device for the call only). Preflight evaluates it in its own process (it
-has the tree imported); bench runs the double's script with the servers' Python and tree.
-"""
+Why: which devices the gate accepts is the code under test's decision, so a class's ``on`` cell
+is a claim cell (the gate opens) or a no-op cell (it stays closed) by what the tree's own gate
+answers on the class's device, emulated by servegate's device double
+(``hooks/exactfill/servegate_device_double.py``)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Server lifecycle: start in its own session, wait for readiness, always tear the tree down.
 
-sglang spawns a scheduler and a detokenizer; killing only the launcher would orphan them (and
-their memory). The server starts with ``start_new_session=True`` so its process group can be
-signalled as a whole, and any descendant that left the group is found through /proc and killed
-too. ``terminate_on_sigterm`` turns SIGTERM into an exception, so ``finally`` blocks run on
-CI cancellation just as on Ctrl-C, and a second signal during a teardown cannot cut it short.
-A taken port is refused before launch and recognised in the log afterwards (sglang hangs on it).
-"""
+sglang spawns a scheduler and a detokenizer, so the whole process group (and any descendant that
+left it, found through /proc) is killed. ``terminate_on_sigterm`` turns SIGTERM into an
+exception so teardown runs on CI cancellation too. A taken port is refused before launch."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Which sglang will the servers import, and can it do exact fill at all?
 
-PR #32888 (``SGLANG_EXACT_CHUNK_FILL``, the gate ``schedule_policy._use_exact_chunk_fill``) was
-first released in sglang 0.5.20 (2026-09-18); 0.5.19 is the last release without it. Modes
-``on`` and ``forced`` mean nothing on an sglang without the gate, so they fail before any server
-starts, naming the version found and the minimum. Read from the files, not by importing sglang
-(an import costs 8-16 s and would pin this process to one tree).
-"""
+PR #32888's gate was first released in sglang 0.5.20; modes ``on`` and ``forced`` fail before
+any server starts on an older one, naming the version found and the minimum. Read from the
+files, not by importing sglang (8-16 s, and it would pin this process to one tree)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""An sglang source tree as the code under test: resolve ``--sglang-src PATH`` (or head vs base's
-``--base`` / ``--head PATH``) without importing it.
-
-PATH is an sglang checkout (the package lives in ``PATH/python/sglang``) or an unpacked sglang
-package (``PATH/sglang``, e.g. a wheel unpacked). The folder that holds ``sglang/`` goes first on
-the import path of the process that runs it; nothing is installed, so the environment's compiled
-dependencies stay as they are. Recorded as ``{path, version, commit, dirty}`` (commit and dirty
-only for a git checkout: ``None`` otherwise).
-"""
+"""An sglang source tree as the code under test: resolve ``--sglang-src PATH`` (or ``--base`` /
+``--head``) without importing it. PATH is a checkout (``PATH/python/sglang``) or an unpacked
+package (``PATH/sglang``), put first on the import path of the process that runs it; recorded as
+``{path, version, commit, dirty}``."""
 
 from __future__ import annotations
 

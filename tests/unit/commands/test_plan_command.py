@@ -46,6 +46,8 @@ def test_text_output_names_starts_minutes_and_gpu_minutes(
     assert plan.main(["--suite", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "1 server start(s), 76 blocks" in out and "no GPUs held (a CPU runner)" in out
+    # counted by need: the most above, the least (8 rounds of on/off, forced in 4) beside it
+    assert "decided at the first look: 20 blocks, 1.1 min of blocks (the least" in out
     assert plan.main(["--suite", "nightly", "--runner", "gfx95"]) == 0
     out = capsys.readouterr().out
     assert "one tree, two starts at once (halves): 4 server start(s)" in out
@@ -122,6 +124,9 @@ def test_measured_nights_replace_the_load_and_scale_the_serving_time(
     assert cell["minutes"]["blocks"] / cell["points"] == pytest.approx(
         2 * model["minutes"]["blocks"] / model["points"], rel=0.05)
     assert cell["points"] < model["points"] and cell["minutes"]["blocks"] <= 4.5
+    assert cell["first_look"]["blocks"] == model["first_look"]["blocks"] == 20
+    assert cell["first_look"]["minutes"] == pytest.approx(2 * model["first_look"]["minutes"],
+                                                          abs=0.15)
     assert cell["speed_model_estimate"]["serving_minutes"] == model["serving_minutes"]
 
 
