@@ -114,10 +114,11 @@ def tests(session: nox.Session) -> None:
     # process slows a CPU server 2-4x (measured: the emulated gfx95 e2e took 106 s alone and
     # 247-250 s beside the replays). --durations: the slowest tests named in every CI log.
     session.run(python, "-m", "pytest", "-n", "2", "--dist", "load", "--benchmark-disable",
-                "--durations=8", "-m", "sglang and not e2e and not timing and not gpu",
+                "--durations=8", "-m", "(sglang and not e2e and not timing or lifecycle) and not gpu",
                 REAL_SGLANG_TESTS, external=True, env=env)
-    session.run(python, "-m", "pytest", "--durations=12", "-m", "(e2e or timing) and not gpu",
-                REAL_SGLANG_TESTS, external=True, env=env)
+    session.run(python, "-m", "pytest", "--durations=12", "-m",
+                "(e2e or timing) and not lifecycle and not gpu", REAL_SGLANG_TESTS,
+                external=True, env=env)
 
 
 @nox.session(venv_backend="none", tags=["cpu"])

@@ -27,6 +27,8 @@ from types import FrameType
 from servegate.core.errors import ServegateError
 from servegate.serve.launch import LaunchSpec
 
+HEALTH_REQUEST_TIMEOUT_S = 10.0     # one /health request; a wedged server must not block the wait
+
 
 class ServerError(ServegateError, RuntimeError):
     """The server failed to start or died; ``log_tail`` holds the end of its log."""
@@ -288,7 +290,7 @@ class Server:
                 raise ServerError(f"server exited with code {code} before it was ready "
                                   f"(log: {self.log_path})", last)
             try:
-                with urllib.request.urlopen(url, timeout=10) as response:
+                with urllib.request.urlopen(url, timeout=HEALTH_REQUEST_TIMEOUT_S) as response:
                     if response.status == 200:
                         return time.monotonic() - started
             except (urllib.error.URLError, OSError, TimeoutError):
