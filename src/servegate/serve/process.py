@@ -300,7 +300,12 @@ class Server:
                                   f"({url}; log: {self.log_path})", tail(self.log_path))
             time.sleep(poll_s)
 
-    def check_alive(self) -> None:
+    def check_alive(self, wait_s: float = 0.0) -> None:
+        """Raise ServerError if the launcher exited; ``wait_s`` gives a dying one time to be
+        reaped (a client may see the server's socket close before its exit is visible)."""
+        if self.proc is not None and wait_s > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=wait_s)
         if self.proc is not None and self.proc.poll() is not None:
             raise ServerError(f"server died with code {self.proc.returncode} "
                               f"(log: {self.log_path})", tail(self.log_path))
