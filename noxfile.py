@@ -100,24 +100,29 @@ def mutation(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", requires=["unit"])
 def tests(session: nox.Session) -> None:
-    """The README test command: unit tests, then the real-sglang tests: those without a server
-    two at a time (replays, hooks, preflight), then the server and `timing` tests alone."""
+    """The README test command: unit tests, then the real-sglang tests: those that assert no
+    speed two at a time (replays, hooks, preflight, server lifecycle faults), then the other
+    server tests and the `timing` tests alone."""
     # GPU tests (opt-in: SERVEGATE_GPU_TESTS=1) must run in the runner image's own sglang.
     python = _runtime_python(session, force_cpu=os.environ.get("SERVEGATE_GPU_TESTS") != "1")
     env = envbuild.servegate_env_vars()
     if session.posargs:
         session.run(python, "-m", "pytest", *session.posargs, external=True, env=env)
         return
-    # Tests that start no server and assert nothing about speed (scheduler replays, hooks,
-    # preflight) run two at a time, test by test. Then every test that starts a CPU server
-    # (`e2e`) or judges speed (`timing`) runs alone, one after another: a second CPU-heavy
-    # process slows a CPU server 2-4x (measured: the emulated gfx95 e2e took 106 s alone and
-    # 247-250 s beside the replays). --durations: the slowest tests named in every CI log.
-    session.run(python, "-m", "pytest", "-n", "2", "--dist", "load", "--benchmark-disable",
-                "--durations=8", "-m", "sglang and not e2e and not timing and not gpu",
+    # Tests that assert nothing about speed (scheduler replays, hooks, preflight, and the
+    # `lifecycle` server tests: exit codes, causes, teardown) run three at a time on the two
+    # cores, test by test (a worker waiting on a server, a timeout or a teardown leaves its core
+    # to the others: at two workers this phase used 1.7 cores).
+    # Then every other test that starts a CPU server (`e2e`) or judges speed (`timing`) runs
+    # alone, one after another: a second CPU-heavy process slows a CPU server 2-4x (measured:
+    # the emulated gfx95 e2e took 106 s alone and 247-250 s beside the replays).
+    # --durations: the slowest tests named in every CI log.
+    session.run(python, "-m", "pytest", "-n", "3", "--dist", "load", "--benchmark-disable",
+                "--durations=8", "-m", "(sglang and not e2e and not timing or lifecycle) and not gpu",
                 REAL_SGLANG_TESTS, external=True, env=env)
-    session.run(python, "-m", "pytest", "--durations=12", "-m", "(e2e or timing) and not gpu",
-                REAL_SGLANG_TESTS, external=True, env=env)
+    session.run(python, "-m", "pytest", "--durations=12", "-m",
+                "(e2e or timing) and not lifecycle and not gpu", REAL_SGLANG_TESTS,
+                external=True, env=env)
 
 
 @nox.session(venv_backend="none", tags=["cpu"])

@@ -28,6 +28,7 @@ from servegate.serve.process import Server
 
 SWITCH_TIMEOUT_S = 120.0                 # every scheduler acknowledges a mode switch by then
 WARMUP_SEED_OFFSET = 7_919               # a warm-up run's prompts differ from every block's
+DYING_SERVER_S = 5.0                     # after a client failure: time for a killed server's exit
 # Warm-up blocks after a switch: a GPU GEMM picked by M may be tuned or compiled at its first use
 # (why the client's own warm-up is not enough: docs/serve.md, Modes inside one server).
 WARMUP_NOTE = ("[design] warmup_blocks discarded client runs (distinct prompts, the measured "
@@ -101,7 +102,7 @@ def measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: 
         host.run(client_argv(ctx.python, client)[3:], client_log, suite.load.point_timeout_s,
                  watch=server.check_alive)
     except ClientError:
-        server.check_alive()            # a dead server is the cause, not the client's failure
+        server.check_alive(DYING_SERVER_S)  # a dead server is the cause, not the client's failure
         raise
     server.check_alive()
     server.wait_log_quiet()             # the scheduler's last lines of the block are in
@@ -197,9 +198,13 @@ def warm_up(ctx: Context, server: Server, planned: PlannedPoint, host: ClientHos
         began = time.monotonic()
         with bench_timings.timed(ctx.run, "warmups", arm=planned.arm, mode=planned.mode,
                                  start=planned.start, concurrency=planned.concurrency):
-            host.run(client_argv(ctx.python, point)[3:],
-                     ctx.run_dir / "client" / f"{name}.log", suite.load.point_timeout_s,
-                     watch=server.check_alive)
+            try:
+                host.run(client_argv(ctx.python, point)[3:],
+                         ctx.run_dir / "client" / f"{name}.log", suite.load.point_timeout_s,
+                         watch=server.check_alive)
+            except ClientError:
+                server.check_alive(DYING_SERVER_S)
+                raise
         last = (time.monotonic() - began, jsonl)
     return last
 

@@ -23,6 +23,8 @@ from types import FrameType
 from servegate.core.errors import ServegateError
 from servegate.serve.launch import LaunchSpec
 
+HEALTH_REQUEST_TIMEOUT_S = 10.0     # one /health request; a wedged server must not block the wait
+
 
 class ServerError(ServegateError, RuntimeError):
     """The server failed to start or died; ``log_tail`` holds the end of its log."""
@@ -284,7 +286,7 @@ class Server:
                 raise ServerError(f"server exited with code {code} before it was ready "
                                   f"(log: {self.log_path})", last)
             try:
-                with urllib.request.urlopen(url, timeout=10) as response:
+                with urllib.request.urlopen(url, timeout=HEALTH_REQUEST_TIMEOUT_S) as response:
                     if response.status == 200:
                         return time.monotonic() - started
             except (urllib.error.URLError, OSError, TimeoutError):
@@ -294,7 +296,12 @@ class Server:
                                   f"({url}; log: {self.log_path})", tail(self.log_path))
             time.sleep(poll_s)
 
-    def check_alive(self) -> None:
+    def check_alive(self, wait_s: float = 0.0) -> None:
+        """Raise ServerError if the launcher exited; ``wait_s`` gives a dying one time to be
+        reaped (a client may see the server's socket close before its exit is visible)."""
+        if self.proc is not None and wait_s > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=wait_s)
         if self.proc is not None and self.proc.poll() is not None:
             raise ServerError(f"server died with code {self.proc.returncode} "
                               f"(log: {self.log_path})", tail(self.log_path))

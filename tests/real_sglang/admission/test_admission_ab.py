@@ -21,16 +21,13 @@ from repo_files import REPO_ROOT
 from servegate_cli import run_servegate
 from sglang_trees import (
     ASR_FIX,
-    EXACT_FILL_SHORT,
     FORCED_FLOOR,
     GATE_LEAK,
     TWO_SCENARIO_SUITE,
     edited_copy,
-    installed_tree,
     release_tree,
 )
 
-from servegate.admission.classify import INVARIANT_FAILED, classify
 from servegate.admission.ledger_spec import LEDGER_KINDS
 
 REPO = REPO_ROOT
@@ -179,30 +176,6 @@ def test_every_scenario_a_release_does_not_replay_names_its_reason() -> None:
         # an exception's first line: its type, then the message (0.5.20 lacks what is named)
         assert reason.split(":")[0] in {"TypeError", "AttributeError"} and "\n" not in reason
         assert "unexpected keyword argument" in reason or "has no attribute" in reason, reason
-
-
-@pytest.mark.sglang
-def test_exact_fill_one_token_short_is_found_by_admission_alone(tmp_path: Path) -> None:
-    """Issue 40: a commit whose exact-fill branch admits chunk - 1 tokens. `off` and `on` (off
-    gfx95) do not move, so no gated trace names it; the head's own invariant does, by name, and
-    the bisect classification decides the commit here, without a server."""
-    base = installed_tree()
-    head = edited_copy(base, tmp_path / "sglang-exact-fill-short", EXACT_FILL_SHORT)
-    proc = _ab("--base", base, "--head", head, "--json")
-    assert proc.returncode == 1, proc.stderr[-2000:]
-    result = _json(proc)
-    assert result["failing"] == [] and result["base_invariant_failures"] == []
-    short = [line for line in result["failing_invariants"] if "exact-fill-fills-chunk" in line]
-    assert any(line.endswith("[forced] round 0: exact-fill-fills-chunk: saturated forced batch "
-                             "is 2047 tokens, expected exactly the chunk size 2048")
-               for line in short)
-    assert any("batch is 16383 tokens, expected exactly the chunk size 16384" in line
-               for line in short)
-    got = classify(result)
-    assert got.verdict == INVARIANT_FAILED and got.decided
-    assert got.moved and all(name.endswith("[forced]") for name in got.moved)
-    print(f"{len(short)} exact-fill-fills-chunk failures, {len(got.invariant_failures)} in all, "
-          f"{len(got.moved)} forced scenarios moved")
 
 
 def _matrix(rows: list[dict]) -> list[dict]:

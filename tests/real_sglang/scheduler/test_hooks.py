@@ -68,7 +68,13 @@ def test_device_double_evaluates_the_real_gate_on_the_emulated_device(
     assert "elsewhere gfx95 False False" in out.stdout
     assert "torch hip None" in out.stdout
     assert f"servegate-hook: device double: {line} in pid" in out.stderr
-    plain = plain_python_with_hook(EMULATION_PROBE, {"SGLANG_EXACT_CHUNK_FILL": exact_fill})
+
+
+@pytest.mark.sglang
+def test_without_the_device_double_the_real_gate_stays_closed_on_this_cpu() -> None:
+    """The emulations' control (one run for all of them): the same probe, exact fill asked for,
+    no emulation variable: the CPU is a CPU and the double never names itself."""
+    plain = plain_python_with_hook(EMULATION_PROBE, {"SGLANG_EXACT_CHUNK_FILL": "1"})
     assert "gate False" in plain.stdout and "device double" not in plain.stderr
 
 

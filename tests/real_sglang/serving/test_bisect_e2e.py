@@ -161,8 +161,13 @@ def test_a_commit_admitting_chunk_minus_one_is_found_by_the_admission_stage_alon
     culprit = got.result["culprit"]
     assert culprit["tree"] == repo.label("admission-C") and culprit["stage"] == "admission"
     assert culprit["admission"]["verdict"] == "invariant_failed"
-    assert any("exact-fill-fills-chunk: saturated forced batch is 2047 tokens" in line
+    assert any("exact-fill-fills-chunk: saturated forced batch is 2047 tokens, expected "
+               "exactly the chunk size 2048" in line
                for line in culprit["admission"]["invariant_failures"])
+    # off and on (off gfx95) did not move: no gated trace names C, only its own invariant
+    assert culprit["admission"]["moved"] == ["p64-c2048-one-long-radix [forced]",
+                                             "p64-c2048-many-medium-radix [forced]"]
+    assert culprit["admission"]["reason"] is None
     assert got.result["gpu_minutes_spent"] == 0 and not got.run_dirs()     # no server started
     assert not (got.folder / "steps").exists()
     assert f"first bad commit: {repo.label('admission-C')}" in got.out
@@ -178,6 +183,11 @@ def test_a_slowdown_is_found_through_the_admission_stage_and_one_served_pair(
     first, second = got.result["steps"][:2]
     assert (first["tree"], first["stage"], first["verdict"]) == (tree["C"], "admission", "skip")
     assert "does not import" in first["why"] and "sglang_missing_dependency" in first["why"]
+    reason = first["admission"]["reason"]       # classify names the tree and the failing module
+    assert first["admission"]["verdict"] == "does_not_import"
+    assert f"--head {got.folder / 'trees' / repo.tags['served-C'][:12]}: " in reason, reason
+    assert "sglang.srt.managers.schedule_policy" in reason
+    assert "No module named 'sglang_missing_dependency'" in reason
     # then B, the nearest: identical admission traces, so served against A as a live pair
     assert (second["tree"], second["stage"]) == (tree["B"], "serving"), got.steps()
     assert second["admission"]["verdict"] == "identical"

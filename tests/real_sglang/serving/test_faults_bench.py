@@ -36,6 +36,8 @@ from servegate.commands import bench, bench_servers
 from servegate.measure import client_host
 from servegate.serve import process
 
+# Lifecycle only (exit codes, causes, no process left): run beside the replays, not alone.
+pytestmark = pytest.mark.lifecycle
 # --------------------------------------------------------------------------- server faults (e2e)
 
 @pytest.mark.e2e

@@ -1,6 +1,6 @@
 """``servegate.admission.classify``: a candidate tree against a good one by the admission stage
 alone (what a bisect step asks first), on hand-made suite outputs compared by the real
-``admission ab`` code. The real trees' run is tests/real_sglang/admission/test_admission_classify.py."""
+``admission ab`` code. The real trees' run is the bisect's (tests/real_sglang/serving/test_bisect_e2e.py)."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ class FakeServer:
     def wait_ready(self) -> float:
         return 0.01
 
-    def check_alive(self) -> None:
+    def check_alive(self, wait_s: float = 0.0) -> None:
         pass
 
     def stop(self) -> None:

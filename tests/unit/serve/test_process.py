@@ -8,6 +8,7 @@ normal exit, an exception, Ctrl-C (SIGINT) or SIGTERM, no process of the tree ma
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ import pytest
 from fault_helpers import _assert_no_process_left
 from repo_files import SRC
 
+from servegate.serve import process
 from servegate.serve.launch import LaunchSpec
 from servegate.serve.process import PortInUse, Server, ServerError, descendants, free_port, kill_tree
 
@@ -335,9 +337,12 @@ def _group(pgid: int) -> list[int]:
     return found
 
 
-def test_no_process_of_the_servers_group_is_left_when_it_died_at_start(tmp_path: Path) -> None:
+def test_no_process_of_the_servers_group_is_left_when_it_died_at_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The launcher died before it was ready; its scheduler (now an orphan: not a descendant any
-    more) ignores SIGTERM. Teardown still leaves no process of the server's group."""
+    more) ignores SIGTERM. Teardown still leaves no process of the server's group (after a 2 s
+    grace here; the server's is 15 s)."""
+    monkeypatch.setattr(process, "kill_tree", functools.partial(kill_tree, grace_s=2.0))
     script = tmp_path / "dying_server.py"
     script.write_text(DYING_SERVER)
     port = free_port()

@@ -51,6 +51,23 @@ def test_a_running_server_passes_the_check(tmp_path: Path) -> None:
     assert server.proc is not None and server.proc.poll() is not None
 
 
+def test_a_server_dying_just_after_the_check_is_blamed_when_the_check_waits(
+        tmp_path: Path) -> None:
+    """A client fails as a killed server's socket closes, a moment before the launcher's exit is
+    visible: the check after a client failure waits for it (bench_blocks.DYING_SERVER_S), and
+    a server that stays up is not blamed, the wait bounded."""
+    dying = _server(tmp_path / "dying", "import time; time.sleep(0.5); raise SystemExit(9)")
+    with dying:
+        dying.check_alive()                             # still up: no wait, no blame
+        with pytest.raises(ServerError, match="server died with code 9"):
+            dying.check_alive(wait_s=20.0)
+    alive = _server(tmp_path / "alive", "import time; time.sleep(60)")
+    with alive:
+        started = time.monotonic()
+        alive.check_alive(wait_s=0.3)
+        assert 0.3 <= time.monotonic() - started < 5.0
+
+
 def test_a_log_not_written_yet_is_at_offset_zero(tmp_path: Path) -> None:
     server = _server(tmp_path, "pass")
     assert not server.log_path.exists()

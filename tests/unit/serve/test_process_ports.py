@@ -67,10 +67,12 @@ def test_each_port_is_probed_on_the_servers_own_host(monkeypatch: pytest.MonkeyP
         assert process.port_is_free(port, "127.0.0.2")
 
 
-def test_a_health_check_that_never_answers_is_given_up(tmp_path: Path) -> None:
+def test_a_health_check_that_never_answers_is_given_up(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A listener that accepts /health and never replies (a wedged server) does not block
-    ``wait_ready``: the request times out (after 10 s), the deadline is checked and the wait
+    ``wait_ready``: the request times out (10 s; 1 s here), the deadline is checked and the wait
     fails naming the URL. Without the request's timeout it would block for ever."""
+    monkeypatch.setattr(process, "HEALTH_REQUEST_TIMEOUT_S", 1.0)
     port = process.free_port()
     spec = LaunchSpec(argv=[sys.executable, "-c", "import time; time.sleep(60)",
                             "--port", str(port)], env={}, set_env={}, health_path="/health",
