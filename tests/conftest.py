@@ -91,7 +91,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif ("sglang" in item.keywords or "e2e" in item.keywords) and not has_sglang:
             item.add_marker(pytest.mark.skip(
                 reason="needs real sglang: run through `nox -s tests` (shared CPU env)"))
-    # The server lifecycle tests first: the longest of the run-two-at-a-time phase, they would
+    # The server lifecycle tests first: the longest of the phase that runs tests three at a time, they would
     # otherwise be dealt last and leave one worker running alone at the end.
     items.sort(key=lambda item: "lifecycle" not in item.keywords)
     _fastest_first_under_a_mutant(items)

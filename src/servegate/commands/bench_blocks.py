@@ -80,13 +80,26 @@ def client_point(ctx: Context, server: Server, planned: PlannedPoint, output_fil
                        range_ratio=load.range_ratio, output_file=output_file)
 
 
+def run_client(ctx: Context, host: ClientHost, server: Server, point: ClientPoint,
+               log_path: Path) -> None:
+    """One client run against ``server`` (sglang's own client and argv, imported once in the
+    start's worker), watching the server; a client failure is blamed on the server when the
+    server is dying (its socket can close before the launcher's exit is visible)."""
+    try:
+        host.run(client_argv(ctx.python, point)[3:], log_path, ctx.suite.load.point_timeout_s,
+                 watch=server.check_alive)
+    except ClientError:
+        server.check_alive(DYING_SERVER_S)
+        raise
+
+
 def measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: str,
                   control: ModeControl | None, host: ClientHost,
                   siblings: tuple[Server, ...] = ()) -> Point:
     """One block: the client against ``server``; with ``control`` (in-server design) the
     exact-fill read-back is the mode switch's acknowledgements in this block's log slice.
     ``siblings`` (the other half, busy at once): its batches over the block (``other_half``)."""
-    suite, run_dir = ctx.suite, ctx.run_dir
+    run_dir = ctx.run_dir
     label = f"{planned.arm}-{planned.mode}" if planned.arm else planned.mode
     name = f"{label}-c{planned.concurrency}-r{planned.repeat}"
     jsonl = run_dir / "client" / f"{name}.jsonl"
@@ -97,13 +110,7 @@ def measure_point(ctx: Context, server: Server, planned: PlannedPoint, log_rel: 
                            tuple(s.proc.pid for s in siblings if s.proc))
     others = {s.log_path.stem: s.log_offset() for s in siblings}
     client = client_point(ctx, server, planned, jsonl, planned.seed)
-    try:
-        # sglang's own client and argv, imported once in the start's worker for all its blocks
-        host.run(client_argv(ctx.python, client)[3:], client_log, suite.load.point_timeout_s,
-                 watch=server.check_alive)
-    except ClientError:
-        server.check_alive(DYING_SERVER_S)  # a dead server is the cause, not the client's failure
-        raise
+    run_client(ctx, host, server, client, client_log)
     server.check_alive()
     server.wait_log_quiet()             # the scheduler's last lines of the block are in
     machine = monitor.finish()
@@ -198,13 +205,7 @@ def warm_up(ctx: Context, server: Server, planned: PlannedPoint, host: ClientHos
         began = time.monotonic()
         with bench_timings.timed(ctx.run, "warmups", arm=planned.arm, mode=planned.mode,
                                  start=planned.start, concurrency=planned.concurrency):
-            try:
-                host.run(client_argv(ctx.python, point)[3:],
-                         ctx.run_dir / "client" / f"{name}.log", suite.load.point_timeout_s,
-                         watch=server.check_alive)
-            except ClientError:
-                server.check_alive(DYING_SERVER_S)
-                raise
+            run_client(ctx, host, server, point, ctx.run_dir / "client" / f"{name}.log")
         last = (time.monotonic() - began, jsonl)
     return last
 

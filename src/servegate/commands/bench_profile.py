@@ -14,10 +14,9 @@ from typing import Any
 from servegate.attribution.record import block_record, label, table
 from servegate.attribution.trace import TraceError, reduce_trace
 from servegate.commands import bench_timings
-from servegate.commands.bench_blocks import LiveServer, client_point, switch
+from servegate.commands.bench_blocks import LiveServer, client_point, run_client, switch
 from servegate.commands.bench_context import BenchError, Context
 from servegate.core import runner_classes
-from servegate.measure.client import client_argv
 from servegate.measure.interference import BlockMonitor, contention_pct, is_busy
 from servegate.plan.design import PlannedPoint
 from servegate.serve import profiler
@@ -105,10 +104,9 @@ def _profile_one(ctx: Context, this: LiveServer, start: int, mode: str,
                     f"sglang's profiler ({', '.join(request.activities)}), not a point")
     began = time.monotonic()
     profiler.start(this.server.base_url, request)
-    this.host.run(client_argv(ctx.python, client_point(ctx, this.server, planned, jsonl,
-                                                       planned.seed))[3:],
-                  ctx.run_dir / "client" / f"profile-{name}.log",
-                  ctx.suite.load.point_timeout_s, watch=this.server.check_alive)
+    run_client(ctx, this.host, this.server,
+               client_point(ctx, this.server, planned, jsonl, planned.seed),
+               ctx.run_dir / "client" / f"profile-{name}.log")
     files = profiler.finish(this.server.base_url, request, this.server.check_alive)
     seconds = time.monotonic() - began
     machine = monitor.finish()

@@ -61,6 +61,8 @@ def test_a_server_dying_just_after_the_check_is_blamed_when_the_check_waits(
         dying.check_alive()                             # still up: no wait, no blame
         with pytest.raises(ServerError, match="server died with code 9"):
             dying.check_alive(wait_s=20.0)
+    unstarted = _server(tmp_path / "unstarted", "pass")
+    unstarted.check_alive(wait_s=5.0)                   # nothing started: nothing to wait for
     alive = _server(tmp_path / "alive", "import time; time.sleep(60)")
     with alive:
         started = time.monotonic()

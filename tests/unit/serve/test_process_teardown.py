@@ -219,3 +219,27 @@ def test_waiting_for_an_orphan_deaf_to_sigterm_costs_no_cpu() -> None:
         took = _teardown(launcher, grace_s=2)
         assert took >= 2 and time.process_time() - cpu < 0.5 * took
         assert _gone([grandchild])
+
+
+@pytest.mark.skipif(not hasattr(os, "setresuid") or os.geteuid() != 0,
+                    reason="needs root to act as another user")
+def test_a_tree_that_refuses_the_callers_signals_is_waited_out_not_raised_on() -> None:
+    """Another user's server tree (a launcher and its child, root's; the teardown acting as
+    nobody): every signal, to the group and to each process, is refused (EPERM). The teardown
+    still returns, after its grace and the bounded waits, instead of raising PermissionError."""
+    child = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', " \
+            "'import time; time.sleep(60)']); time.sleep(60)"
+    launcher = subprocess.Popen([sys.executable, "-c", child], start_new_session=True)
+    try:
+        _until(lambda: bool(descendants(launcher.pid)))
+        os.setresuid(65534, 65534, 0)
+        try:
+            started = time.monotonic()
+            kill_tree(launcher, grace_s=0.2)
+            took = time.monotonic() - started
+        finally:
+            os.setresuid(0, 0, 0)
+        assert launcher.poll() is None and took >= 5.0     # refused: alive, waits bounded
+    finally:
+        kill_tree(launcher, grace_s=1)
+    assert launcher.poll() is not None
