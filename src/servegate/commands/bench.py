@@ -31,11 +31,12 @@ from rich.progress import (
 
 from servegate.commands import bench_timings
 from servegate.commands.bench_context import BenchError, Context
-from servegate.commands.bench_finish import add_to_history, judge_run
+from servegate.commands.bench_finish import HISTORY_ENV, add_to_history, judge_run
 from servegate.commands.bench_in_server import run_halves, run_in_server
 from servegate.commands.bench_live_pair import run_live_pair
 from servegate.commands.bench_plan import record_design, select_plan
 from servegate.commands.bench_servers import INJECT_PREFIX
+from servegate.commands.learned import describe, run_design
 from servegate.commands.session import RunSession
 from servegate.config import ConfigError, Suite, load_suite, suite_path
 from servegate.core import runner_classes
@@ -82,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="head vs base: the base sglang tree (with --head)")
     parser.add_argument("--head", type=Path, default=None, metavar="PATH",
                         help="head vs base: the head sglang tree (with --base)")
+    parser.add_argument("--toml-design", action="store_true",
+                        help="run the suite's [design] even where $SERVEGATE_HISTORY holds a "
+                             "GPU runner's learned profile (default: the design it sizes)")
     return parser
 
 
@@ -118,6 +122,23 @@ def _select_modes(suite: Suite, modes_arg: str | None) -> list[str]:
         if mode not in MODES:
             raise ConfigError(f"--modes: {mode!r} is not one of {MODES}")
     return modes
+
+
+def _learned(args: argparse.Namespace, suite: Suite, runner_class: str, modes: list[str],
+             trees: dict[str, SglangTree | None]) -> tuple[Suite, dict[str, Any] | None]:
+    """The suite with the design a GPU runner's learned profile sizes (one tree, load points;
+    :func:`servegate.commands.learned.run_design`); a profile that cannot be read keeps the
+    TOML design and says why (the night still runs)."""
+    store = os.environ.get(HISTORY_ENV)
+    if args.toml_design or args.accuracy_only or tuple(trees) != ("",) or not store:
+        return suite, None
+    try:
+        return run_design(suite, runner_class, tuple(modes), not args.skip_accuracy, Path(store))
+    except (ServegateError, OSError, ValueError) as err:
+        toml = suite.effective_design
+        return suite, {"ran": "toml", "source": store, "why": f"not read: {err}",
+                       "toml": {"starts": toml.starts, "blocks": toml.blocks,
+                                "looks": list(toml.looks)}}
 
 
 def _default_suite(detected: Detected) -> str:
@@ -175,6 +196,7 @@ def main(argv: list[str], suite: Suite | None = None) -> int:
         if tuple(trees) != ("",):           # head vs base: counted, not sized in time
             suite = dataclasses.replace(suite, design=suite.design.counted())
         _require_gate(modes, trees)
+        suite, learned = _learned(args, suite, detected.runner_class, modes, trees)
     except (ConfigError, RunnerError, UnsupportedSglang, TreeError) as err:
         print(f"servegate bench: {err}", file=sys.stderr)
         return EXIT_INFRA
@@ -229,6 +251,9 @@ def main(argv: list[str], suite: Suite | None = None) -> int:
             slots = select_plan(suite, modes, trees, args.accuracy_only, detected.runner_class,
                                 detected.gpu_count)
             record_design(ctx, modes, slots)
+            if learned is not None:
+                run["design"]["learned"] = learned
+                console.log(describe(learned))
             for note in suite.notes:
                 console.log(f"note: {note}")
             session.save()

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from servegate.commands.learned import learned_design, measured_figures
 from servegate.config import load_suite, suite_path
 from servegate.config._schema import ConfigError
 from servegate.config.suites import Suite
@@ -49,30 +48,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read each runner's exact-fill gate from this sglang tree (evaluated "
                         "with this Python); default: released sglang's gate")
     return p
-
-
-def measured_figures(store: Path | None, suite: str, runner_class: str,
-                     predicted_point_s: float) -> dict[str, Any] | None:
-    """From the runs stored for (suite, class): the median server start (replaces the model
-    load) and the median ratio of a measured block to the predicted one (scales serving);
-    None when the store has no timed run of the suite on the class."""
-    if store is None or not store.is_dir():
-        return None
-    from servegate.history.store import measured_timings
-
-    runs = measured_timings(store, suite, runner_class)
-    starts = [s["seconds"] for r in runs for s in r["timings"].get("server_starts", [])
-              if not s.get("failed")]
-    ratios = []
-    for r in runs:
-        blocks = [b["seconds"] for b in r["timings"].get("blocks", [])]
-        if blocks and predicted_point_s > 0:
-            ratios.append(statistics.fmean(blocks) / predicted_point_s)
-    if not starts and not ratios:
-        return None
-    return {"runs": len(runs), "run_ids": [r["run_id"] for r in runs],
-            "model_load_s": round(statistics.median(starts), 1) if starts else None,
-            "block_scale": round(statistics.median(ratios), 3) if ratios else None}
 
 
 def _gates(tree_path: Path | None, runners: list[str]) -> dict[str, bool]:
@@ -148,74 +123,6 @@ def _priced(suite: Suite, cell: Cell, with_accuracy: bool, store: Path | None,
             "measured": measured, "speed_model_estimate": {
                 k: model[k] for k in ("serving_minutes", "wall_minutes", "gpu_minutes")},
             **extra}
-
-
-def _paired_noise(profile: Any, check: Any) -> dict[str, Any] | None:
-    """The profile's on/off interaction and its nights' on - off block level (dof-pooled)."""
-    from servegate.history.noise_profile import night_levels
-    from servegate.judge.evidence import MissingEvidence, paired_matrices
-
-    prior = profile.interaction("on", "off", check.metric, check.concs)
-    var = dof = 0.0
-    for night in profile.nights:
-        try:
-            a, b = paired_matrices(*(night.evidence.logs("", mode, list(check.concs),
-                                                          check.metric) for mode in ("on", "off")))
-        except MissingEvidence:
-            continue
-        found = night_levels(a - b)
-        night_dof = float(found.block_dof.reshape(-1)[0])
-        var, dof = var + float(found.block_var.reshape(-1)[0]) * night_dof, dof + night_dof
-    if prior is None or dof <= 0:
-        return None
-    return {"between_var": prior.var, "block_var": var / dof, "df": prior.dof,
-            "source": prior.source}
-
-
-def learned_design(suite: Suite, cell: Cell, store: Path | None, with_accuracy: bool,
-                   scale: float | None, load_s: float | None) -> dict[str, Any] | None:
-    """The design the runner's learned profile and measured speed would run (docs/judge.md,
-    Blocks sized in time); None without a profile for (class, model, suite)."""
-    from servegate.calibration import CLAIM_SIZES, block_design, family
-    from servegate.history.profile import profile_from_store
-    from servegate.judge import budget
-
-    profile = (profile_from_store(store, cell.runner_class, suite.model.name, suite.name)
-               if store is not None and cell.trees == 1 else None)
-    if profile is None:
-        return None
-    checks = family(replace(block_design(suite, cell.runner_class), modes=cell.modes))
-    alpha = (1.0 - suite.judge.confidence) / max(len(checks), 1)
-    model = estimate(suite, cell, False)
-    start_s = model["speed"]["model_load_s"]["value"] if load_s is None else load_s
-    round_s = (scale or 1.0) * model["mean_point_seconds"] * len(  # every mode and concurrency
-        cell.modes) * len(suite.load.concurrency)
-    sized = []
-    for check in (c for c in checks if c.kind in ("claim_ttft", "noop_tost")):
-        noise = _paired_noise(profile, check)
-        if noise is None:
-            continue
-        distance = (math.log1p(check.floor) if check.kind == "noop_tost"
-                    else math.log(1 - check.floor) - math.log(1 - CLAIM_SIZES[0]))
-        found = budget.cheapest(noise, budget.target_se(distance, alpha, noise["df"], True),
-                                start_s, round_s)
-        if found is None:
-            return {"starts": None, "source": noise["source"],
-                    "why": f"no design up to {budget.MAX_STARTS} starts x {budget.MAX_BLOCKS} "
-                           f"blocks gives {check.name} 80 % power"}
-        sized.append((found, noise))
-    if not sized:
-        return None
-    plan, noise = max(sized, key=lambda pair: pair[0].seconds)
-    toml = suite.effective_design
-    design = replace(toml, starts=plan.starts, blocks=plan.blocks, looks=(), max_minutes=None,
-                     halves=toml.halves and plan.starts % 2 == 0)
-    priced = estimate(replace(suite, design=design), cell, with_accuracy, measured_scale=scale,
-                      measured_load_s=load_s)
-    return {"starts": plan.starts, "blocks": plan.blocks, "source": noise["source"],
-            **{k: priced[k] for k in ("serving_minutes", "wall_minutes", "gpu_minutes")},
-            "interaction_log_sd": round(math.sqrt(noise["between_var"]), 5),
-            "block_log_sd": round(math.sqrt(noise["block_var"]), 5)}
 
 
 def _print(result: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from unit.judge.block_runs import learned_store
 
 from servegate.commands import plan
 from servegate.config.speed import FIGURES
@@ -139,25 +140,6 @@ def test_a_suite_serving_another_dtype_says_its_price_is_the_profiles(
     assert plain["notes"] == []
 
 
-def _learned_store(tmp_path: Path, nights: int, block_sd: float) -> Path:
-    """``nights`` stored nightly runs on mi355x (2 starts x 3 blocks of off and on at the
-    suite's concurrencies), as a runner's learned noise profile is made of."""
-    from unit.judge.block_runs import write_block_run
-
-    from servegate.history.store import add_run
-
-    store = tmp_path / "store"
-    for night in range(nights):
-        run_dir = write_block_run(tmp_path / f"night-{night}", runner_class="mi355x",
-                                  blocks=3, concurrencies=(4, 16, 64), block_sd=block_sd,
-                                  seed=night, started_at=f"2026-11-{night + 1:02d}T02:00:00Z")
-        run = json.loads((run_dir / "run.json").read_text())
-        run.update(suite="nightly", model_profile="glm-5.2-mxfp4")
-        (run_dir / "run.json").write_text(json.dumps(run))
-        add_run(run_dir, store)
-    return store
-
-
 def test_plan_prints_the_design_a_learned_profile_would_run_beside_the_tomls(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:
@@ -167,8 +149,8 @@ def test_plan_prints_the_design_a_learned_profile_would_run_beside_the_tomls(
     monkeypatch.delenv("SERVEGATE_HISTORY", raising=False)
     argv = ("--suite", "nightly", "--runner", "gfx95")
     assert _json(capsys, *argv)["cells"][0]["learned"] is None        # no store: none
-    quiet = _json(capsys, *argv, "--history", str(_learned_store(tmp_path / "q", 6, 0.01)))
-    noisy = _json(capsys, *argv, "--history", str(_learned_store(tmp_path / "n", 6, 0.02)))
+    quiet = _json(capsys, *argv, "--history", str(learned_store(tmp_path / "q", 6, 0.01)))
+    noisy = _json(capsys, *argv, "--history", str(learned_store(tmp_path / "n", 6, 0.02)))
     gate = next(c for c in quiet["cells"] if c["role"] == "gate")
     learned = gate["learned"]
     assert learned["source"] == "6 nights of mi355x history"

@@ -125,3 +125,20 @@ def edit_points(run_dir: Path, change: Callable[[dict[str, Any]], None]) -> Path
 def slower(mode: str, factor: float) -> Effect:
     """Every block of ``mode`` ``factor`` times slower (other modes unchanged)."""
     return lambda m, _conc, _start, _block: factor if m == mode else 1.0
+
+
+def learned_store(tmp_path: Path, nights: int, block_sd: float) -> Path:
+    """``nights`` stored nightly runs on mi355x (2 starts x 3 blocks of off and on at the
+    suite's concurrencies), as a runner's learned noise profile is made of."""
+    from servegate.history.store import add_run
+
+    store = tmp_path / "store"
+    for night in range(nights):
+        run_dir = write_block_run(tmp_path / f"night-{night}", runner_class="mi355x",
+                                  blocks=3, concurrencies=(4, 16, 64), block_sd=block_sd,
+                                  seed=night, started_at=f"2026-11-{night + 1:02d}T02:00:00Z")
+        run = json.loads((run_dir / "run.json").read_text())
+        run.update(suite="nightly", model_profile="glm-5.2-mxfp4")
+        (run_dir / "run.json").write_text(json.dumps(run))
+        add_run(run_dir, store)
+    return store
