@@ -6,9 +6,11 @@ stdout ``{"rc": 0}`` or ``{"rc": N, "error": "..."}``; EOF ends it. Stdlib and s
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import sys
 import traceback
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +43,27 @@ def _keep_tokenizers() -> None:
     AutoTokenizer.from_pretrained = staticmethod(memoized(AutoTokenizer.from_pretrained))
 
 
+def skip_settle_pause(serving: types.ModuleType) -> None:
+    """sglang's client sleeps a fixed 1 s before every run, after its cache flush has returned
+    (0.5.23 python/sglang/benchmark/serving.py, ``benchmark``: ``await asyncio.sleep(1.0)``):
+    the server idles through it, ~1 s of a 2.9 s block on the 2-core CPU. Only that call is
+    skipped (``benchmark``'s own frame); request pacing and everything else sleep as before."""
+    real, benchmark = getattr(serving, "asyncio", None), getattr(serving, "benchmark", None)
+    if real is None or benchmark is None:
+        return
+    code = inspect.unwrap(benchmark).__code__
+
+    class _Asyncio:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        @staticmethod
+        def sleep(delay: float, *args: Any, **kwargs: Any) -> Any:
+            return real.sleep(0 if sys._getframe(1).f_code is code else delay, *args, **kwargs)
+
+    serving.asyncio = _Asyncio()
+
+
 def _run_one(argv: list[str], log_path: str) -> dict[str, object]:
     from sglang.benchmark import serving
 
@@ -64,9 +87,10 @@ def _run_one(argv: list[str], log_path: str) -> dict[str, object]:
 
 
 def main() -> int:
-    from sglang.benchmark import serving  # noqa: F401  (import once, before the first block)
+    from sglang.benchmark import serving  # import once, before the first block
 
     _keep_tokenizers()
+    skip_settle_pause(serving)
 
     print(json.dumps({"ready": True}), flush=True)      # flushed: bench waits for each line
     for line in sys.stdin:

@@ -164,3 +164,35 @@ def test_the_worker_answers_one_line_per_request_and_skips_blank_lines(
     assert seen == [["sglang.benchmark.serving", "--seed", "1"],   # argv items as strings
                     ["sglang.benchmark.serving", "--seed", "2"]]
     assert (tmp_path / "a.log").exists() and (tmp_path / "b.log").exists()
+
+
+def test_only_the_clients_fixed_pause_before_a_run_is_skipped() -> None:
+    """sglang's ``benchmark`` sleeps 1 s after its cache flush (a stand-in ``serving`` module
+    of that shape: the real one needs a server); the worker skips that sleep and no other:
+    the request pacing's sleeps and any other caller's reach asyncio with their delays."""
+    delays: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        delays.append(delay)
+
+    fake_asyncio = types.SimpleNamespace(sleep=sleep, run=lambda c: None)
+    serving = types.ModuleType("serving")
+
+    async def pace() -> None:
+        await serving.asyncio.sleep(0.25)
+
+    async def benchmark() -> None:
+        await serving.asyncio.sleep(1.0)        # the pause after the flush
+        await pace()                            # a request's arrival time
+
+    serving.asyncio, serving.benchmark = fake_asyncio, benchmark
+    client_worker.skip_settle_pause(serving)
+    assert serving.asyncio.run is fake_asyncio.run          # the rest of asyncio untouched
+    coroutine = benchmark()
+    with pytest.raises(StopIteration):
+        coroutine.send(None)
+    assert delays == [0, 0.25]
+    bare = types.ModuleType("older")                        # no benchmark(): left as it is
+    bare.asyncio = fake_asyncio
+    client_worker.skip_settle_pause(bare)
+    assert bare.asyncio is fake_asyncio
