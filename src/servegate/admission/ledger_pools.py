@@ -22,10 +22,8 @@ class SwaPools:
     """``SWAKVPool`` + ``SWATokenToKVPoolAllocator`` + a FULL+SWA ``UnifiedRadixCache``.
 
     A small SWA sub-pool makes ``SWAPrefillBudget.check_prefill`` return a ``chunk_tokens_limit``
-    below the chunk. ``swa_ring`` sets the pool's ``swa_req_ring_size`` (the attribute
-    DeepSeek V4's pool sets; that pool itself needs its compressed-state kernels), so the
-    allocator budgets one ring per request row.
-    """
+    below the chunk. ``swa_ring`` sets the pool's ``swa_req_ring_size`` (as DeepSeek V4's pool,
+    which needs its compressed-state kernels), so the allocator budgets one ring per request row."""
 
     def __init__(self, sg: Any, scenario: Scenario, longest: int, requests: int) -> None:
         spec = scenario.ledger

@@ -95,13 +95,11 @@ def live_pair_calibration(config: JudgeConfig, starts: int, blocks: int, modes: 
                           slowdowns: tuple[float, ...] = PAIR_SLOWDOWNS, stored: int = 0,
                           changes: int = 0, crossover: bool = False) -> dict[str, Any]:
     """Head vs base in live pairs (``servegate ab``): A/A false alarms per run and the power
-    against a head-only TTFT slowdown, through the judge's live-pair estimator (block pairs, the
-    two servers' start difference from the prior 2 x ``pair_cv``^2 or :func:`learned_start`,
-    measured too with two starts or more), decision p-values and Holm over the primary family
-    (one check per mode and aggregate metric; the metrics of a mode are simulated independent:
-    conservative). With ``looks`` each night is judged at every look (the first k blocks, the
-    look's spending level) and kept where it stops, as bench runs it; with ``crossover`` (one
-    start) a second start runs on the nights the first leaves undecided (looks over starts)."""
+    against a head-only TTFT slowdown, through the judge's live-pair estimator (start difference
+    from the prior 2 x ``pair_cv``^2 or :func:`learned_start`, measured too with two starts or
+    more) and Holm over the primary family (a mode's metrics simulated independent:
+    conservative). ``looks``: each night judged at every look and kept where it stops, as bench
+    runs it; ``crossover`` (one start): a second start on the nights the first leaves undecided."""
     rng = np.random.default_rng([seed, starts, blocks, int(noise.run_cv * 1e6),
                                  int(noise.block_cv * 1e6), stored, changes, int(crossover)])
     metrics = list(config.aggregate_metrics or config.metrics)

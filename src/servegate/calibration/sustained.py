@@ -157,13 +157,12 @@ def one_night_against_history(design: BlockDesign, noise: Noise, *, nights: int,
                               history: int = REFERENCE_NIGHTS,
                               slowdowns: tuple[float, ...] = ONE_NIGHT,
                               batch: int = 100) -> dict[str, Any]:
-    """One night judged against ``compare --baseline history:N``: the reference is the last
-    ``history`` nights, every night's starts its own server starts (history/rolling.py), and
-    their spread replaces ``run_to_run_cv`` (its dof set to 0, as compare does). Per night, the
-    gated family decided as the judge decides it; reported: the A/A false-alarm rate, the share
-    of healthy nights reading PASS and the resolution the slowed aggregate states (median)
-    and, for a TTFT slowdown of one mode, the share of nights whose gated aggregate of that
-    mode regresses (``one_night_mde``: the smallest slowdown caught on 80 %)."""
+    """One night judged against ``compare --baseline history:N``: the last ``history`` nights'
+    starts (history/rolling.py), their spread replacing ``run_to_run_cv`` (dof 0, as compare
+    does), the gated family decided as the judge does. Reported: A/A false-alarm rate, share of
+    healthy nights reading PASS, the slowed aggregate's median resolution and, per TTFT slowdown
+    of one mode, the share of nights its gated aggregate regresses (``one_night_mde``: the
+    smallest slowdown caught on 80 %)."""
     config = replace(design.config, run_to_run_cv_dof=0.0)
     judged = replace(design, config=config)
     checks = family(judged)

@@ -185,13 +185,12 @@ def batches_since(server: Server, since: int) -> int:
 
 def warm_up(ctx: Context, server: Server, planned: PlannedPoint, host: ClientHost,
             runs: range | None = None, tag: str = "w") -> tuple[float, Path] | None:
-    """``[design] warmup_blocks`` discarded client runs in a mode at its first switch in a
-    start, with the first measured block's shape and fresh prompts (distinct prompts make
-    chunk-sized prefill batches; the client's own warm-up copies one prompt, which the radix
-    cache shares): a GPU kernel picked by the batch's M is tuned or compiled before anything is
-    measured. Kept in client/ as warmup-*, never a point. ``runs`` (``tag`` in their names):
-    other discarded runs; the last one's wall and client record are returned (a block sized in
-    time reads the machine's rate from them)."""
+    """``[design] warmup_blocks`` discarded client runs in a mode at its first switch in a start,
+    with the first block's shape and fresh prompts (they fill chunk-sized prefill batches; the
+    client's own warm-up repeats one prompt, which the radix cache shares), so a GPU kernel
+    picked by the batch's M is tuned before anything is measured; kept in client/ as warmup-*,
+    never a point. ``runs`` (``tag`` in their names): other discarded runs; returns the last
+    one's wall and client record (a block sized in time reads the machine's rate from them)."""
     suite = ctx.suite
     last = None
     for index in range(suite.effective_design.warmup_blocks) if runs is None else runs:

@@ -58,11 +58,9 @@ def compare_run(run_dir: Path, strict: bool = False, *, baseline_file: Path | No
                 plots: bool = True, baseline_spec: str | None = None,
                 history_store: Path | None = None, verbose: bool = False,
                 profile_nights: int = DEFAULT_PROFILE_NIGHTS) -> int:
-    """Judge, print, write reports; returns the servegate exit code (bench calls this).
-    run.json is read once here and handed to every reader (the history, the judge).
-
-    ``baseline_spec`` ``history[:N]`` judges against the rolling baseline from the history
-    store instead of the stored reviewed baseline file. With a history store (given, or
+    """Judge, print, write reports; returns the servegate exit code (bench calls this). run.json
+    is read once here for every reader. ``baseline_spec`` ``history[:N]``: the history store's
+    rolling baseline instead of the stored file. With a history store (given, or
     ``$SERVEGATE_HISTORY``) the judge's priors come from the runner's last ``profile_nights``
     nights where they are worth more than the suite's figures."""
     run_dir, baseline_doc = Path(run_dir), None

@@ -34,12 +34,10 @@ class JudgeConfig:
     confidence: float = 0.95
     seed: int = 20240611
     # assumed run-to-run (start-level) CV (CPU A/A: 4.5-7.5 %), pooled with the starts' own
-    # spread; it is worth
-    # run_to_run_cv_dof degrees of freedom (10: as if measured from 11 server starts)
+    # spread, worth run_to_run_cv_dof degrees of freedom (10: as if measured from 11 starts)
     run_to_run_cv: float = 0.05
     run_to_run_cv_dof: float = 10.0
-    # the start level between a live pair's two servers (one sitting, contention shared by
-    # both); None: run_to_run_cv
+    # the start level between a live pair's two servers (contention shared); None: run_to_run_cv
     live_pair_cv: float | None = None
     accuracy_floor: float = 0.02           # absolute accuracy drop vs baseline that counts
     # A/B claims judged inside one run; "gated": runner classes whose architecture has the
@@ -47,12 +45,11 @@ class JudgeConfig:
     gated_min_ttft_improvement: float = 0.04
     gated_ttft_metric: str = "mean_ttft_ms"
     gated_claim_concurrency: int | None = None   # None: the highest concurrency in the run
-    # false: a gated class's TTFT and GSM8K claims are reported, not gated (a smoke suite's small
-    # model cannot show the PR's kernel effect); the no-op claims elsewhere still gate
+    # false: a gated class's TTFT and GSM8K claims are reported, not gated (a smoke suite's
+    # small model cannot show the kernel effect); the no-op claims elsewhere still gate
     gated_claims: bool = True
     noop_margin: float = 0.05
-    # the no-op TOST gates only when its power to show equivalence of identical arms is at least
-    # this; otherwise it is reported (gate false) with the power it had
+    # the no-op TOST gates only with at least this power on identical arms (else reported)
     noop_min_power: float = 0.8
     noop_metrics: tuple[str, ...] | None = None  # None: same as metrics
     accuracy_noninferiority_margin: float = 0.02
@@ -63,12 +60,11 @@ class JudgeConfig:
     family_method: str = "holm"
     # the metrics of the aggregate checks (geometric mean over concurrencies, per mode)
     aggregate_metrics: tuple[str, ...] = ("mean_ttft_ms", "median_tpot_ms")
-    # per aggregate metric, the concurrencies its geometric mean covers (absent: every one both
-    # sides measured); a decode metric leaves out prefill-shaped points, whose few output tokens
-    # wait behind the wave's prefill and so time prefill, not decode
+    # per aggregate metric, the concurrencies its geometric mean covers (absent: all measured);
+    # a decode metric leaves out prefill-shaped points, whose few output tokens time prefill
     aggregate_concurrency: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    # prior for the start x mode interaction of modes paired inside one server (blocks design):
-    # the part of start-to-start noise that does not cancel between two modes of one server
+    # prior for the start x mode interaction (the start noise that does not cancel between two
+    # modes of one server)
     interaction_cv: float = 0.01
     interaction_cv_dof: float = 10.0
     source: str = "<defaults>"
@@ -109,9 +105,8 @@ _TOP_KEYS = ("metrics", "floors", "default_floor", "confidence", "bootstrap_resa
 # Keys of the request-level judge retired with it (issue 30): read, ignored, named as such.
 RETIRED_KEYS = ("bootstrap_resamples", "min_repeats_for_repeat_bootstrap")
 _CLAIM_KEYS = ("gated_min_ttft_improvement", "gated_ttft_metric", "gated_claim_concurrency",
-               "gated_claims",
-               "noop_margin", "noop_metrics", "noop_min_power", "accuracy_noninferiority_margin",
-               "experiment_metrics")
+               "gated_claims", "noop_margin", "noop_metrics", "noop_min_power",
+               "accuracy_noninferiority_margin", "experiment_metrics")
 # Claim keys were named after gfx95 before runner classes had a registry; still read.
 DEPRECATED_CLAIM_KEYS = {f"gfx95_{k[len('gated_'):]}": k for k in _CLAIM_KEYS
                          if k.startswith("gated_")}
@@ -175,8 +170,7 @@ def _parse_value(key: str, value: Any, where: str) -> Any:
             raise JudgeConfigError(f"{where}: expected a float in [0.5, 1), got {value!r}")
         return value
     if key in ("seed", "gated_claim_concurrency"):
-        low = {"seed": 0, "gated_claim_concurrency": 1}[key]
-        return _integer(value, where, low)
+        return _integer(value, where, 0 if key == "seed" else 1)
     if key == "gated_ttft_metric":
         if not isinstance(value, str) or "ttft" not in value:
             raise JudgeConfigError(f"{where}: expected a TTFT metric name, got {value!r}")
@@ -185,11 +179,8 @@ def _parse_value(key: str, value: Any, where: str) -> Any:
 
 
 def parse_judge_table(table: dict[str, Any], source: str) -> JudgeConfig:
-    """Validate a ``[judge]`` table (already parsed) into a :class:`JudgeConfig`.
-
-    ``metrics`` defaults to the keys of ``floors`` (the metrics a suite sets a floor for are
-    the ones it gates), else to :data:`DEFAULT_METRICS`. Claim settings live in ``[judge.claims]``.
-    """
+    """Validate a parsed ``[judge]`` table into a :class:`JudgeConfig`; ``metrics`` defaults to
+    ``floors``' keys (floored metrics are gated), else :data:`DEFAULT_METRICS`."""
     values: dict[str, Any] = {"source": source}
     deprecated: list[str] = []
     for key, value in table.items():
@@ -248,14 +239,9 @@ def load_judge_table(path: Path) -> JudgeConfig:
 
 
 def gated_floors(suite: str, suites_dir: Path = SUITES_DIR) -> tuple[dict[str, float], str]:
-    """The metrics ``suites/<suite>.toml``'s ``[judge]`` table gates, each with its practical
-    floor (the defaults when the file or the table is absent), and ``""``; or ``({}, why)``
-    when the file does not parse.
-
-    The one reading of "which metrics are gated, at what floor" for readers that know a run only
-    by its suite's name (the history's noise budget and its site): the judge reads the same
-    table, as run.json recorded it, through :class:`JudgeConfig`.
-    """
+    """The metrics ``suites/<suite>.toml``'s ``[judge]`` gates with their floors (defaults when
+    the file or table is absent) and ``""``, or ``({}, why)`` when it does not parse: for readers
+    that know a run only by its suite's name (the history's noise budget and site)."""
     try:
         config = load_judge_table(Path(suites_dir) / f"{suite}.toml")
     except (ServegateError, ValueError, OSError) as err:

@@ -1,11 +1,9 @@
 """The run folder contract shared by bench (writer), accuracy, judge and report (readers).
 
-A run folder (``results/<suite>-<runner>-<UTC stamp>/``) holds ``run.json`` (this schema, written
-atomically), ``client/``, ``server/``, ``gsm8k/``, ``summary.md`` and the reports ``servegate
-compare`` writes (docs/serve.md, Run folder). ``run.json`` keys other tools rely on (contract
-from issue 3): ``points``, ``complete`` (true only when every planned point finished), plus the
-provenance keys below.
-"""
+A run folder (``results/<suite>-<runner>-<UTC stamp>/``, docs/serve.md) holds ``run.json`` (this
+schema, written atomically), ``client/``, ``server/``, ``gsm8k/``, ``summary.md`` and compare's
+reports. Keys other tools rely on (issue 3): ``points``, ``complete`` (true only when every
+planned point finished) and the provenance keys below."""
 
 from __future__ import annotations
 
@@ -76,13 +74,11 @@ class Point(TypedDict):
     requests: NotRequired[Requests]
     alignment: NotRequired[Alignment]
     exact_fill_effective: NotRequired[bool]   # read back from the server (hook line / batches)
-    # emulated runner classes only: the device double's line read back from this server's log,
-    # e.g. "gfx95 emulated (gcnArchName=gfx950:sramecc+:xnack-) in pids [123]"
+    # emulated classes only: the device double's log line, e.g. "gfx95 emulated (...) in pids [123]"
     device_double: NotRequired[str]
     files: NotRequired[dict[str, str]]        # relative paths: client_jsonl, server_log, ...
     arm: NotRequired[Literal["base", "head"]]  # head-vs-base runs: which sglang tree
-    # in-server design ([design]): the server start and the block round within it; repeat is
-    # then start * blocks + block (unique per mode and concurrency)
+    # in-server design: the server start and its block round (repeat = start * blocks + block)
     start: NotRequired[int]
     block: NotRequired[int]
     # the mode switch acknowledged before this block: {"seq", "gates": {pid: gate}}
@@ -117,8 +113,7 @@ class Fingerprint(TypedDict, total=False):
     device_double: str              # emulated runner classes only (servegate.core.runner_classes)
     cpu_model: str                  # /proc/cpuinfo "model name" (the reference's machine)
     cpu_count: int
-    # the hardware identity (servegate.core.hardware; absent in older runs: hardware unknown):
-    # /proc/cpuinfo's vendor_id, cpu family, model, stepping (Arm: CPU implementer, ...)
+    # hardware identity (servegate.core.hardware; absent in older runs): /proc/cpuinfo's fields
     cpu_vendor: str
     cpu_family: str
     cpu_model_number: str
@@ -158,9 +153,8 @@ class AccuracyResult(TypedDict, total=False):
 
 
 class Timings(TypedDict, total=False):
-    """What the run's GPU time went to, measured (issue 29: a plan prices a suite from these
-    once a runner class has nights). Every entry has ``seconds``; the lists grow as the run
-    goes, so a failed run keeps what it measured. Sums are over the lists' ``seconds``."""
+    """What the run's GPU time went to (issue 29: plans price suites from these). Every entry has
+    ``seconds``; the lists grow as the run goes, so a failed run keeps what it measured."""
 
     __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
 
@@ -205,18 +199,13 @@ class Run(TypedDict, total=False):
     # the design: {"in_server", "starts", "blocks", "unit", "order", "starts_s", ...}
     design: dict[str, Any]
     timings: Timings                        # measured seconds (absent in older runs)
-    # a design with looks: {"looks", "levels", "taken": [...], "stopped_at_blocks",
-    # "skipped_points", "minutes_saved"} (servegate.commands.bench_looks)
+    # a design with looks: {"looks", "levels", "taken", "stopped_at_blocks", ...} (bench_looks)
     sequential: dict[str, Any]
-    # the tree under test's exact-fill gate on runner_class (head's in head vs base), read by
-    # evaluating its _use_exact_chunk_fill on the class's emulated device before any server
-    # starts (servegate.serve.gate): True makes `on` a claim, False a no-op; absent in older runs
-    # and runs without `on` (the registry's released-sglang `gated` then stands)
+    # the tested tree's exact-fill gate on runner_class (servegate.serve.gate, before any server
+    # starts): True makes `on` a claim, False a no-op; absent: the registry's `gated` stands
     gate_open: bool
     gate: dict[str, Any]    # {"runner", "device_arch", "gate_open", "has_gate", "arms": {...}}
-    # profiled blocks (bench --profile / [profile]): {"concurrency", "num_steps", "activities",
-    # "floor", "keep_traces", "blocks": [...], "table": {...}} (servegate.attribution.record);
-    # never points, never timing evidence
+    # profiled blocks (bench --profile; servegate.attribution.record): never timing evidence
     profile: dict[str, Any]
 
 

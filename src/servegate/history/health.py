@@ -77,12 +77,11 @@ def aggregate(profile: LearnedProfile, mode: str, metric: str,
 
 
 def _alarms(nights: NightValue, reference: int, worse: str) -> tuple[list[int], Flags]:
-    """Every monitored night that starts a shift (indices after the ``reference`` nights),
-    and the rule's flags on the first reference (its spread's source). Each night brings its
-    own starts' error (servegate.history.sustained.night_spread). After an alarm the nights from it
-    on are a new level, so they become the reference (at least 3 of them, up to as many as
-    the first reference had) and monitoring resumes after them; without that, a real step
-    would be flagged again and again while the old level still weighs in the reference."""
+    """Every monitored night that starts a shift (indices after the ``reference`` nights), and the
+    rule's flags on the first reference (its spread's source; each night brings its own starts'
+    error). After an alarm the nights from it on are the new reference (3 up to the first's
+    size) and monitoring resumes after them, else a real step would be flagged again and again
+    while the old level still weighs in the reference."""
     def rule(lo: int, mid: int) -> Flags:
         return cusum(nights.value[lo:mid], nights.value[mid:], worse=worse,
                      within_var=nights.var[lo:], within_dof=nights.dof[lo:])

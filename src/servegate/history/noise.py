@@ -50,12 +50,10 @@ class Levels:
 
 
 def measure_levels(nights: Sequence[Mapping[int, Sequence[float]]]) -> Levels | None:
-    """The levels of the nights given (each: its values per server start, blocks in order);
-    None below two server starts (the start level is then not measured).
-
-    Every start keeps the fewest blocks any start has (as the judge's ``as_matrix``), so a
-    store mixing nights of one block per start (schema 1) with in-server nights measures the
-    block level only once those older nights left the current level."""
+    """The levels of the nights given (each: its values per server start, blocks in order); None
+    below two server starts. Every start keeps the fewest blocks any start has (as the judge's
+    ``as_matrix``), so a store mixing schema-1 nights (one block per start) with in-server ones
+    measures the block level only once those older nights left the current level."""
     rows = [list(values) for night in nights for values in night.values() if values]
     if len(rows) < 2:
         return None

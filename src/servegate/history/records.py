@@ -47,11 +47,8 @@ class Design:
 @dataclass(frozen=True)
 class Record:
     """One store line: one metric of one (mode, concurrency) of one run, every value with its
-    server start and its block within that start.
-
-    ``starts`` / ``blocks`` left empty mean what schema 1 meant: each value its own start
-    (start = its index), block 0; ``design`` left out is then derived from them. Both are
-    filled in on construction."""
+    server start and block. Empty ``starts`` / ``blocks`` mean what schema 1 meant (each value its
+    own start, block 0), a missing ``design`` is derived from them: all filled in on construction."""
 
     run_id: str
     time: str
@@ -104,19 +101,12 @@ class Record:
             "schema_version": STORE_SCHEMA_VERSION, "run_id": self.run_id, "time": self.time,
             "runner_class": self.runner_class, "model": self.model, "suite": self.suite,
             "mode": self.mode, "concurrency": self.concurrency, "metric": self.metric,
-            "values": list(self.values), "starts": list(self.starts),
-            "blocks": list(self.blocks), "design": self.design.to_json(),
-            "sglang_version": self.sglang_version,
+            "values": list(self.values), "starts": list(self.starts), "blocks": list(self.blocks),
+            "design": self.design.to_json(), "sglang_version": self.sglang_version,
             "sglang_commit": self.sglang_commit, "servegate_commit": self.servegate_commit,
         }
-        if self.n is not None:
-            data["n"] = self.n
-        if self.timings is not None:
-            data["timings"] = self.timings
-        if self.stack is not None:
-            data["stack"] = self.stack
-        if self.load is not None:
-            data["load"] = self.load
+        optional = {"n": self.n, "timings": self.timings, "stack": self.stack, "load": self.load}
+        data.update({key: value for key, value in optional.items() if value is not None})
         if self.arm:
             data["arm"] = self.arm
         return data
@@ -155,8 +145,7 @@ def _with_id(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def point_load(run: Run, concurrency: int) -> dict[str, Any] | None:
     """The load of ``concurrency``'s points as run.json records it (``load``, ``chunk_size``,
-    ``page_size``); None for a run from before run.json recorded its load, or a concurrency it
-    does not list."""
+    ``page_size``); None for a run from before run.json recorded it, or an unlisted concurrency."""
     load = run.get("load")
     if not isinstance(load, dict) or concurrency not in (load.get("concurrency") or []):
         return None
@@ -252,8 +241,7 @@ def _line_v1_to_v2(data: dict[str, Any], path: Path) -> dict[str, Any]:
             "design": {"in_server": False, "starts": max(count, 1), "blocks": 1}}
 
 
-SCHEMA = Schema("history store line", "schema_version", STORE_SCHEMA_VERSION,
-                      {1: _line_v1_to_v2})
+SCHEMA = Schema("history store line", "schema_version", STORE_SCHEMA_VERSION, {1: _line_v1_to_v2})
 
 
 def _index_list(value: Any, count: int) -> bool:
@@ -326,8 +314,7 @@ def parse_line(raw: str, path: Path, run_id: str) -> tuple[Record, int] | str:
                   model=data["model"], suite=data["suite"], mode=data["mode"], concurrency=conc,
                   metric=data["metric"], values=tuple(float(v) for v in values),
                   starts=tuple(data["starts"]), blocks=tuple(data["blocks"]), design=design,
-                  sglang_version=data.get("sglang_version"),
-                  sglang_commit=data.get("sglang_commit"),
+                  sglang_version=data.get("sglang_version"), sglang_commit=data.get("sglang_commit"),
                   servegate_commit=data.get("servegate_commit"),
                   n=n if isinstance(n, int) and not isinstance(n, bool) else None,
                   timings=timings, stack=stack, load=load, arm=arm), found

@@ -190,13 +190,10 @@ def _entry(series: PooledSeries, all_runs: tuple[str, ...]) -> dict[str, Any]:
 def as_baseline(rolling: RollingBaseline) -> dict[str, Any]:
     """The window as a baseline document (same shape as ``judge.baselines``; validates there).
 
-    Per metric: ``value`` the pooled mean, ``blocks`` every pooled block value and ``starts``
-    its server start (numbered across the nights, :func:`window_starts`), so the judge reads the
-    window as server starts of blocks (servegate.judge.evidence) and measures both levels from
-    it; ``spread`` their sd, ``cv`` the night-to-night log-sd with ``cv_dof`` = N - 1 (the
-    measured replacement for ``run_to_run_cv``). Per-request samples are not kept in the
-    history, so ``requests`` is empty. Accuracy pools the nights' questions.
-    """
+    Per metric: ``value`` the pooled mean, ``blocks`` every pooled block with its ``starts``
+    (numbered across nights, :func:`window_starts`) so the judge measures both levels from it,
+    ``spread`` their sd, ``cv`` the night-to-night log-sd with ``cv_dof`` = N - 1 (replacing
+    ``run_to_run_cv``). ``requests`` is empty (not in the history); accuracy pools the nights."""
     points: dict[tuple[str, int], dict[str, Any]] = {}
     accuracy: dict[str, dict[str, Any]] = {}
     for series in rolling.series:

@@ -13,15 +13,12 @@ from scipy import optimize
 from servegate.judge.nested import nested_mean, refute_prior
 
 DESIGN_SHIFT = 0.03           # a 3 % sustained slowdown
-# nights between false alarms of one series, nominal (Siegmund); realised on the gfx95 nightly
-# (3 starts x 4 blocks, its 4 gated aggregates, 14 reference nights, run CV 2 %, the prior
-# interaction): 0.72-0.78 false alarms per runner-quarter, a sustained 3 % flagged within 3
-# nights on 82-84.5 % of histories (servegate calibrate's sustained_shift, two seeds of 400
-# histories; docs/judge.md). 1000 (the nights-alone rule's figure) gives 0.50 and 79.5 %.
+# nights between false alarms of one series, nominal (Siegmund); on the gfx95 nightly it gives
+# 0.72-0.78 false alarms per runner-quarter and flags a sustained 3 % within 3 nights on
+# 82-84.5 % of histories (calibrate's sustained_shift; 1000 gives 0.50 and 79.5 %: docs/judge.md)
 ARL0 = 700.0
-# the level of the F test that says the nights vary more than their starts predict: then the
-# nights' own spread standardises them (the "widen when the measurement refutes the prior" of
-# judge.nested, at a level that guards more readily: a missed night level costs false alarms)
+# level of the F test that the nights vary more than their starts predict (then their own spread
+# standardises them): looser than judge.nested's, as a missed night level costs false alarms
 NIGHT_LEVEL = 0.05
 # the most recent monitored nights left out of the level and spread a night is standardised by
 GUARD = 3
@@ -51,8 +48,7 @@ def threshold(k: float, arl0: float = ARL0) -> float:
 
 @dataclass(frozen=True)
 class NightValue:
-    """Nights' values (log) with each night's squared standard error from its own starts and
-    that error's degrees of freedom (arrays over leading axes)."""
+    """Nights' log values with each night's squared standard error from its own starts, and dof."""
 
     value: np.ndarray
     var: np.ndarray
@@ -60,9 +56,8 @@ class NightValue:
 
 
 def night_value(logs: np.ndarray) -> NightValue:
-    """A night's aggregate from its logs ``(..., starts, blocks)``: the judge's nested mean,
-    with no prior (the night's own starts measure its error: ``starts - 1`` dof, none with
-    one start)."""
+    """A night's aggregate from its logs ``(..., starts, blocks)``: the judge's nested mean with
+    no prior (its own starts measure its error: ``starts - 1`` dof, none with one start)."""
     found = nested_mean(np.asarray(logs, float), prior_var=0.0, prior_dof=0.0,
                         stated_level=None)
     one = found.starts < 2
@@ -76,14 +71,10 @@ def night_spread(values: np.ndarray, within_var: np.ndarray | None = None,
                  within_dof: np.ndarray | None = None, *,
                  stated_level: float | None = NIGHT_LEVEL
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(variance, dof, widened, p) of one night's value around the level of the nights
-    ``values`` (last axis, at least 2).
-
-    Without ``within_var``: the nights' spread alone (``nights - 1`` dof). With it (each
-    night's squared standard error from its own starts; NaN or 0 dof: left out): their mean,
-    worth the sum of their dof, pooled by dof with the nights' spread unless the F test of
-    judge.nested.refute_prior refutes it (then the nights' spread alone, ``widened``; why:
-    docs/judge.md, Nights as evidence)."""
+    """(variance, dof, widened, p) of one night's value around the level of the nights ``values``
+    (last axis, at least 2): their spread alone (``nights - 1`` dof), or with ``within_var`` (per
+    night, from its starts; NaN or 0 dof: left out) their mean, worth the sum of their dof,
+    pooled with that spread unless judge.nested.refute_prior refutes it (``widened``)."""
     values = np.asarray(values, float)
     n = values.shape[-1]
     between = values.var(axis=-1, ddof=1)
@@ -110,13 +101,11 @@ def night_spread(values: np.ndarray, within_var: np.ndarray | None = None,
 
 @dataclass(frozen=True)
 class Flags:
-    """Per series (leading axes): the first monitored night flagged (-1: none), the number of
-    alarms (the sum restarts at 0 after each), the rule's ``k`` and ``h``, and the reference
-    spread they come from: its log-sd, dof and whether the nights' spread refuted the
-    within-night one (``widened``, with the test's ``p``; NaN: no within-night input);
-    ``widened_nights``: monitored nights standardised by the nights' spread alone; ``hits``:
-    per monitored night (last axis) whether the series alarmed that night (a runner's
-    series move together: one bad night can alarm several, counted once as a night)."""
+    """Per series (leading axes): first monitored night flagged (-1: none), alarms (the sum
+    restarts at 0 after each), the rule's ``k`` and ``h``, the reference log-sd and dof, whether
+    the nights' spread refuted the within-night one (``widened``, test ``p``; NaN: no within-night
+    input), ``widened_nights`` (standardised by the nights alone) and per-night ``hits`` (last
+    axis; a runner's series move together, so one bad night counts once as a night)."""
 
     first: np.ndarray
     alarms: np.ndarray
@@ -150,16 +139,12 @@ def cusum(reference: np.ndarray, monitored: np.ndarray, *, worse: str = "higher"
           self_starting: bool = True, stated_level: float | None = NIGHT_LEVEL,
           guard: int = GUARD) -> Flags:
     """Page's one-sided CUSUM of the ``monitored`` nights' log values (last axis, in order)
-    against the ``reference`` nights' (last axis: at least 3), in the ``worse`` direction.
+    against the ``reference`` nights' (at least 3), in the ``worse`` direction.
 
-    ``within_var`` / ``within_dof``: per night, reference then monitored (the last axis as
-    long as both together), each night's squared standard error from its own starts
-    (:func:`night_value`) and its dof; the spread is then :func:`night_spread`'s. Without
-    them, the nights' spread alone.
-
-    ``self_starting``: each monitored night is standardised by the level and spread of every
-    night before it (Hawkins' self-starting CUSUM): an error in a short reference window's
-    level would otherwise push every night of a quarter the same way."""
+    ``within_var`` / ``within_dof``: per night, reference then monitored, as from
+    :func:`night_value` (spread: :func:`night_spread`'s; without them the nights' alone).
+    ``self_starting`` (Hawkins): each monitored night is standardised by every night before it,
+    else an error in a short reference window's level pushes a whole quarter one way."""
     reference = np.asarray(reference, float)
     monitored = np.asarray(monitored, float)
     if reference.shape[-1] < 3:

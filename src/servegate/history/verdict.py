@@ -49,12 +49,9 @@ def night_log_mean(record: Record) -> float:
 
 
 def latest_ratio(report: SeriesReport) -> float | None:
-    """The latest night over the current level (geometric means; None when there is no level).
-
-    The level is the nights ``stable_nights`` keeps (after the last confirmed change point,
-    before a suspected one, transients left out) other than the latest night itself, so a
-    suspected step shows as the jump it is.
-    """
+    """The latest night over the current level (geometric means; None when there is no level):
+    the nights ``stable_nights`` keeps (after the last confirmed change point, before a
+    suspected one, no transients) but the latest, so a suspected step shows as the jump it is."""
     if not report.detection.analysed or not report.nights:
         return None
     latest = report.nights[-1]

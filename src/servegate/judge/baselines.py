@@ -143,13 +143,9 @@ def baseline_from_run(run: Run, run_dir: Path, *, forced_reasons: list[str] | No
             if sample:
                 requests[req_key] = sample
                 requests[f"n_{req_key}"] = total
-        points_out.append({
-            "mode": key[0],
-            "concurrency": key[1],
-            "metrics": {name: _metric_entry(vals, metric_starts[name])
-                        for name, vals in metric_values.items()},
-            "requests": requests,
-        })
+        points_out.append({"mode": key[0], "concurrency": key[1], "requests": requests,
+                           "metrics": {name: _metric_entry(vals, metric_starts[name])
+                                       for name, vals in metric_values.items()}})
     accuracy = {}
     for mode, result in (run.get("accuracy") or {}).items():
         if finite_number(result.get("n")) and finite_number(result.get("correct")):
@@ -358,19 +354,17 @@ def _v2_metric(entry: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
 
 
 def _baseline_v2_to_v3(data: dict[str, Any], _path: Path) -> dict[str, Any]:
-    """v2 kept every block under ``repeats`` (``n_repeats``), their starts only in-server: each
-    value becomes a block of its start (a repeat of the design before blocks: its own start).
-    Values are carried as they are, never coerced: a malformed v2 file fails validation at the
-    field, not in here."""
+    """v2 kept every block under ``repeats`` (``n_repeats``), starts only in-server: each value
+    becomes a block of its start (a pre-blocks repeat: its own start). Values are never coerced:
+    a malformed v2 file fails validation at the field, not in here."""
     points = data.get("points")
     if not isinstance(points, list):
         return data
     upgraded = []
     for point in points:
         if isinstance(point, dict) and isinstance(point.get("metrics"), dict):
-            metrics = {}
-            for name, entry in point["metrics"].items():
-                metrics[name] = _v2_metric(entry, point) if isinstance(entry, dict) else entry
+            metrics = {name: _v2_metric(entry, point) if isinstance(entry, dict) else entry
+                       for name, entry in point["metrics"].items()}
             point = {**{k: v for k, v in point.items() if k not in ("repeats", "starts")},
                      "metrics": metrics}
         upgraded.append(point)
@@ -415,12 +409,9 @@ def load_baseline(path: Path) -> dict[str, Any]:
 def ensure_matches(baseline: dict[str, Any], path: Path, run: Run, run_label: str) -> None:
     """A baseline for another runner class / model profile / suite is an error naming both."""
     runner, model, suite = run_identity(run)
-    mismatches = [
-        f"{field} {baseline[field]!r} (baseline {path}) vs {mine!r} (run {run_label})"
-        for field, mine in (("runner_class", runner), ("model_profile", model),
-                            ("suite", suite))
-        if baseline.get(field) != mine
-    ]
+    mismatches = [f"{field} {baseline[field]!r} (baseline {path}) vs {mine!r} (run {run_label})"
+                  for field, mine in (("runner_class", runner), ("model_profile", model),
+                                      ("suite", suite)) if baseline.get(field) != mine]
     if mismatches:
         raise BaselineMismatchError("baseline does not belong to this run: "
                                     + "; ".join(mismatches))

@@ -99,8 +99,7 @@ class Judge:
         return choose(stated, learned)
 
     def start_prior(self, mode: str, concs: list[int], metric: str) -> LevelPrior:
-        """The suite's ``run_to_run_cv``, or the learned start level once it has more dof
-        and is no smaller."""
+        """The suite's ``run_to_run_cv``, or the learned level once worth more dof and no smaller."""
         cv = self.config.run_to_run_cv
         stated = LevelPrior(cv * cv, self.config.run_to_run_cv_dof,
                             f"[judge] run_to_run_cv in {self.config.source}")
@@ -114,8 +113,7 @@ class Judge:
 
     def pair_prior(self, mode: str, concs: list[int], metric: str) -> LevelPrior:
         """A live pair's start-level difference: 2 x the suite's ``live_pair_cv``^2 (else
-        ``run_to_run_cv``), or the level the class's earlier pairs taught
-        (servegate.history.profile) once worth more."""
+        ``run_to_run_cv``), or what the class's earlier pairs taught once worth more."""
         cv, key = self.config.pair_cv, ("live_pair_cv" if self.config.live_pair_cv is not None
                                         else "run_to_run_cv")
         stated = LevelPrior(2 * cv * cv, self.config.run_to_run_cv_dof,
@@ -141,10 +139,9 @@ class Judge:
 
     def paired(self, arm: str, mode: str, reference: str, concs: list[int],
                metric: str) -> Difference:
-        """Two modes of one tree, paired by start and block round. Inside shared starts only
-        the start x mode interaction remains (``interaction_cv``); in runs from before
-        ``[design]`` each mode had its own server start, so the pair's difference keeps two
-        start levels (2 x ``run_to_run_cv``^2), as a live pair's does."""
+        """Two modes of one tree, paired by start and block round: inside shared starts only the
+        start x mode interaction remains (``interaction_cv``); runs from before ``[design]`` gave
+        each mode its own start, so two start levels stay (2 x ``run_to_run_cv``^2)."""
         cur = self.evidence.logs(arm, mode, concs, metric)
         ref = self.evidence.logs(arm, reference, concs, metric)
         a, b = paired_matrices(cur, ref)
@@ -199,9 +196,8 @@ class Judge:
 
     @property
     def gate_open(self) -> bool:
-        """The tree's gate on the run's class as bench read it (run.json ``gate_open``: the
-        gate opens, so ``on`` is claimed to improve; closed: ``on`` is a no-op); older runs:
-        released sglang's, the registry's ``gated``."""
+        """The tree's gate on the run's class as bench read it (run.json ``gate_open``; open: ``on``
+        is claimed to improve, closed: a no-op); older runs: the registry's ``gated``."""
         recorded = self.run.get("gate_open")
         if recorded is not None:
             return bool(recorded)
@@ -432,8 +428,7 @@ class Judge:
                 check.current_value = math.exp(diff.parts[0].scalar("theta"))
                 check.reference_value = math.exp(diff.parts[1].scalar("theta"))
             else:                               # a live pair: one estimate of the pairs
-                check.current_value, check.reference_value = self._pair_levels(mode, concs,
-                                                                               metric)
+                check.current_value, check.reference_value = self._pair_levels(mode, concs, metric)
             prior = self.prior_for(diff, mode, mode, concs, metric)
             if primary and prior is not None:       # a gated one-night check
                 check.resolution = float(np.ravel(resolution(
@@ -459,7 +454,6 @@ def block_pendings(run: Run, evidence: Evidence, config: JudgeConfig, *,
                                  selector=AB_AGGREGATE)
                     + Judge(arm_view(run, "head"), evidence, config, priors).claims("head"))
     else:
-        pendings = ((judge.versus(baseline) if baseline is not None else [])
-                    + judge.claims(""))
+        pendings = (judge.versus(baseline) if baseline is not None else []) + judge.claims("")
     return pendings + list(extra or [])
 

@@ -73,15 +73,11 @@ def judge(run_dir: Path, *, run: Run | None = None, baseline_file: Path | None =
           baseline_doc: dict[str, Any] | None = None,
           measured_run_spread: bool = False, at_blocks: int | None = None,
           priors: PriorSource | None = None) -> Judgement:
-    """Load run (unless given, already loaded), suite [judge] table and baseline; evaluate
-    every check with one family size.
-
-    ``priors``: the runner's learned noise profile (servegate.history.profile), consulted
-    level by level in place of the suite's figures once worth more degrees of freedom.
-
-    A design with ``looks`` is judged at a look (:mod:`servegate.judge.sequential`): at
-    ``at_blocks`` per start (bench's interim looks), else where the run stopped, else the
-    final look; its blocks only, at that look's family level."""
+    """Load run (unless given), suite [judge] table and baseline; evaluate every check with one
+    family size. ``priors``: the runner's learned noise profile (servegate.history.profile),
+    used level by level in place of the suite's figures once worth more dof. A design with
+    ``looks`` is judged at a look (:mod:`servegate.judge.sequential`): ``at_blocks`` per start
+    (bench's interim looks), else where the run stopped, else the final one, at its level."""
     run_dir = Path(run_dir)
     try:
         run = load_run(run_dir) if run is None else run

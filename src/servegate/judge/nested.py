@@ -95,16 +95,11 @@ def refute_prior(prior_var: float | np.ndarray, prior_dof: float | np.ndarray,
                  carried_df: float | np.ndarray = np.inf,
                  stated_level: float | None = STATED_LEVEL
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(variance, dof, widened, p): the measured variance pooled with the prior by degrees of
-    freedom, unless the starts' spread refutes the prior at ``stated_level``: then the
-    measurement alone with its own degrees of freedom.
-
-    The test is the random-effects one: the spread of the start means (``measured`` plus the
-    block part ``carried`` they carry) against what the prior says it should be (prior plus
-    that block part), an F on ``measured_df`` and the Welch-Satterthwaite dof of prior and
-    block part. Why: pooling lets a prior worth more degrees of freedom than the run shrink
-    an interval that the run itself shows to be too narrow; testing the measurement alone
-    would instead mistake block noise for a refuted prior."""
+    """(variance, dof, widened, p): the measured variance pooled with the prior by dof, or alone
+    if the starts' spread refutes the prior at ``stated_level`` (random-effects F: ``measured``
+    plus the block part ``carried`` against prior plus that part, on ``measured_df`` and their
+    Welch-Satterthwaite dof). Why: pooling would let a prior shrink an interval the run shows
+    too narrow; testing the measurement alone would mistake block noise for a refuted prior."""
     prior_var = np.asarray(prior_var, float)
     prior_dof = np.asarray(prior_dof, float)
     carried = np.asarray(carried, float)
@@ -147,17 +142,13 @@ def nested_mean(logs: np.ndarray, *, prior_var: float | np.ndarray,
                 halves: Sequence[int] | None = None) -> Nested:
     """The mean of ``logs`` (``(..., starts, blocks)``) with its noise split by level.
 
-    Estimate: the mean of the starts' medians plus the 20 % trimmed mean of every block's
-    residual from its start's median (each start weighs the same; bursts are trimmed from the
-    pooled residuals, so even 2-4 blocks per start are protected). Block level: the winsorized
-    spread of those residuals, Yuen's ``(n-1) s_w^2 / (h (h-1))`` for the pooled mean, with
-    ``h - starts`` degrees of freedom. Start level: the spread of the starts' winsorized means
-    less the block part they carry, pooled with the prior (``prior_var``, worth ``prior_dof``;
-    either may be per night), unless the measurement refutes the prior at ``stated_level``
-    (:func:`refute_prior`); with one start the prior alone (exact when ``prior_dof == 0``: a
-    stated assumption). ``halves`` (each start's): a fixed level per half, each start's level
-    measured from its half's (``starts - halves`` dof), the halves weighing alike in the mean.
-    """
+    Estimate: mean of the starts' medians plus the 20 % trimmed mean of the pooled residuals
+    (starts weigh alike; bursts trimmed from the pool protect even 2-4 blocks per start). Block
+    level: Yuen's ``(n-1) s_w^2 / (h (h-1))`` on the residuals, ``h - starts`` dof. Start level:
+    the starts' winsorized means' spread less their block part, pooled with the prior (per night
+    or not) unless :func:`refute_prior` refutes it; one start: the prior alone (exact when
+    ``prior_dof == 0``). ``halves``: levels centred per half (``starts - halves`` dof), halves
+    weighing alike."""
     logs = np.asarray(logs, float)
     if logs.ndim < 2:
         raise ValueError("nested_mean: expected values shaped (..., starts, blocks)")
@@ -167,8 +158,6 @@ def nested_mean(logs: np.ndarray, *, prior_var: float | np.ndarray,
     n = starts * blocks
     centers = np.median(logs, axis=-1, keepdims=True)               # (..., S, 1)
     residuals = (logs - centers).reshape(*logs.shape[:-2], n)
-    # each start keeps its own level (equal weight per start); the blocks' bursts are trimmed
-    # from the pooled residuals, so a start of 2-4 blocks is as robust as a long one
     offset, _, _ = trimmed(residuals, trim)
     weights, onehot = start_weights(halves, starts)
     groups = onehot.shape[1]
@@ -198,10 +187,7 @@ def nested_mean(logs: np.ndarray, *, prior_var: float | np.ndarray,
         between, between_df, widened, prior_p = refute_prior(
             prior_var, prior_dof, measured, measured_df, starts * within, within_df,
             stated_level)
-        any_prior = bool(np.any(np.asarray(prior_dof) > 0))
-        source = ("measured" if not any_prior
-                  else "measured, prior refuted" if widened.size == 1 and bool(widened.all())
-                  else "measured+prior")
+        source = _source(prior_dof, widened)
     else:
         measured = np.full(theta.shape, np.nan)
         between = np.broadcast_to(np.asarray(prior_var, float), theta.shape).astype(float)
@@ -230,8 +216,7 @@ class Difference:
     parts: tuple[Nested, ...]
     method: str
 
-    def scalar(self, name: str) -> float:
-        return float(np.asarray(getattr(self, name)).reshape(-1)[0])
+    scalar = Nested.scalar
 
     @property
     def components(self) -> tuple[Component, ...]:
@@ -261,13 +246,11 @@ def independent_difference(current: np.ndarray, reference: np.ndarray, *,
                            stated_level: float | None = STATED_LEVEL,
                            halves: tuple[Sequence[int] | None, Sequence[int] | None]
                            = (None, None)) -> Difference:
-    """Two sittings (a run and its baseline) or two trees: each side's start component counts
-    in full. The start level is one property of the setup, so what either side measures of it
-    (its starts' spread, S - 1 degrees of freedom each) is pooled with the prior and used for
-    both: a one-start run judged against a baseline of many nights takes the nights' spread;
-    a measurement that refutes the prior (:func:`refute_prior`) is used alone. ``halves`` (per
-    side): starts centred on their half's level, which does not cancel here as it does (with the
-    start's) in :func:`paired_difference`, whose interaction is measured over every start."""
+    """Two sittings (a run and its baseline) or two trees: each side's start component counts in
+    full. The start level is one property of the setup, so both sides' measurements of it (S - 1
+    dof each) are pooled with the prior and used for both (a one-start run against many nights
+    takes the nights' spread), or alone if they refute it. ``halves`` (per side): starts centred
+    on their half's level, which does not cancel here as in :func:`paired_difference`."""
     cur, ref = (nested_mean(logs, prior_var=start_var, prior_dof=start_dof, trim=trim,
                             stated_level=stated_level, halves=side)
                 for logs, side in zip((current, reference), halves, strict=True))
@@ -281,10 +264,7 @@ def independent_difference(current: np.ndarray, reference: np.ndarray, *,
         pooled, dof, widened, p = refute_prior(start_var, start_dof, var, measured_df, carried,
                                                sum(part.block_df for part in sides),
                                                stated_level)
-        any_prior = bool(np.any(np.asarray(start_dof) > 0))
-        source = ("measured" if not any_prior
-                  else "measured, prior refuted" if widened.size == 1 and bool(widened.all())
-                  else "measured+prior")
+        source = _source(start_dof, widened)
         cur = _with_between(cur, pooled, dof, source, widened, p)
         ref = _with_between(ref, pooled, dof, source, widened, p)
     se = np.sqrt(cur.se ** 2 + ref.se ** 2)
@@ -296,6 +276,12 @@ def independent_difference(current: np.ndarray, reference: np.ndarray, *,
     method = (f"blocks ({cur.starts}x{cur.blocks}{_in_halves(cur)} vs {ref.starts}x"
               f"{ref.blocks}{_in_halves(ref)} starts x blocks, trimmed {int(100 * trim)}%)")
     return Difference(cur.theta - ref.theta, se, df, (cur, ref), method)
+
+
+def _source(prior_dof: float | np.ndarray, widened: np.ndarray) -> str:
+    if not np.any(np.asarray(prior_dof) > 0):
+        return "measured"
+    return "measured, prior refuted" if widened.size == 1 and bool(widened.all()) else "measured+prior"
 
 
 def _in_halves(part: Nested) -> str:

@@ -44,12 +44,9 @@ def t_quantile(confidence: float, df: np.ndarray | float) -> np.ndarray | float:
 
 @dataclass(frozen=True)
 class Interval:
-    """Point estimate and interval of current/reference (``scale='ratio'``) or of a difference.
-
-    ``se`` (log scale for ratios) and ``df`` are what the interval was built from; ``run_var``
-    is the share of ``se**2`` due to run-to-run noise (more prompts cannot shrink it). Intervals
-    built elsewhere without ``se`` fall back to one derived from their width.
-    """
+    """Point estimate and interval of current/reference (``scale='ratio'``) or of a difference,
+    with the ``se`` (log scale for ratios; else derived from the width) and ``df`` it was built
+    from; ``run_var``: the share of ``se**2`` from run-to-run noise (more prompts cannot shrink it)."""
 
     estimate: float
     low: float
@@ -107,11 +104,9 @@ class Interval:
 class Guidance:
     """How much more data would decide, at the current estimate (numbers; the reports word it).
 
-    The interval decides once ``t * se`` is below the distance from the estimate to the nearest
-    decision boundary. More server starts shrink every variance term; more prompts (or blocks)
-    shrink only the within-start one, so when the start-level variance alone is wider than that
-    distance no number of prompts can decide.
-    """
+    It decides once ``t * se`` is below the distance to the nearest decision boundary. More starts
+    shrink every variance term, more prompts (or blocks) only the within-start one: when the start
+    level alone is wider than that distance no number of prompts can decide."""
 
     decided: bool
     factor: float                    # x the current units per side (inf: nothing decides)
@@ -236,24 +231,18 @@ def interval_from_log(theta: float, se: float, df: float, confidence: float, met
 
 def verdict(interval: Interval, metric_direction: Direction, floor: float,
             resolution: float | None = None) -> Verdict:
-    """Regression/improvement only when the whole interval is past the floor.
-
-    ``pass`` means the interval rules out a change worse than ``floor`` (or ``resolution``)
-    without showing a whole-interval improvement; ``inconclusive`` means the interval reaches
-    past it on the bad side but does not clear the floor.
-    """
+    """Regression/improvement only when the whole interval is past the floor; ``pass`` when it
+    rules out a change worse than ``floor`` (or ``resolution``) without a whole-interval
+    improvement; ``inconclusive`` when it reaches past that on the bad side without clearing it."""
     _, low, high = interval.change()
     return CODES[int(classify(np.float64(low), np.float64(high), floor, metric_direction,
                               resolution))]
 
 
 def equivalence(interval: Interval, margin: float) -> Verdict:
-    """TOST-style equivalence: pass when the whole interval lies inside ±margin.
-
-    Build ``interval`` at confidence 1 - 2*alpha for a level-alpha TOST. ``regression`` means
-    the whole interval is outside the margin (demonstrably not equivalent); otherwise
-    ``inconclusive`` — never "no significant difference, so equal".
-    """
+    """TOST-style equivalence (``interval`` at 1 - 2*alpha for level alpha): pass when the whole
+    interval lies inside ±margin, regression when wholly outside, else inconclusive (never "no
+    significant difference, so equal")."""
     _, low, high = interval.change()
     return CODES[int(classify_equivalence(np.float64(low), np.float64(high), margin))]
 

@@ -91,12 +91,9 @@ def _rank_stats(batches: list[PrefillBatch], chunk_size: int) -> RankAlignment:
 def alignment(batches: list[PrefillBatch], chunk_size: int,
               dp_attention_size: int = 1) -> Alignment:
     """Saturated batches against the chunk each scheduler has: ``chunk_size`` (the configured
-    ``--chunked-prefill-size``) divided by ``dp_attention_size`` with attention DP.
-
-    Without DP tags: one stream, as before. With DP-tagged lines: grouped per rank, ``per_rank``
-    holds each rank's stats, the totals sum the ranks, and ``prefill_tokens`` is rank 0's
-    sequence, then rank 1's, ... (each rank's own log order; the interleaving across ranks
-    depends on timing and is not kept)."""
+    ``--chunked-prefill-size``) divided by ``dp_attention_size`` with attention DP. DP-tagged
+    lines are grouped per rank (``per_rank``), totals summing the ranks and ``prefill_tokens``
+    rank 0's then rank 1's, ... in log order (the cross-rank interleaving is timing, not kept)."""
     if dp_attention_size < 1 or chunk_size % dp_attention_size:
         raise LogParseError(f"chunk size {chunk_size} cannot be divided among "
                             f"{dp_attention_size} attention-DP ranks")

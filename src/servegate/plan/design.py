@@ -124,11 +124,10 @@ def build_block_plan(modes: tuple[str, ...] | list[str],
                      num_prompts: tuple[int, ...] | list[int], starts: int, blocks: int,
                      seed: int, arms: tuple[str, ...] = ("",),
                      forced_blocks: int | None = None) -> list[ServerSlot]:
-    """The in-server design: per (start, arm) one server running every mode. A point's
-    ``repeat`` is ``start * blocks + block`` (unique per mode and concurrency); its client seed
-    depends on that and the concurrency only, so every mode (and tree) of a block round gets
-    the same prompts. ``forced_blocks``: ``forced`` (an experiment) only in a start's first
-    rounds, so the gated modes' rounds come faster."""
+    """The in-server design: per (start, arm) one server running every mode. A point's ``repeat``
+    is ``start * blocks + block``; its client seed depends on that and the concurrency only, so
+    every mode (and tree) of a block round gets the same prompts. ``forced_blocks``: ``forced``
+    (an experiment) only in a start's first rounds, so the gated modes' rounds come faster."""
     if len(concurrency) != len(num_prompts):
         raise ValueError("one prompt count per concurrency is required")
     slots: list[ServerSlot] = []
@@ -182,9 +181,8 @@ def pair_block_order(per_arm: dict[str, list[PlannedPoint]], start: int,
     for arm, points in per_arm.items():
         for p in points:
             keyed.setdefault((p.block, p.mode, p.concurrency), {})[arm] = p
-    first_arm_points = per_arm[arms[0]]
     out: list[PlannedPoint] = []
-    for index, p in enumerate(first_arm_points):
+    for index, p in enumerate(per_arm[arms[0]]):
         group = keyed[(p.block, p.mode, p.concurrency)]
         order = arms if index % 2 == 0 else arms[::-1]
         out += [group[arm] for arm in order]
@@ -214,8 +212,7 @@ def build_live_pair_plan(modes: tuple[str, ...] | list[str],
     pairs: list[LivePair] = []
     order = 0
     for start in range(starts):
-        mine = [s for s in slots if s.repeat == start]
-        mine.sort(key=lambda s: arms.index(s.arm))
+        mine = sorted((s for s in slots if s.repeat == start), key=lambda s: arms.index(s.arm))
         points = pair_block_order({s.arm: list(s.points) for s in mine}, start, seed)
         points = [dataclasses.replace(p, order=order + i) for i, p in enumerate(points)]
         order += len(points)
@@ -246,10 +243,9 @@ def build_halves_plan(modes: tuple[str, ...] | list[str],
                       num_prompts: tuple[int, ...] | list[int], starts: int, blocks: int,
                       seed: int, devices: tuple[tuple[int, ...], ...] = ()
                       ) -> list[HalvesRound]:
-    """The in-server starts (:func:`build_block_plan`) as rounds of two: round ``r`` serves
-    starts ``2r`` and ``2r + 1`` at once, on halves 0 and 1. The halves keep their devices
-    every round, so each half is one level the judge blocks on (a start's level is centred on
-    its half's)."""
+    """The in-server starts (:func:`build_block_plan`) as rounds of two: round ``r`` serves starts
+    ``2r`` and ``2r + 1`` at once on halves 0 and 1, which keep their devices every round, so
+    each half is one level the judge blocks on (a start's level is centred on its half's)."""
     slots = build_block_plan(modes, concurrency, num_prompts, starts, blocks, seed)
     return [HalvesRound(tuple(slots[r:r + 2]), devices) for r in range(0, starts, 2)]
 

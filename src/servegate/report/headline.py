@@ -65,8 +65,7 @@ def _num(value: float) -> str:
 
 
 def effect_text(check: Check) -> str:
-    """``x1.081 [1.062, 1.101]`` (ratio) or ``-0.4 pp [-1.9, +1.1]`` (difference); "" without
-    an interval."""
+    """``x1.081 [1.062, 1.101]`` (ratio), ``-0.4 pp [-1.9, +1.1]`` (difference) or "" (none)."""
     iv = check.interval
     if iv is None:
         return ""
@@ -207,8 +206,7 @@ def reference_line(judgement: Judgement) -> str | None:
 # -------------------------------------------------------------------- the rest of the block
 
 def family_line(judgement: Judgement) -> str:
-    """``gated: 8 checks (holm over 8, 95 % family-wise)``, plus where a sequential design
-    stopped."""
+    """``gated: 8 checks (holm over 8, 95 % family-wise)``, plus where a sequential run stopped."""
     fam = family(judgement)
     n = len(gated_checks(judgement))
     stop = sequential_text(judgement)
@@ -299,8 +297,7 @@ def guidance_line(judgement: Judgement) -> str | None:
 
 def budget_line(judgement: Judgement) -> str | None:
     """The run-level noise budget, when the judge provides one (``judgement.budget_text``)."""
-    text = getattr(judgement, "budget_text", None)
-    return text or None
+    return getattr(judgement, "budget_text", None) or None
 
 
 def is_routine(note: str) -> bool:
@@ -335,19 +332,16 @@ def verdict_block(judgement: Judgement, verbose: bool = False) -> list[str]:
     if verbose:
         reported = reported_checks(judgement)
         if reported:
-            lines.append(INDENT + f"not gated: {len(reported)} reported "
-                                  f"({counts_text(reported)}):")
+            lines.append(INDENT + f"not gated: {len(reported)} reported ({counts_text(reported)}):")
             lines += [2 * INDENT + check.describe() for check in reported]
     else:
         line = reported_line(judgement)
         if line:
             lines.append(INDENT + line)
-    # a block-design run's noise budget (starts x blocks from the measured levels) replaces the
-    # per-interval repeat guidance, which knows nothing of the two levels
-    budget = budget_line(judgement)
-    for extra in (budget,) if budget else (guidance_line(judgement),):
-        if extra:
-            lines.append(INDENT + extra)
+    # a block run's noise budget replaces the per-interval guidance (blind to the two levels)
+    extra = budget_line(judgement) or guidance_line(judgement)
+    if extra:
+        lines.append(INDENT + extra)
     lines += [INDENT + line for line in note_lines(judgement, verbose)]
     lines += [INDENT + line for line in attribution.lines(judgement.run)]
     return lines

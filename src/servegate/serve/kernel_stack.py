@@ -19,14 +19,10 @@ from servegate.core.stack import GEMM_CONFIGS, GPU_CLOCKS, uniform
 VERSIONS_TXT = Path("/app/versions.txt")
 # component -> its distribution names, the first installed wins
 DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
-    "aiter": ("amd-aiter", "aiter"),
-    "triton": ("triton", "pytorch-triton-rocm", "triton-rocm"),
-    "tilelang": ("tilelang",),
-}
-IMAGE_COMMIT_ENV = {"aiter": "AITER_COMMIT", "triton": "TRITON_COMMIT",
-                    "tilelang": "TILELANG_COMMIT"}
-VERSIONS_TXT_KEYS = {"aiter": "AITER_BRANCH", "triton": "TRITON_BRANCH",
-                     "hipblaslt": "HIPBLASLT_BRANCH"}
+    "aiter": ("amd-aiter", "aiter"), "triton": ("triton", "pytorch-triton-rocm", "triton-rocm"),
+    "tilelang": ("tilelang",)}
+IMAGE_COMMIT_ENV = {"aiter": "AITER_COMMIT", "triton": "TRITON_COMMIT", "tilelang": "TILELANG_COMMIT"}
+VERSIONS_TXT_KEYS = {"aiter": "AITER_BRANCH", "triton": "TRITON_BRANCH", "hipblaslt": "HIPBLASLT_BRANCH"}
 GEMM_CONFIG_ENV_PREFIX = "AITER_CONFIG_GEMM_"
 TUNING_FILE_ENVS = ("HIPBLASLT_TUNING_FILE",)
 IMAGE_DIGEST_ENV = "SERVEGATE_IMAGE_DIGEST"
@@ -93,8 +89,7 @@ def parse_versions_txt(text: str) -> dict[str, str]:
 def parse_hipblaslt_header(text: str) -> tuple[str, str]:
     """(``major.minor.patch``, the TWEAK commit) of hipblaslt-version.h; "" for what is not
     there (a TWEAK of 0 or a non-hex word is no commit)."""
-    parts = dict(re.findall(r"#define\s+HIPBLASLT_VERSION_(MAJOR|MINOR|PATCH|TWEAK)\s+(\S+)",
-                            text))
+    parts = dict(re.findall(r"#define\s+HIPBLASLT_VERSION_(MAJOR|MINOR|PATCH|TWEAK)\s+(\S+)", text))
     if not all(part in parts for part in ("MAJOR", "MINOR", "PATCH")):
         return "", ""
     tweak = parts.get("TWEAK", "").lower()
@@ -276,10 +271,8 @@ def _commit(component: str, probe: Probe, image_versions: Mapping[str, str],
     key = VERSIONS_TXT_KEYS.get(component)
     if key and image_versions.get(key):
         return image_versions[key]
-    if distribution:
-        found = vcs_commit(probe.direct_url(distribution))
-        if found:
-            return found
+    if distribution and (found := vcs_commit(probe.direct_url(distribution))):
+        return found
     return commit_from_version(version)
 
 
@@ -296,8 +289,7 @@ def collect(probe: Probe, *, image: str | None = None, on_gpu: bool = True) -> d
     fp: dict[str, Any] = {}
     image_versions = parse_versions_txt(read_text(probe.versions_txt))
     for component, names in DISTRIBUTIONS.items():
-        distribution, version = next(((n, v) for n in names if (v := probe.version(n))),
-                                     ("", ""))
+        distribution, version = next(((n, v) for n in names if (v := probe.version(n))), ("", ""))
         if version:
             fp[component] = version
             if commit := _commit(component, probe, image_versions, distribution, version):
