@@ -46,9 +46,9 @@ def test_text_output_names_starts_minutes_and_gpu_minutes(
     monkeypatch.delenv("SERVEGATE_HISTORY", raising=False)
     assert plan.main(["--suite", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert "1 server start(s), 76 blocks" in out and "no GPUs held (a CPU runner)" in out
-    # counted by need: the most above, the least (8 rounds of on/off, forced in 4) beside it
-    assert "decided at the first look: 20 blocks, 1.1 min of blocks (the least" in out
+    assert "1 server start(s), 84 blocks" in out and "no GPUs held (a CPU runner)" in out
+    # counted by need: the most above (all 40 rounds fit), the least (8 rounds, forced in 4)
+    assert "decided at the first look: 20 blocks, 0.7 min of blocks (the least" in out
     assert plan.main(["--suite", "nightly", "--runner", "gfx95"]) == 0
     out = capsys.readouterr().out
     assert "one tree, two starts at once (halves): 4 server start(s)" in out

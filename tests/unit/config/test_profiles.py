@@ -54,7 +54,7 @@ def test_shipped_suites_load() -> None:
                for name in ("cpu", "cpu-gfx95", "premerge", "nightly")}
     assert {name: (s.design, s.repeats, s.notes) for name, s in designs.items()} == {
         "cpu": (Design(starts=1, blocks=40, looks=(8, 12, 16, 20, 24, 28, 32, 36),
-                       min_block_seconds=2.5, max_minutes=4.5, forced_blocks=4,
+                       min_block_seconds=1.5, max_minutes=4.5, forced_blocks=4,
                        spending_power=1.25), 1, ()),
         "cpu-gfx95": (Design(starts=1, blocks=3), 1, ()),
         "premerge": (Design(starts=1, blocks=4, warmup_blocks=1), 1, ()),
