@@ -7,6 +7,7 @@ with the repository: GSM8K inside the package, real sglang CPU server logs under
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -22,9 +23,10 @@ def packaged_gsm8k() -> Path:
     return PACKAGED_DIR
 
 
-# suites/cpu.toml's [design] keys as written: a test that serves a counted design replaces them
-CPU_DESIGN = ("\nstarts = 1\nblocks = 40\nlooks = [8, 12, 16, 20, 24, 28, 32, 36]\n"
-              "min_block_seconds = 2.5\nmax_minutes = 4.5\nforced_blocks = 4\nspending_power = 1.25\n")
+# suites/cpu.toml's [design] keys as written (from `starts` to `spending_power`): a test that
+# serves a counted design replaces them
+CPU_DESIGN = re.search(r"\nstarts = .*?\nspending_power = [^\n]*\n",
+                       (REPO_ROOT / "suites" / "cpu.toml").read_text(), re.S).group(0)
 
 
 def edited_suite(tmp_path: Path, name: str, old: str, new: str,
