@@ -112,7 +112,7 @@ def _check_verdict_speed(run_dir: Path, code: int, verdict_lines: list[str]) -> 
 
     The equivalence TOSTs (mean TTFT, the claim's metric, and mean E2E) gate only when their
     power rule is met: with the blocks counted by need under the time cap, the TTFT TOST gates
-    and passes on 81-100 % of simulated nights at a block CV of 5-20 % (docs/judge.md "Blocks
+    and passes on 87-100 % of simulated nights at a block CV of 5-20 % (docs/judge.md "Blocks
     sized in time"; with 8 fixed blocks 89 % down to 11 %). A gating TOST passes with about its
     power, so one run in several may leave a TOST not gating or inconclusive.
     Asserted: none is a regression, and a TOST whose power is >= 99 % passes."""
