@@ -154,10 +154,15 @@ def test_http_error_is_not_retried(server: FakeSglang) -> None:
 
 
 def test_slow_answer_times_out_without_retry(server: FakeSglang) -> None:
-    client = GenerateClient(server.url, retries=3, backoff_s=0.01, timeout_s=0.2)
+    """A 0.5 s budget against a 3 s answer (wide enough that a loaded machine still sends the
+    request within it); the server's count is read once its handler has seen the request."""
+    client = GenerateClient(server.url, retries=3, backoff_s=0.01, timeout_s=0.5)
     with pytest.raises(GenerationError, match="no answer within"):
-        client.run(["sleep:1.0"])
-    assert server.calls["sleep:1.0"] == 1
+        client.run(["sleep:3.0"])
+    deadline = time.monotonic() + 5.0
+    while not server.calls["sleep:3.0"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.calls["sleep:3.0"] == 1
 
 
 def test_refused_connection_fails_with_the_url() -> None:
