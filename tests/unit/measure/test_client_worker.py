@@ -172,8 +172,9 @@ def test_only_the_clients_fixed_pause_before_a_run_is_skipped() -> None:
     the request pacing's sleeps and any other caller's reach asyncio with their delays."""
     delays: list[float] = []
 
-    async def sleep(delay: float) -> None:
+    async def sleep(delay: float, result: object = None) -> object:
         delays.append(delay)
+        return result
 
     fake_asyncio = types.SimpleNamespace(sleep=sleep, run=lambda c: None)
     serving = types.ModuleType("serving")
@@ -192,7 +193,13 @@ def test_only_the_clients_fixed_pause_before_a_run_is_skipped() -> None:
     with pytest.raises(StopIteration):
         coroutine.send(None)
     assert delays == [0, 0.25]
+    for call in (serving.asyncio.sleep(0.5, "positional"), serving.asyncio.sleep(0.5, result="kw")):
+        with pytest.raises(StopIteration) as done:        # asyncio.sleep's own arguments pass
+            call.send(None)
+        assert done.value.value in ("positional", "kw")
+    assert delays == [0, 0.25, 0.5, 0.5]
     bare = types.ModuleType("older")                        # no benchmark(): left as it is
     bare.asyncio = fake_asyncio
     client_worker.skip_settle_pause(bare)
     assert bare.asyncio is fake_asyncio
+    client_worker.skip_settle_pause(types.ModuleType("empty"))     # nothing to patch: no error
