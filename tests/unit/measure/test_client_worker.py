@@ -6,6 +6,7 @@ which needs a model folder); what is pinned is the keep-per-arguments rule."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import sys
@@ -108,8 +109,12 @@ def _stand_in_client(monkeypatch: pytest.MonkeyPatch, behaviour: object) -> list
         if isinstance(behaviour, BaseException):
             raise behaviour
 
+    async def benchmark() -> None:      # the shape skip_settle_pause looks for
+        pass
+
     serving = types.ModuleType("sglang.benchmark.serving")
-    serving.cli_main = cli_main  # type: ignore[attr-defined]
+    serving.cli_main, serving.benchmark = cli_main, benchmark  # type: ignore[attr-defined]
+    serving.asyncio = asyncio  # type: ignore[attr-defined]
     benchmark = types.ModuleType("sglang.benchmark")
     benchmark.serving = serving  # type: ignore[attr-defined]
     sglang = types.ModuleType("sglang")
@@ -164,6 +169,8 @@ def test_the_worker_answers_one_line_per_request_and_skips_blank_lines(
     assert seen == [["sglang.benchmark.serving", "--seed", "1"],   # argv items as strings
                     ["sglang.benchmark.serving", "--seed", "2"]]
     assert (tmp_path / "a.log").exists() and (tmp_path / "b.log").exists()
+    patched = sys.modules["sglang.benchmark.serving"].asyncio     # the pause skipped once
+    assert patched is not asyncio and patched.gather is asyncio.gather
 
 
 def test_only_the_clients_fixed_pause_before_a_run_is_skipped() -> None:
