@@ -44,9 +44,11 @@ def test_the_run_stops_at_the_first_look_that_decides_and_records_the_saving(
     ctx = _ctx(tmp_path, starts=1)
     points = tuple(_points(starts=1))
     looked: list[int] = []
+    rests: list[int] = []
 
     def take(ctx: Any, blocks: int, rest: Any) -> bool:
         looked.append(blocks)
+        rests.append(len(rest))                 # the blocks planned after the look (the cap's)
         return blocks == 3
 
     monkeypatch.setattr(bench_looks, "take_look", take)
@@ -57,7 +59,7 @@ def test_the_run_stops_at_the_first_look_that_decides_and_records_the_saving(
         ctx.run["points"].append({"wall_s": 6.0})
 
     bench_looks.run_points(ctx, points, measure)
-    assert looked == [2, 3]
+    assert looked == [2, 3] and rests == [2 * 4, 1 * 4]
     assert {p.block for p in measured} == {0, 1, 2} and len(measured) == 3 * 4
     record = ctx.run["sequential"]
     assert record["skipped_points"] == 4 and record["minutes_saved"] == 0.4   # 4 x 6 s
@@ -170,11 +172,18 @@ def test_the_time_cap_makes_a_look_the_final_one_when_the_next_would_end_past_it
     assert record["time_cap"] == {"planned_blocks": 12, "max_minutes": 1.0}
     assert record["looks"] == [4] and ctx.run["design"]["blocks"] == 4
     assert ctx.run["design"]["looks"] == []
+    design = ctx.suite.effective_design                 # the judge's schedule from here on
+    assert (design.blocks, design.looks, design.max_minutes) == (4, (), 1.0)
     assert record["levels"] == [round(sequential.nominal_levels((), 4, 0.05)[0], 6)] == [0.05]
     assert "1 min time cap: this look is the final one" in ctx.logged[-1]
     faster = _capped_ctx(tmp_path, 3.0)                 # 8 blocks would end at 56 s: go on
     assert bench_looks.take_look(faster, 4, _rest()) is False and "time_cap" not in faster.run[
         "sequential"]
+    exactly = _capped_ctx(tmp_path, 3.25)       # 30 s spent + 8 x 3.75 s: ends at the cap
+    assert bench_looks.past_cap(exactly, 4, _rest()) is False
+    assert bench_looks.past_cap(_capped_ctx(tmp_path, 3.26), 4, _rest()) is True
+    exactly.run.pop("timings")                  # nothing measured yet: nothing to extrapolate
+    assert bench_looks.past_cap(exactly, 4, _rest()) is False
 
 
 def test_a_machine_getting_busier_is_capped_at_its_recent_pace(
