@@ -241,3 +241,35 @@ def test_a_design_sized_in_time_runs_the_blocks_of_the_last_look_within_its_cap(
     counted = dataclasses.replace(suite, design=dataclasses.replace(
         design, max_minutes=None, min_block_seconds=None))
     assert sized_suite(counted, "cpu", suite.modes) is counted
+
+
+def test_the_cap_counts_forced_rounds_earlier_starts_and_falls_back_to_the_first_look() -> None:
+    """sized_suite's schedule arithmetic on the cpu suite (3 modes, forced in the first 4
+    rounds): a cap between the 8- and 12-round starts keeps 8 (12 rounds cost 2 x 12 + 4
+    blocks); a second start costs its full schedule first; a cap below the first look still
+    runs it; a design with a cap but no block length keeps its waves and is still capped; a
+    block length half an overhead short of 3 waves plus the overhead takes 3 waves, not 4."""
+    suite = load_suite(suite_path("cpu"))
+    design, speed = suite.effective_design, suite.server_for("cpu").speed
+    assert speed is not None and design.forced_blocks == 4
+    block_s = point_seconds(speed, suite, build_block_plan(
+        suite.modes, suite.load.concurrency, suite.load.num_prompts, 1, 1, 1)[0].points[0])[0]
+
+    def blocks(minutes: float, starts: int = 1, min_block_s: float | None = 1.5) -> int:
+        changed = dataclasses.replace(suite, design=dataclasses.replace(
+            design, starts=starts, max_minutes=minutes, min_block_seconds=min_block_s))
+        return sized_suite(changed, "cpu", suite.modes).effective_design.blocks
+
+    assert blocks(block_s * (2 * 12 + 1) / 60) == 8          # 12 rounds: 28 blocks, not 24.25
+    assert blocks(block_s * (2 * 12 + 4) * 1.000001 / 60) == 12
+    assert blocks(block_s * (2 * 40 + 4 + 2 * 12 + 4) * 1.000001 / 60, starts=2) == 12
+    assert blocks(block_s / 60) == 8                          # nothing fits: the first look
+    assert blocks(block_s * (2 * 12 + 1) / 60, min_block_s=None) == 8
+    capped_only = dataclasses.replace(suite, design=dataclasses.replace(
+        design, min_block_seconds=None))
+    assert sized_suite(capped_only, "cpu", suite.modes).load.num_prompts == suite.load.num_prompts
+    wave = block_s - speed.block_overhead_s
+    longer = dataclasses.replace(suite, design=dataclasses.replace(
+        design, min_block_seconds=3 * wave + 0.5 * speed.block_overhead_s))
+    assert sized_suite(longer, "cpu", suite.modes).load.num_prompts == tuple(
+        3 * n for n in suite.load.num_prompts)
