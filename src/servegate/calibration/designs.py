@@ -96,10 +96,8 @@ def _skeleton(design: BlockDesign) -> dict[str, Any]:
     modes, concurrencies, metrics and runner class it holds, never on the values (the gated
     claims include GSM8K's whether or not the run has answers)."""
     metrics = dict.fromkeys({*design.config.metrics, *design.config.aggregate_metrics}, 1.0)
-    return {"runner_class": design.runner,
-            "design": {"starts": 1, "blocks": 1, "in_server": True},
-            "points": [{"mode": mode, "concurrency": conc, "repeat": 0, "start": 0,
-                        "block": 0, "metrics": metrics}
+    return {"runner_class": design.runner,      # one block of one start: the run's defaults
+            "points": [{"mode": mode, "concurrency": conc, "metrics": metrics}
                        for mode in design.modes for conc in design.concurrencies]}
 
 

@@ -23,6 +23,12 @@ def test_a_slower_machine_fits_fewer_rounds_judged_at_the_planned_spending() -> 
         planned.looks, planned.blocks, 1 - suite.judge.confidence, 1.25)[:len(slower.looks)])
     assert slower.look_levels != tuple(sequential.nominal_levels(
         planned.looks, planned.blocks, 1 - suite.judge.confidence)[:len(slower.looks)])
+    # uncapped, every look's level is the schedule's own at that spending; capped, the
+    # planned looks' levels and the rest of alpha at the final look
+    assert here.levels() == sequential.nominal_levels(planned.looks, planned.blocks,
+                                                      1 - suite.judge.confidence, 1.25)
+    assert slower.levels()[:-1] == list(slower.look_levels) and len(slower.levels()) == len(
+        slower.looks) + 1
 
 
 def test_gsm8k_questions_per_mode_are_the_suites_count_all_of_the_split_or_none() -> None:
