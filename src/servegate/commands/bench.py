@@ -126,19 +126,12 @@ def _select_modes(suite: Suite, modes_arg: str | None) -> list[str]:
 
 def _learned(args: argparse.Namespace, suite: Suite, runner_class: str, modes: list[str],
              trees: dict[str, SglangTree | None]) -> tuple[Suite, dict[str, Any] | None]:
-    """The suite with the design a GPU runner's learned profile sizes (one tree, load points;
-    :func:`servegate.commands.learned.run_design`); a profile that cannot be read keeps the
-    TOML design and says why (the night still runs)."""
+    """The suite with the design a GPU runner's learned profile sizes (one tree, load points:
+    :func:`servegate.commands.learned.run_design`, which says why when it keeps the TOML's)."""
     store = os.environ.get(HISTORY_ENV)
     if args.toml_design or args.accuracy_only or tuple(trees) != ("",) or not store:
         return suite, None
-    try:
-        return run_design(suite, runner_class, tuple(modes), not args.skip_accuracy, Path(store))
-    except (ServegateError, OSError, ValueError) as err:
-        toml = suite.effective_design
-        return suite, {"ran": "toml", "source": store, "why": f"not read: {err}",
-                       "toml": {"starts": toml.starts, "blocks": toml.blocks,
-                                "looks": list(toml.looks)}}
+    return run_design(suite, runner_class, tuple(modes), not args.skip_accuracy, Path(store))
 
 
 def _default_suite(detected: Detected) -> str:
@@ -196,7 +189,6 @@ def main(argv: list[str], suite: Suite | None = None) -> int:
         if tuple(trees) != ("",):           # head vs base: counted, not sized in time
             suite = dataclasses.replace(suite, design=suite.design.counted())
         _require_gate(modes, trees)
-        suite, learned = _learned(args, suite, detected.runner_class, modes, trees)
     except (ConfigError, RunnerError, UnsupportedSglang, TreeError) as err:
         print(f"servegate bench: {err}", file=sys.stderr)
         return EXIT_INFRA
@@ -205,6 +197,7 @@ def main(argv: list[str], suite: Suite | None = None) -> int:
               f"this runner is {detected.runner_class!r} (use --runner or another --suite)",
               file=sys.stderr)
         return EXIT_INFRA
+    suite, learned = _learned(args, suite, detected.runner_class, modes, trees)
     server = suite.server_for(detected.runner_class)
     try:
         session = RunSession.create(

@@ -15,6 +15,7 @@ from typing import Any
 
 from servegate.config.suites import Suite
 from servegate.core import runner_classes
+from servegate.core.errors import ServegateError
 from servegate.plan.cost import Cell, estimate
 
 
@@ -116,20 +117,25 @@ def run_design(suite: Suite, runner_class: str, modes: tuple[str, ...], with_acc
     a learned profile, the learned design's starts x blocks (no looks: sized for its power
     without them) in place of the TOML's; the record says which ran and why (run.json
     ``design.learned``). Unchanged on a CPU class, for a suite sized in time, or with no
-    profile; a profile no design reaches keeps the TOML's and says so."""
+    profile; a profile no design reaches, or a store that cannot be read, keeps the TOML's and
+    says why."""
     design = suite.effective_design
     cls = runner_classes.get(runner_class) if runner_class in runner_classes.REGISTRY else None
     if (store is None or cls is None or cls.arch == "cpu" or cls.emulated
             or design.min_block_seconds is not None or design.max_minutes is not None):
         return suite, None
     cell = Cell(runner_class, modes, "run", 1)
-    measured = measured_figures(store, suite.name, runner_class,
-                                estimate(suite, cell, False)["mean_point_seconds"]) or {}
-    learned = learned_design(suite, cell, store, with_accuracy, measured.get("block_scale"),
-                             measured.get("model_load_s"))
+    toml = {"starts": design.starts, "blocks": design.blocks, "looks": list(design.looks)}
+    try:
+        measured = measured_figures(store, suite.name, runner_class,
+                                    estimate(suite, cell, False)["mean_point_seconds"]) or {}
+        learned = learned_design(suite, cell, store, with_accuracy, measured.get("block_scale"),
+                                 measured.get("model_load_s"))
+    except (ServegateError, OSError, ValueError) as err:      # the night still runs
+        return suite, {"ran": "toml", "source": str(store), "why": f"not read: {err}",
+                       "toml": toml}
     if learned is None:
         return suite, None
-    toml = {"starts": design.starts, "blocks": design.blocks, "looks": list(design.looks)}
     if learned["starts"] is None:
         return suite, {**learned, "ran": "toml", "toml": toml}
     sized = replace(design, starts=learned["starts"], blocks=learned["blocks"], looks=(),
