@@ -43,11 +43,15 @@ def _keep_tokenizers() -> None:
     AutoTokenizer.from_pretrained = staticmethod(memoized(AutoTokenizer.from_pretrained))
 
 
+SETTLE_PAUSE_S = 1.0
+
+
 def skip_settle_pause(serving: types.ModuleType) -> None:
     """sglang's client sleeps a fixed 1 s before every run, after its cache flush has returned
     (0.5.23 python/sglang/benchmark/serving.py, ``benchmark``: ``await asyncio.sleep(1.0)``):
     the server idles through it, ~1 s of a 2.9 s block on the 2-core CPU. Only that call is
-    skipped (``benchmark``'s own frame); request pacing and everything else sleep as before."""
+    skipped (a 1 s sleep in ``benchmark``'s own frame); request pacing, any other sleep of
+    ``benchmark`` and everything else sleep as before."""
     real, benchmark = getattr(serving, "asyncio", None), getattr(serving, "benchmark", None)
     if real is None or benchmark is None:
         return
@@ -59,7 +63,8 @@ def skip_settle_pause(serving: types.ModuleType) -> None:
 
         @staticmethod
         def sleep(delay: float, *args: Any, **kwargs: Any) -> Any:
-            return real.sleep(0 if sys._getframe(1).f_code is code else delay, *args, **kwargs)
+            pause = delay == SETTLE_PAUSE_S and sys._getframe(1).f_code is code
+            return real.sleep(0 if pause else delay, *args, **kwargs)
 
     serving.asyncio = _Asyncio()
 

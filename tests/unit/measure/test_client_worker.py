@@ -176,7 +176,8 @@ def test_the_worker_answers_one_line_per_request_and_skips_blank_lines(
 def test_only_the_clients_fixed_pause_before_a_run_is_skipped() -> None:
     """sglang's ``benchmark`` sleeps 1 s after its cache flush (a stand-in ``serving`` module
     of that shape: the real one needs a server); the worker skips that sleep and no other:
-    the request pacing's sleeps and any other caller's reach asyncio with their delays."""
+    the request pacing's sleeps, benchmark's other sleeps and any other caller's reach asyncio
+    with their delays."""
     delays: list[float] = []
 
     async def sleep(delay: float, result: object = None) -> object:
@@ -192,6 +193,7 @@ def test_only_the_clients_fixed_pause_before_a_run_is_skipped() -> None:
     async def benchmark() -> None:
         await serving.asyncio.sleep(1.0)        # the pause after the flush
         await pace()                            # a request's arrival time
+        await serving.asyncio.sleep(2.0)        # another sleep of benchmark's own: kept
 
     serving.asyncio, serving.benchmark = fake_asyncio, benchmark
     client_worker.skip_settle_pause(serving)
@@ -199,12 +201,12 @@ def test_only_the_clients_fixed_pause_before_a_run_is_skipped() -> None:
     coroutine = benchmark()
     with pytest.raises(StopIteration):
         coroutine.send(None)
-    assert delays == [0, 0.25]
+    assert delays == [0, 0.25, 2.0]
     for call in (serving.asyncio.sleep(0.5, "positional"), serving.asyncio.sleep(0.5, result="kw")):
         with pytest.raises(StopIteration) as done:        # asyncio.sleep's own arguments pass
             call.send(None)
         assert done.value.value in ("positional", "kw")
-    assert delays == [0, 0.25, 0.5, 0.5]
+    assert delays == [0, 0.25, 2.0, 0.5, 0.5]
     bare = types.ModuleType("older")                        # no benchmark(): left as it is
     bare.asyncio = fake_asyncio
     client_worker.skip_settle_pause(bare)
